@@ -1,0 +1,361 @@
+//! Retry delays: exponential backoff with jitter, and the provider's own delay
+//! (Retry-After and its family), which wins over backoff.
+
+use crate::model::Headers;
+use crate::rng::Rng;
+use serde::{Deserialize, Serialize};
+
+/// How a computed delay is spread so that a fleet does not retry in lock-step.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Jitter {
+    /// ±fraction around the delay (the seed default, ±20 %).
+    Proportional,
+    /// Uniform in `[0, delay]` (AWS "full jitter").
+    Full,
+    /// `delay/2` plus uniform in `[0, delay/2]` (AWS "equal jitter").
+    Equal,
+    /// Uniform in `[base, previous × 3]`, capped (AWS "decorrelated jitter").
+    Decorrelated,
+    /// No jitter.
+    None,
+}
+
+/// Why a backoff policy was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum BackoffError {
+    /// A field is out of range.
+    #[error("`{field}` = {value}: {problem}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        problem: &'static str,
+    },
+}
+
+/// A validated retry policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackoffPolicy {
+    base_ms: u64,
+    multiplier: f64,
+    cap_ms: u64,
+    max_retries: u32,
+    jitter: Jitter,
+    jitter_fraction: f64,
+}
+
+impl Default for BackoffPolicy {
+    /// The seed defaults: base 1 s, ×2, cap 10 s, 3 retries, ±20 %.
+    fn default() -> Self {
+        BackoffPolicy {
+            base_ms: 1000,
+            multiplier: 2.0,
+            cap_ms: 10_000,
+            max_retries: 3,
+            jitter: Jitter::Proportional,
+            jitter_fraction: 0.2,
+        }
+    }
+}
+
+impl BackoffPolicy {
+    /// Builds a policy, refusing impossible values.
+    pub fn try_new(
+        base_ms: u64,
+        multiplier: f64,
+        cap_ms: u64,
+        max_retries: u32,
+        jitter: Jitter,
+        jitter_fraction: f64,
+    ) -> Result<Self, BackoffError> {
+        let invalid = |field, value: String, problem| Err(BackoffError::Invalid { field, value, problem });
+        if base_ms == 0 {
+            return invalid("base_ms", base_ms.to_string(), "must be above 0");
+        }
+        if !multiplier.is_finite() || multiplier < 1.0 || multiplier > 100.0 {
+            return invalid("multiplier", multiplier.to_string(), "must be between 1 and 100");
+        }
+        if cap_ms < base_ms {
+            return invalid("cap_ms", cap_ms.to_string(), "must be at least base_ms");
+        }
+        if cap_ms > 24 * 3600 * 1000 {
+            return invalid("cap_ms", cap_ms.to_string(), "must be at most a day");
+        }
+        if max_retries > 100 {
+            return invalid("max_retries", max_retries.to_string(), "must be at most 100");
+        }
+        if !jitter_fraction.is_finite() || !(0.0..=1.0).contains(&jitter_fraction) {
+            return invalid("jitter_fraction", jitter_fraction.to_string(), "must be between 0 and 1");
+        }
+        Ok(BackoffPolicy { base_ms, multiplier, cap_ms, max_retries, jitter, jitter_fraction })
+    }
+
+    /// The most retries allowed.
+    pub fn max_retries(&self) -> u32 {
+        self.max_retries
+    }
+
+    /// The longest delay backoff gives.
+    pub fn cap_ms(&self) -> u64 {
+        self.cap_ms
+    }
+
+    /// The jitter fraction (used to spread provider delays upward too).
+    pub fn jitter_fraction(&self) -> f64 {
+        self.jitter_fraction
+    }
+
+    /// The delay before retry number `retry` (0 for the first), never above the cap.
+    /// `previous_ms` is the last delay given, for decorrelated jitter.
+    pub fn delay_ms(&self, retry: u32, previous_ms: u64, rng: &mut Rng) -> u64 {
+        let exp = self.base_ms as f64 * self.multiplier.powi(retry.min(64) as i32);
+        let delay = exp.min(self.cap_ms as f64);
+        let jittered = match self.jitter {
+            Jitter::None => delay,
+            Jitter::Proportional => {
+                let spread = self.jitter_fraction * (2.0 * rng.next_f64() - 1.0);
+                delay * (1.0 + spread)
+            }
+            Jitter::Full => delay * rng.next_f64(),
+            Jitter::Equal => delay / 2.0 + delay / 2.0 * rng.next_f64(),
+            Jitter::Decorrelated => {
+                let base = self.base_ms as f64;
+                let upper = (previous_ms.max(self.base_ms) as f64 * 3.0).max(base);
+                base + (upper - base) * rng.next_f64()
+            }
+        };
+        (jittered.round() as u64).min(self.cap_ms)
+    }
+
+    /// A provider delay spread upward by the jitter fraction: never earlier than asked.
+    pub fn spread_provider_delay(&self, provider_ms: u64, rng: &mut Rng) -> u64 {
+        let spread = match self.jitter {
+            Jitter::None => 0.0,
+            _ => self.jitter_fraction * rng.next_f64(),
+        };
+        (provider_ms as f64 * (1.0 + spread)).round() as u64
+    }
+}
+
+/// What the provider's headers say about retrying.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProviderDelay {
+    /// Wait this long.
+    After(u64),
+    /// Do not retry (gRPC pushback below zero).
+    DoNotRetry,
+}
+
+/// Epoch seconds above this are absolute times, below it durations (about 2001-09-09).
+const EPOCH_THRESHOLD_S: u64 = 1_000_000_000;
+
+/// Reads the provider's delay from the Retry-After family of headers; the
+/// smallest sane value wins. `wall_ms` is now, for HTTP dates and epoch resets.
+pub fn provider_delay(headers: &Headers, wall_ms: u64) -> Option<ProviderDelay> {
+    if headers.is_empty() {
+        return None;
+    }
+    if let Some(v) = headers.get("grpc-retry-pushback-ms") {
+        if let Ok(ms) = v.parse::<i64>() {
+            if ms < 0 {
+                return Some(ProviderDelay::DoNotRetry);
+            }
+        }
+    }
+    let candidates = [
+        headers.get("retry-after-ms").and_then(|v| parse_millis(v)),
+        headers.get("retry-after").and_then(|v| parse_retry_after(v, wall_ms)),
+        headers.get("grpc-retry-pushback-ms").and_then(|v| parse_millis(v)),
+        headers.get("x-ratelimit-reset-requests").and_then(parse_go_duration),
+        headers.get("x-ratelimit-reset-tokens").and_then(parse_go_duration),
+        headers.get("x-ratelimit-reset").and_then(|v| parse_reset(v, wall_ms)),
+    ];
+    candidates.into_iter().flatten().min().map(ProviderDelay::After)
+}
+
+/// `retry-after-ms: 250` (fractions allowed).
+fn parse_millis(value: &str) -> Option<u64> {
+    let ms: f64 = value.trim().parse().ok()?;
+    (ms.is_finite() && ms >= 0.0).then(|| ms.round() as u64)
+}
+
+/// `Retry-After: 7` (seconds, fractions tolerated) or an HTTP date.
+pub fn parse_retry_after(value: &str, wall_ms: u64) -> Option<u64> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0).then(|| (seconds * 1000.0).round() as u64);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let at_ms = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64;
+    Some(at_ms.saturating_sub(wall_ms))
+}
+
+/// `x-ratelimit-reset`: seconds from now, or epoch seconds (told apart by size).
+fn parse_reset(value: &str, wall_ms: u64) -> Option<u64> {
+    let seconds: f64 = value.trim().parse().ok()?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return None;
+    }
+    if seconds >= EPOCH_THRESHOLD_S as f64 {
+        Some(((seconds * 1000.0) as u64).saturating_sub(wall_ms))
+    } else {
+        Some((seconds * 1000.0).round() as u64)
+    }
+}
+
+/// Go-style durations as OpenAI writes them: `1s`, `6ms`, `1m30s`, `2h0m0s`, `0.5s`.
+pub fn parse_go_duration(value: &str) -> Option<u64> {
+    let mut rest = value.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total_ms = 0f64;
+    while !rest.is_empty() {
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if number_len == 0 {
+            return None;
+        }
+        let number: f64 = rest[..number_len].parse().ok()?;
+        rest = &rest[number_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "h" => 3_600_000.0,
+            "m" => 60_000.0,
+            "s" => 1000.0,
+            "ms" => 1.0,
+            "us" | "µs" => 0.001,
+            "ns" => 0.000_001,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total_ms += number * scale;
+    }
+    Some(total_ms.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+    use proptest::prelude::*;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    fn headers(pairs: &[(&str, &str)]) -> Headers {
+        Headers::new(pairs.iter().map(|(k, v)| (*k, v.to_string())))
+    }
+
+    #[test]
+    fn seed_defaults_grow_by_two_within_twenty_percent() {
+        let p = BackoffPolicy::default();
+        let mut rng = Rng::new(3);
+        for (retry, nominal) in [(0u32, 1000f64), (1, 2000.0), (2, 4000.0), (3, 8000.0), (4, 10_000.0)] {
+            for _ in 0..1000 {
+                let d = p.delay_ms(retry, 0, &mut rng) as f64;
+                assert!(d >= nominal * 0.8 - 1.0 && d <= (nominal * 1.2).min(10_000.0) + 1.0, "retry {retry}: {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn jitter_strategies_stay_in_bounds_over_many_draws() {
+        let mut rng = Rng::new(11);
+        let make = |j| BackoffPolicy::try_new(100, 2.0, 5000, 5, j, 0.2).unwrap();
+        for retry in 0..6u32 {
+            let nominal = (100.0 * 2f64.powi(retry as i32)).min(5000.0);
+            for _ in 0..10_000 {
+                let full = make(Jitter::Full).delay_ms(retry, 0, &mut rng) as f64;
+                assert!((0.0..=nominal).contains(&full));
+                let equal = make(Jitter::Equal).delay_ms(retry, 0, &mut rng) as f64;
+                assert!(equal >= (nominal / 2.0).floor() && equal <= nominal);
+                let none = make(Jitter::None).delay_ms(retry, 0, &mut rng) as f64;
+                assert_eq!(none, nominal);
+                let prev = 400;
+                let dec = make(Jitter::Decorrelated).delay_ms(retry, prev, &mut rng);
+                assert!((100..=1200).contains(&dec), "{dec}");
+            }
+        }
+    }
+
+    #[test]
+    fn provider_delay_spreads_upward_only() {
+        let p = BackoffPolicy::default();
+        let mut rng = Rng::new(5);
+        for _ in 0..1000 {
+            let d = p.spread_provider_delay(7000, &mut rng);
+            assert!((7000..=8400).contains(&d), "{d}");
+        }
+    }
+
+    #[test]
+    fn invalid_policies_are_refused_by_name() {
+        let err = BackoffPolicy::try_new(0, 2.0, 10, 3, Jitter::Full, 0.2).unwrap_err();
+        assert!(err.to_string().contains("base_ms"));
+        let err = BackoffPolicy::try_new(100, 2.0, 10, 3, Jitter::Full, 0.2).unwrap_err();
+        assert!(err.to_string().contains("cap_ms"));
+        let err = BackoffPolicy::try_new(100, f64::NAN, 1000, 3, Jitter::Full, 0.2).unwrap_err();
+        assert!(err.to_string().contains("multiplier"));
+        let err = BackoffPolicy::try_new(100, 2.0, 1000, 3, Jitter::Full, 1.5).unwrap_err();
+        assert!(err.to_string().contains("jitter_fraction"));
+    }
+
+    #[test]
+    fn header_forms_as_providers_document_them() {
+        let cases: &[(&[(&str, &str)], Option<ProviderDelay>)] = &[
+            (&[("Retry-After", "7")], Some(ProviderDelay::After(7000))),
+            (&[("retry-after", "Tue, 14 Nov 2023 22:13:30 GMT")], Some(ProviderDelay::After(10_000))),
+            (&[("retry-after", "Tue, 14 Nov 2023 22:13:00 GMT")], Some(ProviderDelay::After(0))),
+            (&[("retry-after-ms", "250")], Some(ProviderDelay::After(250))),
+            (&[("x-ratelimit-reset-requests", "1s")], Some(ProviderDelay::After(1000))),
+            (&[("x-ratelimit-reset-tokens", "6ms")], Some(ProviderDelay::After(6))),
+            (&[("x-ratelimit-reset-requests", "1m30s")], Some(ProviderDelay::After(90_000))),
+            (&[("x-ratelimit-reset-requests", "2h0m0s")], Some(ProviderDelay::After(7_200_000))),
+            (&[("x-ratelimit-reset", "30")], Some(ProviderDelay::After(30_000))),
+            (&[("x-ratelimit-reset", "1700000060")], Some(ProviderDelay::After(60_000))),
+            (&[("grpc-retry-pushback-ms", "1500")], Some(ProviderDelay::After(1500))),
+            (&[("grpc-retry-pushback-ms", "-1")], Some(ProviderDelay::DoNotRetry)),
+            (&[("retry-after", "soon")], None),
+            (&[("retry-after", "-3")], None),
+            (&[("Retry-After", "20"), ("retry-after-ms", "1500")], Some(ProviderDelay::After(1500))),
+            (&[("content-type", "application/json")], None),
+        ];
+        // 2023-11-14T22:13:20Z
+        let now = NOW;
+        for (pairs, want) in cases {
+            assert_eq!(provider_delay(&headers(pairs), now), *want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("0.5s"), Some(500));
+        assert_eq!(parse_go_duration("1h"), Some(3_600_000));
+        assert_eq!(parse_go_duration("12x"), None);
+        assert_eq!(parse_go_duration("s"), None);
+        assert_eq!(parse_go_duration(""), None);
+    }
+
+    proptest! {
+        #[test]
+        fn a_delay_never_exceeds_its_cap(
+            base in 1u64..5000, mult in 1.0f64..10.0, extra in 0u64..100_000, retry in 0u32..200,
+            prev in 0u64..1_000_000, seed in any::<u64>(), fraction in 0.0f64..1.0,
+            jitter in prop::sample::select(vec![Jitter::Proportional, Jitter::Full, Jitter::Equal, Jitter::Decorrelated, Jitter::None]),
+        ) {
+            let cap = base + extra;
+            let p = BackoffPolicy::try_new(base, mult, cap, 3, jitter, fraction).unwrap();
+            let mut rng = Rng::new(seed);
+            prop_assert!(p.delay_ms(retry, prev, &mut rng) <= cap);
+        }
+
+        #[test]
+        fn header_parsing_never_panics(name in "[a-zA-Z-]{1,30}", value in "\\PC{0,40}") {
+            let _ = provider_delay(&headers(&[(&name, &value)]), NOW);
+            let _ = provider_delay(&headers(&[("retry-after", &value)]), NOW);
+            let _ = parse_go_duration(&value);
+        }
+    }
+}

@@ -1,0 +1,754 @@
+//! Classification: which category a failure belongs to, and which rule said so.
+//!
+//! Rules are data (`src/defaults/rules.toml`, compiled into the binary, plus
+//! the user's `[[rules]]`). Every rule that matches gets a score from the
+//! signals it names, and the highest score wins, so a structured signal
+//! (outcome kind, error code, exception type, gRPC code, HTTP status, exit
+//! code) beats words in the message, and a rule that names a signal *and*
+//! words beats the bare signal (a 400 that says "prompt is too long").
+//! Equal scores go to the rule listed first; user rules are listed before the
+//! defaults.
+
+use crate::model::{Action, Category, Outcome, OutcomeKind};
+use globset::{Glob, GlobMatcher};
+use regex::{RegexSet, RegexSetBuilder};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The default rules, shipped inside the binary.
+pub const DEFAULT_RULES: &str = include_str!("defaults/rules.toml");
+
+/// Weights of each signal in a rule's score (see the module comment).
+pub mod weight {
+    /// The outcome kind the agent reported (unknown tool, cancelled, ...).
+    pub const KIND: i32 = 100;
+    /// An errno name or provider error code.
+    pub const CODE: i32 = 80;
+    /// An exception type.
+    pub const EXCEPTION: i32 = 60;
+    /// A gRPC status code.
+    pub const GRPC_CODE: i32 = 50;
+    /// One HTTP status.
+    pub const HTTP_STATUS: i32 = 40;
+    /// A range of HTTP statuses: less specific than one status.
+    pub const HTTP_RANGE: i32 = 38;
+    /// A process exit code.
+    pub const EXIT_CODE: i32 = 40;
+    /// Words in the message.
+    pub const MESSAGE: i32 = 10;
+    /// A tool name glob.
+    pub const TOOL: i32 = 5;
+}
+
+/// An HTTP status or an inclusive range written `"500-599"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StatusSpec {
+    /// One status.
+    One(u16),
+    /// A range, as text.
+    Range(String),
+}
+
+/// A gRPC code by number or by name (`"UNAVAILABLE"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum GrpcCodeSpec {
+    /// By number.
+    Number(i32),
+    /// By name.
+    Name(String),
+}
+
+/// A rule as written in a rules file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// Unique id, named in every verdict the rule decides.
+    pub id: String,
+    /// Outcome kinds that match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kind: Vec<OutcomeKind>,
+    /// Error codes that match (case-insensitive).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub code: Vec<String>,
+    /// Exception types that match: a full dotted name or its last part.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exception: Vec<String>,
+    /// gRPC codes that match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grpc_code: Vec<GrpcCodeSpec>,
+    /// HTTP statuses or ranges that match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_status: Vec<StatusSpec>,
+    /// Exit codes that match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exit_code: Vec<i32>,
+    /// Tool name globs that match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool: Vec<String>,
+    /// Regular expressions (case-insensitive) of which one must match the message or detail.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub message: Vec<String>,
+    /// The category the rule yields.
+    pub category: Option<Category>,
+    /// Overrides the category's retryable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    /// Overrides the category's action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
+    /// Overrides the category's suggestion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
+    /// Replaces the computed score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+}
+
+/// A rules file: `[[rules]]` tables.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RulesFile {
+    /// The rules, in order.
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+}
+
+/// Why a rule set could not be built.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RuleError {
+    /// A rule has no id.
+    #[error("rule #{index}: `id` is empty")]
+    MissingId {
+        /// Position in the list, from 1.
+        index: usize,
+    },
+    /// Two rules share an id.
+    #[error("rule `{id}`: the id is used twice")]
+    DuplicateId {
+        /// The id.
+        id: String,
+    },
+    /// A field has a bad value.
+    #[error("rule `{id}`: `{field}` = {value:?}: {problem}")]
+    BadField {
+        /// The rule.
+        id: String,
+        /// The field.
+        field: &'static str,
+        /// The bad value.
+        value: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The default rules file does not parse (a build defect).
+    #[error("the built-in rules do not parse: {0}")]
+    Defaults(String),
+}
+
+/// Per-category defaults the classifier needs: retryable and suggestion.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CategoryDefaults {
+    /// Whether failures of the category may succeed on retry.
+    pub retryable: bool,
+    /// The suggestion shown when the rule has none.
+    pub suggestion: String,
+}
+
+#[derive(Clone, Debug)]
+enum StatusMatch {
+    One(u16),
+    Range(u16, u16),
+}
+
+#[derive(Clone, Debug)]
+struct Rule {
+    id: String,
+    kind: Vec<OutcomeKind>,
+    code: Vec<String>,
+    exception: Vec<String>,
+    grpc_code: Vec<i32>,
+    http_status: Vec<StatusMatch>,
+    exit_code: Vec<i32>,
+    tool: Vec<GlobMatcher>,
+    has_message: bool,
+    category: Category,
+    retryable: Option<bool>,
+    action: Option<Action>,
+    suggestion: Option<String>,
+    priority: Option<i32>,
+}
+
+/// The signals of an outcome that rules look at, prepared once.
+#[derive(Clone, Debug, Serialize)]
+pub struct Signals {
+    /// The outcome kind.
+    pub kind: Option<OutcomeKind>,
+    /// The error code, lowercased.
+    pub code: String,
+    /// The exception type.
+    pub exception_type: String,
+    /// gRPC code.
+    pub grpc_code: Option<i32>,
+    /// HTTP status.
+    pub http_status: Option<u16>,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// The tool.
+    pub tool: String,
+    /// How many bytes of text the message rules saw.
+    pub text_bytes: usize,
+}
+
+/// One rule that matched, for `--explain`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleMatch {
+    /// The rule id.
+    pub rule: String,
+    /// Its category.
+    pub category: Category,
+    /// Its score.
+    pub score: i32,
+}
+
+/// What `classify --explain` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct Explanation {
+    /// The signals seen.
+    pub signals: Signals,
+    /// Every rule that matched, best first.
+    pub matched: Vec<RuleMatch>,
+    /// The rule that won.
+    pub winner: String,
+}
+
+/// The compiled rule set.
+#[derive(Debug)]
+pub struct Classifier {
+    rules: Vec<Rule>,
+    messages: RegexSet,
+    /// Which rule each pattern in `messages` belongs to.
+    pattern_rule: Vec<usize>,
+    categories: BTreeMap<Category, CategoryDefaults>,
+    text_limit: usize,
+}
+
+/// The rule id used when nothing matches.
+pub const NO_MATCH_RULE: &str = "default.unknown";
+
+impl Classifier {
+    /// Compiles `user` rules (which override defaults of the same id, or come first) over `defaults`.
+    pub fn build(
+        defaults: &[RuleSpec],
+        user: &[RuleSpec],
+        categories: BTreeMap<Category, CategoryDefaults>,
+        text_limit: usize,
+    ) -> Result<Self, RuleError> {
+        let merged = merge_rules(defaults, user)?;
+        let mut rules = Vec::with_capacity(merged.len());
+        let mut patterns = Vec::new();
+        let mut pattern_rule = Vec::new();
+        for (index, spec) in merged.iter().enumerate() {
+            for pattern in &spec.message {
+                // Check each pattern alone so the error names the rule.
+                regex::RegexBuilder::new(pattern)
+                    .case_insensitive(true)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| bad(&spec.id, "message", pattern, e.to_string()))?;
+                patterns.push(pattern.clone());
+                pattern_rule.push(index);
+            }
+            rules.push(compile_rule(spec)?);
+        }
+        let messages = RegexSetBuilder::new(&patterns)
+            .case_insensitive(true)
+            .size_limit(64 << 20)
+            .build()
+            .map_err(|e| RuleError::BadField {
+                id: "(all)".into(),
+                field: "message",
+                value: format!("{} patterns", patterns.len()),
+                problem: e.to_string(),
+            })?;
+        Ok(Classifier { rules, messages, pattern_rule, categories, text_limit })
+    }
+
+    /// The classifier with only the built-in rules and the given category defaults.
+    pub fn with_defaults(categories: BTreeMap<Category, CategoryDefaults>) -> Result<Self, RuleError> {
+        Self::build(&default_rules()?, &[], categories, 2048)
+    }
+
+    /// How many rules are loaded.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// True when no rules are loaded.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Classifies a failed outcome.
+    pub fn classify(&self, outcome: &Outcome) -> crate::model::Classification {
+        let (best, _) = self.best(outcome, false);
+        self.classification(best)
+    }
+
+    /// Classifies and says why.
+    pub fn explain(&self, outcome: &Outcome) -> (crate::model::Classification, Explanation) {
+        let (best, matched) = self.best(outcome, true);
+        let mut matched = matched;
+        matched.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        let explanation = Explanation {
+            signals: self.signals(outcome),
+            matched: matched
+                .iter()
+                .map(|(i, _, score)| RuleMatch {
+                    rule: self.rules[*i].id.clone(),
+                    category: self.rules[*i].category,
+                    score: *score,
+                })
+                .collect(),
+            winner: best.map(|i| self.rules[i].id.clone()).unwrap_or_else(|| NO_MATCH_RULE.into()),
+        };
+        (self.classification(best), explanation)
+    }
+
+    fn classification(&self, best: Option<usize>) -> crate::model::Classification {
+        let (rule_id, category, retryable, action, suggestion) = match best {
+            Some(i) => {
+                let r = &self.rules[i];
+                (r.id.as_str(), r.category, r.retryable, r.action, r.suggestion.as_deref())
+            }
+            None => (NO_MATCH_RULE, Category::Unknown, None, None, None),
+        };
+        let defaults = self.categories.get(&category);
+        crate::model::Classification {
+            category,
+            retryable: retryable.unwrap_or_else(|| defaults.is_some_and(|d| d.retryable)),
+            rule: rule_id.to_string(),
+            suggestion: suggestion
+                .map(str::to_string)
+                .or_else(|| defaults.map(|d| d.suggestion.clone()))
+                .unwrap_or_default(),
+            action,
+        }
+    }
+
+    /// The winning rule index and, when `collect`, every match as (index, category, score).
+    fn best(&self, outcome: &Outcome, collect: bool) -> (Option<usize>, Vec<(usize, Category, i32)>) {
+        let text = match_text(outcome, self.text_limit);
+        let mut message_hits = vec![false; self.rules.len()];
+        if !text.is_empty() && !self.messages.is_empty() {
+            for pattern in self.messages.matches(&text).iter() {
+                message_hits[self.pattern_rule[pattern]] = true;
+            }
+        }
+        let exception = outcome.exception_type.trim();
+        let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
+        let mut best: Option<(usize, i32)> = None;
+        let mut all = Vec::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            let Some(score) = rule.score(outcome, exception, exception_last, message_hits[i]) else {
+                continue;
+            };
+            if collect {
+                all.push((i, rule.category, score));
+            }
+            if best.is_none_or(|(_, s)| score > s) {
+                best = Some((i, score));
+            }
+        }
+        (best.map(|(i, _)| i), all)
+    }
+
+    fn signals(&self, outcome: &Outcome) -> Signals {
+        Signals {
+            kind: outcome.kind,
+            code: outcome.code.trim().to_ascii_lowercase(),
+            exception_type: outcome.exception_type.clone(),
+            grpc_code: outcome.grpc_code,
+            http_status: outcome.http_status,
+            exit_code: outcome.exit_code,
+            tool: outcome.tool.clone(),
+            text_bytes: match_text(outcome, self.text_limit).len(),
+        }
+    }
+}
+
+impl Rule {
+    /// The rule's score when every signal it names matches, else `None`.
+    fn score(&self, outcome: &Outcome, exception: &str, exception_last: &str, message_hit: bool) -> Option<i32> {
+        let mut score = 0;
+        if !self.kind.is_empty() {
+            let kind = outcome.kind?;
+            if !self.kind.contains(&kind) {
+                return None;
+            }
+            score += weight::KIND;
+        }
+        if !self.code.is_empty() {
+            let code = outcome.code.trim();
+            if code.is_empty() || !self.code.iter().any(|c| c.eq_ignore_ascii_case(code)) {
+                return None;
+            }
+            score += weight::CODE;
+        }
+        if !self.exception.is_empty() {
+            if exception.is_empty() || !self.exception.iter().any(|e| e == exception || e == exception_last) {
+                return None;
+            }
+            score += weight::EXCEPTION;
+        }
+        if !self.grpc_code.is_empty() {
+            if !self.grpc_code.contains(&outcome.grpc_code?) {
+                return None;
+            }
+            score += weight::GRPC_CODE;
+        }
+        if !self.http_status.is_empty() {
+            let status = outcome.http_status?;
+            let hit = self.http_status.iter().find_map(|m| match *m {
+                StatusMatch::One(s) if s == status => Some(weight::HTTP_STATUS),
+                StatusMatch::Range(lo, hi) if (lo..=hi).contains(&status) => Some(weight::HTTP_RANGE),
+                _ => None,
+            })?;
+            score += hit;
+        }
+        if !self.exit_code.is_empty() {
+            if !self.exit_code.contains(&outcome.exit_code?) {
+                return None;
+            }
+            score += weight::EXIT_CODE;
+        }
+        if !self.tool.is_empty() {
+            if !self.tool.iter().any(|g| g.is_match(&outcome.tool)) {
+                return None;
+            }
+            score += weight::TOOL;
+        }
+        if self.has_message {
+            if !message_hit {
+                return None;
+            }
+            score += weight::MESSAGE;
+        }
+        Some(self.priority.unwrap_or(score))
+    }
+}
+
+/// The text message rules look at: a bounded prefix of the message, and the
+/// head and tail of the detail (a Python traceback ends with its exception).
+fn match_text(outcome: &Outcome, limit: usize) -> std::borrow::Cow<'_, str> {
+    let message = prefix(&outcome.message, limit);
+    if outcome.detail.is_empty() {
+        return std::borrow::Cow::Borrowed(message);
+    }
+    let half = limit / 2;
+    let detail = &outcome.detail;
+    let mut text = String::with_capacity(message.len() + limit + 2);
+    text.push_str(message);
+    text.push('\n');
+    if detail.len() <= limit {
+        text.push_str(detail);
+    } else {
+        text.push_str(prefix(detail, half));
+        text.push('\n');
+        text.push_str(suffix(detail, half));
+    }
+    std::borrow::Cow::Owned(text)
+}
+
+/// The longest prefix of at most `max` bytes that ends on a char boundary.
+pub fn prefix(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The longest suffix of at most `max` bytes that starts on a char boundary.
+pub fn suffix(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// Parses the built-in rules.
+pub fn default_rules() -> Result<Vec<RuleSpec>, RuleError> {
+    toml::from_str::<RulesFile>(DEFAULT_RULES)
+        .map(|f| f.rules)
+        .map_err(|e| RuleError::Defaults(e.to_string()))
+}
+
+/// User rules replace defaults with the same id in place; new ones go first.
+fn merge_rules(defaults: &[RuleSpec], user: &[RuleSpec]) -> Result<Vec<RuleSpec>, RuleError> {
+    let mut seen = std::collections::HashSet::new();
+    for (index, spec) in defaults.iter().chain(user).enumerate() {
+        if spec.id.trim().is_empty() {
+            return Err(RuleError::MissingId { index: index + 1 });
+        }
+    }
+    for spec in user {
+        if !seen.insert(spec.id.as_str()) {
+            return Err(RuleError::DuplicateId { id: spec.id.clone() });
+        }
+    }
+    let mut default_ids = std::collections::HashSet::new();
+    for spec in defaults {
+        if !default_ids.insert(spec.id.as_str()) {
+            return Err(RuleError::DuplicateId { id: spec.id.clone() });
+        }
+    }
+    let overrides: BTreeMap<&str, &RuleSpec> = user.iter().map(|r| (r.id.as_str(), r)).collect();
+    let mut merged: Vec<RuleSpec> =
+        user.iter().filter(|r| !default_ids.contains(r.id.as_str())).cloned().collect();
+    merged.extend(defaults.iter().map(|d| overrides.get(d.id.as_str()).map_or_else(|| d.clone(), |u| (*u).clone())));
+    Ok(merged)
+}
+
+fn bad(id: &str, field: &'static str, value: impl ToString, problem: impl ToString) -> RuleError {
+    RuleError::BadField { id: id.to_string(), field, value: value.to_string(), problem: problem.to_string() }
+}
+
+fn compile_rule(spec: &RuleSpec) -> Result<Rule, RuleError> {
+    let id = spec.id.as_str();
+    let category = spec.category.ok_or_else(|| bad(id, "category", "", "every rule needs a category"))?;
+    let no_signal = spec.kind.is_empty()
+        && spec.code.is_empty()
+        && spec.exception.is_empty()
+        && spec.grpc_code.is_empty()
+        && spec.http_status.is_empty()
+        && spec.exit_code.is_empty()
+        && spec.message.is_empty();
+    if no_signal {
+        return Err(bad(id, "(signals)", "", "a rule must name at least one signal besides the tool"));
+    }
+    let http_status = spec
+        .http_status
+        .iter()
+        .map(|s| match s {
+            StatusSpec::One(n) if (100..=599).contains(n) => Ok(StatusMatch::One(*n)),
+            StatusSpec::One(n) => Err(bad(id, "http_status", n, "an HTTP status is 100 to 599")),
+            StatusSpec::Range(text) => parse_range(text).ok_or_else(|| {
+                bad(id, "http_status", text, "write a status range as \"500-599\" within 100-599")
+            }),
+        })
+        .collect::<Result<_, _>>()?;
+    let grpc_code = spec
+        .grpc_code
+        .iter()
+        .map(|g| match g {
+            GrpcCodeSpec::Number(n) if (0..=16).contains(n) => Ok(*n),
+            GrpcCodeSpec::Number(n) => Err(bad(id, "grpc_code", n, "a gRPC code is 0 to 16")),
+            GrpcCodeSpec::Name(name) => grpc_code_from_name(name)
+                .ok_or_else(|| bad(id, "grpc_code", name, "not a gRPC code name such as UNAVAILABLE")),
+        })
+        .collect::<Result<_, _>>()?;
+    let tool = spec
+        .tool
+        .iter()
+        .map(|g| Glob::new(g).map(|g| g.compile_matcher()).map_err(|e| bad(id, "tool", g, e)))
+        .collect::<Result<_, _>>()?;
+    for (field, list) in [("code", &spec.code), ("exception", &spec.exception)] {
+        if let Some(empty) = list.iter().find(|s| s.trim().is_empty()) {
+            return Err(bad(id, field, empty, "must not be empty"));
+        }
+    }
+    Ok(Rule {
+        id: spec.id.clone(),
+        kind: spec.kind.clone(),
+        code: spec.code.iter().map(|c| c.trim().to_string()).collect(),
+        exception: spec.exception.iter().map(|e| e.trim().to_string()).collect(),
+        grpc_code,
+        http_status,
+        exit_code: spec.exit_code.clone(),
+        tool,
+        has_message: !spec.message.is_empty(),
+        category,
+        retryable: spec.retryable,
+        action: spec.action,
+        suggestion: spec.suggestion.clone(),
+        priority: spec.priority,
+    })
+}
+
+fn parse_range(text: &str) -> Option<StatusMatch> {
+    let (lo, hi) = text.split_once('-')?;
+    let (lo, hi): (u16, u16) = (lo.trim().parse().ok()?, hi.trim().parse().ok()?);
+    (100 <= lo && lo <= hi && hi <= 599).then_some(StatusMatch::Range(lo, hi))
+}
+
+/// The gRPC code names, in code order (0 = OK).
+pub const GRPC_CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// A gRPC code from its name, in any case, with or without spaces (`"Deadline Exceeded"`).
+pub fn grpc_code_from_name(name: &str) -> Option<i32> {
+    let normal: String = name.trim().chars().map(|c| if c == ' ' { '_' } else { c.to_ascii_uppercase() }).collect();
+    let normal = if normal == "CANCELED" { "CANCELLED".to_string() } else { normal };
+    GRPC_CODE_NAMES.iter().position(|n| *n == normal).map(|i| i as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Headers;
+
+    fn categories() -> BTreeMap<Category, CategoryDefaults> {
+        crate::policy::Policy::default().category_defaults()
+    }
+
+    fn classifier() -> Classifier {
+        Classifier::with_defaults(categories()).expect("default rules compile")
+    }
+
+    fn failure(message: &str) -> Outcome {
+        Outcome { tool: "t".into(), message: message.into(), headers: Headers::default(), ..Default::default() }
+    }
+
+    #[test]
+    fn default_rules_compile() {
+        assert!(classifier().len() > 50);
+    }
+
+    #[test]
+    fn structured_signal_beats_misleading_words() {
+        let c = classifier();
+        let gateway = Outcome { http_status: Some(504), ..failure("upstream request timeout") };
+        assert_eq!(c.classify(&gateway).category, Category::Unavailable);
+        let not_found = Outcome { exit_code: Some(127), ..failure("timeout: command not found") };
+        assert_eq!(c.classify(&not_found).category, Category::NotFound);
+        let quota = Outcome { http_status: Some(429), code: "insufficient_quota".into(), ..failure("quota") };
+        assert_eq!(c.classify(&quota).category, Category::QuotaExceeded);
+    }
+
+    #[test]
+    fn words_refine_a_generic_signal() {
+        let c = classifier();
+        let long = Outcome { http_status: Some(400), ..failure("prompt is too long: 210000 tokens > 200000 maximum") };
+        assert_eq!(c.classify(&long).category, Category::ContextLength);
+        let rate = Outcome { http_status: Some(403), ..failure("API rate limit exceeded for user ID 1234.") };
+        assert_eq!(c.classify(&rate).category, Category::RateLimited);
+        let plain = Outcome { http_status: Some(400), ..failure("missing field `query`") };
+        assert_eq!(c.classify(&plain).category, Category::Validation);
+    }
+
+    #[test]
+    fn exception_matches_by_last_dotted_part() {
+        let c = classifier();
+        let o = Outcome { exception_type: "requests.exceptions.ReadTimeout".into(), ..failure("") };
+        let got = c.classify(&o);
+        assert_eq!(got.category, Category::Timeout);
+        assert!(got.retryable);
+    }
+
+    #[test]
+    fn nothing_matches_gives_unknown() {
+        let got = classifier().classify(&failure("the frobnicator declined"));
+        assert_eq!((got.category, got.rule.as_str()), (Category::Unknown, NO_MATCH_RULE));
+        assert!(!got.retryable);
+    }
+
+    #[test]
+    fn user_rule_overrides_by_id_and_new_rules_come_first() {
+        let defaults = default_rules().unwrap();
+        let user = vec![
+            RuleSpec {
+                id: "http.404".into(),
+                http_status: vec![StatusSpec::One(404)],
+                category: Some(Category::Unavailable),
+                ..Default::default()
+            },
+            RuleSpec {
+                id: "acme.flaky".into(),
+                message: vec!["frobnicator declined".into()],
+                category: Some(Category::Unavailable),
+                suggestion: Some("wait for the frobnicator".into()),
+                ..Default::default()
+            },
+        ];
+        let c = Classifier::build(&defaults, &user, categories(), 2048).unwrap();
+        let got = c.classify(&Outcome { http_status: Some(404), ..failure("Not Found") });
+        assert_eq!((got.category, got.rule.as_str()), (Category::Unavailable, "http.404"));
+        let got = c.classify(&failure("the frobnicator declined"));
+        assert_eq!(got.rule, "acme.flaky");
+        assert_eq!(got.suggestion, "wait for the frobnicator");
+    }
+
+    #[test]
+    fn bad_rules_are_refused_with_their_id() {
+        let bad_regex = RuleSpec {
+            id: "mine".into(),
+            message: vec!["(unclosed".into()],
+            category: Some(Category::Unknown),
+            ..Default::default()
+        };
+        let err = Classifier::build(&[], &[bad_regex], categories(), 2048).unwrap_err();
+        assert!(err.to_string().contains("rule `mine`: `message`"), "{err}");
+        let bad_status = RuleSpec {
+            id: "s".into(),
+            http_status: vec![StatusSpec::Range("600-700".into())],
+            category: Some(Category::Unknown),
+            ..Default::default()
+        };
+        let err = Classifier::build(&[], &[bad_status], categories(), 2048).unwrap_err();
+        assert!(err.to_string().contains("600-700"), "{err}");
+        let twice = RuleSpec { id: "a".into(), code: vec!["x".into()], category: Some(Category::Unknown), ..Default::default() };
+        let err = Classifier::build(&[], &[twice.clone(), twice], categories(), 2048).unwrap_err();
+        assert_eq!(err, RuleError::DuplicateId { id: "a".into() });
+    }
+
+    #[test]
+    fn explain_lists_matches_best_first() {
+        let c = classifier();
+        let o = Outcome { http_status: Some(504), ..failure("upstream request timeout") };
+        let (_, e) = c.explain(&o);
+        assert_eq!(e.winner, e.matched[0].rule);
+        assert!(e.matched.len() >= 2, "{:?}", e.matched);
+        assert!(e.matched.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+
+    #[test]
+    fn grpc_names_parse() {
+        assert_eq!(grpc_code_from_name("UNAVAILABLE"), Some(14));
+        assert_eq!(grpc_code_from_name("Deadline Exceeded"), Some(4));
+        assert_eq!(grpc_code_from_name("canceled"), Some(1));
+        assert_eq!(grpc_code_from_name("nope"), None);
+    }
+
+    #[test]
+    fn prefix_and_suffix_respect_char_boundaries() {
+        let s = "ééé";
+        assert_eq!(prefix(s, 3), "é");
+        assert_eq!(suffix(s, 3), "é");
+    }
+}

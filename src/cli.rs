@@ -1,0 +1,265 @@
+//! The command line: `serve` (the default), `check-config`, `print-config`,
+//! `replay` and `classify`.
+
+use crate::clock::{Clock as _, ManualClock, SystemClock};
+use crate::config::Config;
+use crate::engine::{Engine, EngineSettings};
+use crate::metrics::Metrics;
+use crate::model::{Headers, Outcome, OutcomeKind};
+use crate::policy::Policy;
+use anyhow::{anyhow, bail, Context as _};
+use clap::{Args, Parser, Subcommand};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Rebound: the error-handling sidecar for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "rebound", version, about)]
+pub struct Cli {
+    /// What to do; `serve` when left out.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Flags of `serve`, accepted without the word `serve`.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the sidecar (the default).
+    Serve(ServeArgs),
+    /// Validate a config file and exit (0 valid, 2 invalid).
+    CheckConfig {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Print the effective default config as a starting file.
+    PrintConfig {
+        /// Print this file's effective config (defaults filled in) instead.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Run recorded outcomes (JSON lines; `-` for stdin) through the engine; print one verdict per line.
+    Replay {
+        /// The JSONL file, or `-`.
+        file: String,
+        /// Config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Seed for jitter, for reproducible delays.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Classify one error from the command line.
+    Classify(ClassifyArgs),
+}
+
+/// Flags of `serve`.
+#[derive(Debug, Args, Default)]
+pub struct ServeArgs {
+    /// gRPC address: host:port or unix:/path (overrides the config).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Metrics address host:port (overrides the config).
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
+    /// Config file (TOML).
+    #[arg(long, env = "REBOUND_CONFIG_FILE")]
+    pub config: Option<PathBuf>,
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+/// Flags of `classify`.
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// The error message.
+    #[arg(long, default_value = "")]
+    pub message: String,
+    /// Full output or stack trace.
+    #[arg(long, default_value = "")]
+    pub detail: String,
+    /// Exception type.
+    #[arg(long, default_value = "")]
+    pub exception_type: String,
+    /// HTTP status.
+    #[arg(long)]
+    pub http_status: Option<u16>,
+    /// gRPC code, by number or name.
+    #[arg(long)]
+    pub grpc_code: Option<String>,
+    /// Exit code.
+    #[arg(long, allow_hyphen_values = true)]
+    pub exit_code: Option<i32>,
+    /// errno or provider code.
+    #[arg(long, default_value = "")]
+    pub code: String,
+    /// Outcome kind (tool_error, no_tool_call, invalid_tool_call, unknown_tool, timeout, cancelled, provider_error).
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Tool name.
+    #[arg(long, default_value = "cli")]
+    pub tool: String,
+    /// A response header, `Name: value` (repeatable).
+    #[arg(long = "header")]
+    pub headers: Vec<String>,
+    /// Print the signals seen, every rule that matched and the winner.
+    #[arg(long)]
+    pub explain: bool,
+    /// Config file with user rules.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => serve(cli.serve),
+        Some(Command::Serve(args)) => serve(args),
+        Some(Command::CheckConfig { file }) => check_config(&file),
+        Some(Command::PrintConfig { config }) => print_config(config.as_deref()),
+        Some(Command::Replay { file, config, seed }) => replay(&file, config.as_deref(), seed),
+        Some(Command::Classify(args)) => classify(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("rebound: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The config from a file (or defaults) with `REBOUND_*` overrides, and its policy.
+pub fn load(path: Option<&Path>) -> anyhow::Result<(Config, Policy)> {
+    let config = match path {
+        Some(p) => Config::read(p)?,
+        None => Config::default(),
+    };
+    let config = config.with_env(std::env::vars())?;
+    let origin = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
+    let policy = Policy::from_config(&config).map_err(|e| anyhow!("{origin}: {e}"))?;
+    Ok((config, policy))
+}
+
+fn check_config(file: &Path) -> anyhow::Result<()> {
+    let (_, policy) = load(Some(file))?;
+    println!("{}: ok ({} rules)", file.display(), policy.classifier.len());
+    Ok(())
+}
+
+fn print_config(file: Option<&Path>) -> anyhow::Result<()> {
+    let (config, _) = load(file)?;
+    print!("{}", config.to_toml());
+    Ok(())
+}
+
+fn replay(file: &str, config: Option<&Path>, seed: Option<u64>) -> anyhow::Result<()> {
+    let (config, policy) = load(config)?;
+    let clock = Arc::new(ManualClock::new(SystemClock::new().wall_ms()));
+    let seed = seed.unwrap_or_else(crate::rng::random_seed);
+    let settings = EngineSettings::from_config(&config.sessions, seed);
+    let engine = Engine::new(policy, settings, clock.clone(), Arc::new(Metrics::new(config.metrics.tool_label_cap)));
+    let input: Box<dyn BufRead> = if file == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(std::fs::File::open(file).with_context(|| format!("opening {file}"))?))
+    };
+    let stdout = std::io::stdout().lock();
+    crate::replay::replay(input, std::io::BufWriter::new(stdout), &engine, &clock).with_context(|| file.to_string())?;
+    Ok(())
+}
+
+fn classify(args: ClassifyArgs) -> anyhow::Result<()> {
+    let (_, policy) = load(args.config.as_deref())?;
+    let kind = match args.kind.as_deref() {
+        None => None,
+        Some(k) => Some(OutcomeKind::parse(k).ok_or_else(|| anyhow!("--kind {k:?}: not an outcome kind"))?),
+    };
+    let grpc_code = match args.grpc_code.as_deref() {
+        None => None,
+        Some(text) => Some(
+            text.parse::<i32>()
+                .ok()
+                .filter(|n| (0..=16).contains(n))
+                .or_else(|| crate::classify::grpc_code_from_name(text))
+                .ok_or_else(|| anyhow!("--grpc-code {text:?}: not a gRPC code (0-16 or a name)"))?,
+        ),
+    };
+    if let Some(status) = args.http_status {
+        if !(100..=599).contains(&status) {
+            bail!("--http-status {status}: an HTTP status is 100 to 599");
+        }
+    }
+    let mut headers = Vec::new();
+    for h in &args.headers {
+        let (name, value) = h.split_once(':').ok_or_else(|| anyhow!("--header {h:?}: write it as `Name: value`"))?;
+        headers.push((name.to_string(), value.trim().to_string()));
+    }
+    let outcome = Outcome {
+        session_id: "cli".into(),
+        tool: args.tool,
+        kind,
+        message: args.message,
+        exception_type: args.exception_type,
+        http_status: args.http_status,
+        grpc_code,
+        exit_code: args.exit_code,
+        code: args.code,
+        headers: Headers::new(headers),
+        detail: args.detail,
+        ..Default::default()
+    };
+    let (c, explanation) = policy.classifier.explain(&outcome);
+    let action = c.action.unwrap_or_else(|| {
+        let cat = policy.category(c.category);
+        if c.retryable && cat.backoff.max_retries() > 0 {
+            crate::model::Action::Retry
+        } else {
+            cat.action
+        }
+    });
+    let mut out = serde_json::json!({
+        "category": c.category.as_str(),
+        "retryable": c.retryable,
+        "action": action.as_str(),
+        "rule": c.rule,
+        "suggestion": c.suggestion,
+    });
+    if args.explain {
+        out["explain"] = serde_json::to_value(&explanation)?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut stdout, &out)?;
+    writeln!(stdout)?;
+    Ok(())
+}
+
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let (mut config, policy) = load(args.config.as_deref())?;
+    if let Some(listen) = args.listen {
+        config.server.listen = listen;
+    }
+    if let Some(metrics_listen) = args.metrics_listen {
+        config.server.metrics_listen = metrics_listen;
+    }
+    init_tracing(args.log_json);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(crate::sidecar::serve(config, policy, args.config))
+}

@@ -1,0 +1,202 @@
+//! Snippets: the short text an agent puts into its model's next prompt.
+//!
+//! One `<error>` block per failure, its message redacted, folded onto one line
+//! and cut; and for `Context`, the few most recent unresolved errors with a
+//! summary line counting the older ones.
+
+use crate::model::Category;
+use crate::redact::redact;
+use std::fmt::Write;
+
+/// Limits for snippets, validated with the rest of the policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SnippetPolicy {
+    /// The most characters of a message shown.
+    pub message_chars: usize,
+    /// The most error blocks in a `Context`.
+    pub context_errors: usize,
+}
+
+impl Default for SnippetPolicy {
+    /// The seed defaults: 200 characters, 3 errors.
+    fn default() -> Self {
+        SnippetPolicy { message_chars: 200, context_errors: 3 }
+    }
+}
+
+/// The longest tool name shown.
+const TOOL_CHARS: usize = 100;
+
+/// One error, ready to show.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrorView<'a> {
+    /// The tool.
+    pub tool: &'a str,
+    /// The category, shown as the error's type.
+    pub category: Category,
+    /// The message, already redacted and cut (see [`clean_message`]).
+    pub message: &'a str,
+    /// What to do.
+    pub suggestion: &'a str,
+    /// How many times in a row it happened.
+    pub count: u32,
+}
+
+/// A message made safe and short: redacted, whitespace folded, cut to `max_chars` with an ellipsis.
+pub fn clean_message(message: &str, max_chars: usize) -> String {
+    let redacted = redact(message);
+    let folded = redacted.split_whitespace().collect::<Vec<_>>().join(" ");
+    cut(&folded, max_chars)
+}
+
+/// `text` cut to at most `max_chars` characters, the last one an ellipsis when cut.
+pub fn cut(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_string();
+    }
+    if max_chars == 0 {
+        return String::new();
+    }
+    let mut out: String = text.chars().take(max_chars - 1).collect();
+    out.push('…');
+    out
+}
+
+/// The message to show for a failure: the message, or else the last line of the
+/// detail (where tracebacks put the exception), prefixed with the exception type.
+pub fn headline(message: &str, exception_type: &str, detail: &str) -> String {
+    let message = message.trim();
+    let base = if message.is_empty() {
+        detail.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string()
+    } else {
+        message.to_string()
+    };
+    let short_type = exception_type.trim().rsplit('.').next().unwrap_or("");
+    if !short_type.is_empty() && !base.contains(short_type) {
+        if base.is_empty() {
+            return exception_type.trim().to_string();
+        }
+        return format!("{}: {}", exception_type.trim(), base);
+    }
+    if base.is_empty() {
+        "(no message)".to_string()
+    } else {
+        base
+    }
+}
+
+/// The `<error>` block for one failure.
+pub fn error_block(view: &ErrorView<'_>) -> String {
+    let tool = cut(&view.tool.split_whitespace().collect::<Vec<_>>().join(" "), TOOL_CHARS);
+    let mut out = String::with_capacity(96 + view.message.len() + view.suggestion.len());
+    out.push_str("<error>\n");
+    let _ = writeln!(out, "tool: {tool}");
+    let _ = writeln!(out, "type: {}", view.category.as_str());
+    if view.count > 1 {
+        let _ = writeln!(out, "message: {} (×{})", view.message, view.count);
+    } else {
+        let _ = writeln!(out, "message: {}", view.message);
+    }
+    if !view.suggestion.is_empty() {
+        let _ = writeln!(out, "suggestion: {}", view.suggestion);
+    }
+    out.push_str("</error>");
+    out
+}
+
+/// The `Context` text: a summary of older errors (those not shown, and `dropped`
+/// ones no longer in the history), then the newest blocks, newest last.
+pub fn context_text(unresolved: &[ErrorView<'_>], dropped: u32, policy: &SnippetPolicy) -> (String, u32, u32) {
+    let shown = unresolved.len().min(policy.context_errors);
+    let hidden = &unresolved[..unresolved.len() - shown];
+    let mut out = String::new();
+    if !hidden.is_empty() || dropped > 0 {
+        let mut by_category: Vec<(Category, u32)> = Vec::new();
+        for e in hidden {
+            match by_category.iter_mut().find(|(c, _)| *c == e.category) {
+                Some((_, n)) => *n += e.count.max(1),
+                None => by_category.push((e.category, e.count.max(1))),
+            }
+        }
+        let mut parts: Vec<String> = by_category.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+        if dropped > 0 {
+            parts.push(format!("older: {dropped}"));
+        }
+        let total: u32 = by_category.iter().map(|(_, n)| n).sum::<u32>() + dropped;
+        let _ = writeln!(
+            out,
+            "<error_summary>{total} earlier unresolved error{} not shown ({})</error_summary>",
+            if total == 1 { "" } else { "s" },
+            parts.join(", ")
+        );
+    }
+    for (i, view) in unresolved[unresolved.len() - shown..].iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&error_block(view));
+    }
+    let hidden_count: u32 = hidden.iter().map(|e| e.count.max(1)).sum::<u32>() + dropped;
+    (out, shown as u32, hidden_count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn view<'a>(tool: &'a str, message: &'a str) -> ErrorView<'a> {
+        ErrorView { tool, category: Category::Timeout, message, suggestion: "Try a smaller input.", count: 1 }
+    }
+
+    #[test]
+    fn block_has_the_documented_shape() {
+        let block = error_block(&view("search", "Read timed out. (read timeout=30)"));
+        assert_eq!(
+            block,
+            "<error>\ntool: search\ntype: timeout\nmessage: Read timed out. (read timeout=30)\nsuggestion: Try a smaller input.\n</error>"
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_the_limit() {
+        let long = "x".repeat(1000);
+        let cleaned = clean_message(&long, 200);
+        assert_eq!(cleaned.chars().count(), 200);
+        assert!(cleaned.ends_with('…'));
+        assert_eq!(clean_message("short\n\n  message", 200), "short message");
+    }
+
+    #[test]
+    fn headline_falls_back_to_the_traceback_and_names_the_type() {
+        let detail = "Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: bad\n";
+        assert_eq!(headline("", "", detail), "ValueError: bad");
+        assert_eq!(headline("bad input", "builtins.ValueError", ""), "builtins.ValueError: bad input");
+        assert_eq!(headline("ValueError: bad input", "ValueError", ""), "ValueError: bad input");
+        assert_eq!(headline("", "", ""), "(no message)");
+    }
+
+    #[test]
+    fn context_shows_newest_blocks_and_summarises_the_rest() {
+        let errors: Vec<ErrorView<'_>> = ["a", "b", "c", "d", "e"].iter().map(|t| view(t, "boom")).collect();
+        let (text, shown, hidden) = context_text(&errors, 0, &SnippetPolicy::default());
+        assert_eq!((shown, hidden), (3, 2));
+        assert!(text.starts_with("<error_summary>2 earlier unresolved errors not shown (timeout: 2)</error_summary>"));
+        assert_eq!(text.matches("<error>").count(), 3);
+        assert!(text.trim_end().ends_with("tool: e\ntype: timeout\nmessage: boom\nsuggestion: Try a smaller input.\n</error>"));
+    }
+
+    proptest! {
+        #[test]
+        fn a_cleaned_message_never_exceeds_its_budget(text in "\\PC{0,600}", max in 0usize..300) {
+            prop_assert!(clean_message(&text, max).chars().count() <= max);
+        }
+
+        #[test]
+        fn a_snippet_never_contains_a_redacted_secret(secret in "[A-Za-z0-9]{32}", pad in "[a-z ]{0,300}") {
+            let message = clean_message(&format!("{pad} failed with key sk-{secret} {pad}"), 200);
+            let block = error_block(&view("t", &message));
+            prop_assert!(!block.contains(&secret));
+        }
+    }
+}

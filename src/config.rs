@@ -1,0 +1,376 @@
+//! The config file: one TOML file, every field defaulted, unknown keys refused
+//! with their line, and `REBOUND_<SECTION>_<KEY>` environment overrides.
+//!
+//! This module only reads and writes the file's shape; `policy` checks the
+//! values and builds what the engine uses.
+
+use crate::backoff::Jitter;
+use crate::classify::RuleSpec;
+use crate::model::{Action, Category};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The whole config file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Listening addresses and transport limits.
+    pub server: ServerConfig,
+    /// Session store limits.
+    pub sessions: SessionsConfig,
+    /// Default retry backoff.
+    pub retry: RetryConfig,
+    /// Session breaker thresholds and limits.
+    pub breakers: BreakersConfig,
+    /// Snippet limits.
+    pub snippet: SnippetConfig,
+    /// Classification settings.
+    pub classify: ClassifyConfig,
+    /// Metrics settings.
+    pub metrics: MetricsConfig,
+    /// Per-category overrides of the built-in policy table.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub categories: BTreeMap<Category, CategoryPatch>,
+    /// Classification rules added to (or replacing by id) the built-in ones.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleSpec>,
+}
+
+/// `[server]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// gRPC address: `host:port` or `unix:/path`.
+    pub listen: String,
+    /// Metrics HTTP address: `host:port`.
+    pub metrics_listen: String,
+    /// The largest message accepted, in bytes.
+    pub max_message_bytes: usize,
+    /// The most concurrent HTTP/2 streams per connection.
+    pub max_concurrent_streams: u32,
+    /// HTTP/2 keepalive ping interval.
+    pub keepalive_interval_ms: u64,
+    /// How long a keepalive ping may go unanswered.
+    pub keepalive_timeout_ms: u64,
+    /// How long open streams may drain after SIGTERM.
+    pub shutdown_grace_ms: u64,
+    /// Verdicts buffered per `Observe` stream before the server waits for the client.
+    pub stream_buffer: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:50051".into(),
+            metrics_listen: "127.0.0.1:9464".into(),
+            max_message_bytes: 4 << 20,
+            max_concurrent_streams: 256,
+            keepalive_interval_ms: 30_000,
+            keepalive_timeout_ms: 10_000,
+            shutdown_grace_ms: 10_000,
+            stream_buffer: 64,
+        }
+    }
+}
+
+/// `[sessions]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionsConfig {
+    /// A session unused this long is dropped.
+    pub idle_expiry_ms: u64,
+    /// The most sessions kept; past it the least recently used is evicted.
+    pub capacity: usize,
+    /// Lock shards of the session store.
+    pub shards: usize,
+    /// How many recent verdicts a session keeps for repeated call_ids.
+    pub idempotency_window: usize,
+    /// How many recent errors a session keeps for Context and escalation reports.
+    pub history: usize,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        SessionsConfig { idle_expiry_ms: 3_600_000, capacity: 100_000, shards: 64, idempotency_window: 16, history: 10 }
+    }
+}
+
+/// `[retry]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    /// The first retry's delay.
+    pub base_ms: u64,
+    /// Growth per retry.
+    pub multiplier: f64,
+    /// The longest backoff delay.
+    pub cap_ms: u64,
+    /// How delays are spread.
+    pub jitter: Jitter,
+    /// The spread of proportional jitter (0.2 is ±20 %).
+    pub jitter_fraction: f64,
+    /// A provider delay above this is not waited for: the action becomes recover.
+    pub max_provider_delay_ms: u64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            base_ms: 1000,
+            multiplier: 2.0,
+            cap_ms: 10_000,
+            jitter: Jitter::Proportional,
+            jitter_fraction: 0.2,
+            max_provider_delay_ms: 300_000,
+        }
+    }
+}
+
+/// `[breakers]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakersConfig {
+    /// Consecutive failures of one tool in a session before escalation.
+    pub tool_consecutive_failures: u32,
+    /// Errors in a session before escalation.
+    pub session_errors: u32,
+    /// Identical errors in a row before abort.
+    pub identical_errors: u32,
+    /// Outcomes per session before abort (0: no limit).
+    pub step_limit: u32,
+    /// Cost per session before abort (0: no limit).
+    pub cost_limit: f64,
+}
+
+impl Default for BreakersConfig {
+    fn default() -> Self {
+        BreakersConfig {
+            tool_consecutive_failures: 3,
+            session_errors: 10,
+            identical_errors: 5,
+            step_limit: 0,
+            cost_limit: 0.0,
+        }
+    }
+}
+
+/// `[snippet]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SnippetConfig {
+    /// The most characters of a message shown.
+    pub message_chars: usize,
+    /// The most error blocks in a Context.
+    pub context_errors: usize,
+}
+
+impl Default for SnippetConfig {
+    fn default() -> Self {
+        SnippetConfig { message_chars: 200, context_errors: 3 }
+    }
+}
+
+/// `[classify]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifyConfig {
+    /// Bytes of message (and of detail) that message rules look at.
+    pub text_limit: usize,
+}
+
+impl Default for ClassifyConfig {
+    fn default() -> Self {
+        ClassifyConfig { text_limit: 2048 }
+    }
+}
+
+/// `[metrics]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Distinct tool label values before the rest fold into `_other`.
+    pub tool_label_cap: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { tool_label_cap: 200 }
+    }
+}
+
+/// `[categories.NAME]`: any field left out keeps the built-in value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CategoryPatch {
+    /// Whether a retry may succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    /// Retries before `action`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// The action when not retrying.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
+    /// The suggestion shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
+    /// This category's first retry delay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_ms: Option<u64>,
+    /// This category's growth per retry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multiplier: Option<f64>,
+    /// This category's longest delay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cap_ms: Option<u64>,
+    /// This category's jitter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Jitter>,
+}
+
+/// Why a config could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file does not parse or has unknown keys (the message names line and key).
+    #[error("{origin}: {message}")]
+    Parse {
+        /// The file, or the environment variable.
+        origin: String,
+        /// toml's message, with the line.
+        message: String,
+    },
+}
+
+/// The config sections that environment variables may override.
+const ENV_SECTIONS: [&str; 7] = ["server", "sessions", "retry", "breakers", "snippet", "classify", "metrics"];
+
+impl Config {
+    /// Parses a config file's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse { origin: origin.to_string(), message: e.to_string() })
+    }
+
+    /// Reads and parses a file.
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Applies `REBOUND_<SECTION>_<KEY>=value` overrides. Variables whose section is
+    /// not a config section (REBOUND_ADDR for clients, REBOUND_SERVICE_HOST from
+    /// Kubernetes service links) are not config and are left alone.
+    pub fn with_env<I>(self, vars: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
+        let mut table = toml::Table::try_from(&self).map_err(|e| ConfigError::Parse {
+            origin: "config".into(),
+            message: e.to_string(),
+        })?;
+        let mut changed = false;
+        let mut vars: Vec<(String, String)> = vars.into_iter().collect();
+        vars.sort();
+        for (name, raw) in vars {
+            let Some(rest) = name.strip_prefix("REBOUND_") else { continue };
+            let lower = rest.to_ascii_lowercase();
+            let Some(section) = ENV_SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_"))) else {
+                continue;
+            };
+            let key = &lower[section.len() + 1..];
+            let entry = table
+                .get_mut(*section)
+                .and_then(|v| v.as_table_mut())
+                .expect("every env section is a table in the serialized config");
+            if !entry.contains_key(key) {
+                let known: Vec<&str> = entry.keys().map(String::as_str).collect();
+                return Err(ConfigError::Parse {
+                    origin: name.clone(),
+                    message: format!("unknown key `{key}` in [{section}]; known keys: {}", known.join(", ")),
+                });
+            }
+            entry.insert(key.to_string(), env_value(&raw));
+            changed = true;
+        }
+        if !changed {
+            return Ok(self);
+        }
+        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| ConfigError::Parse {
+            origin: "REBOUND_* environment".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The effective config as a TOML starting file.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("the config serializes")
+    }
+}
+
+/// An environment value as TOML: a number, bool or array when it parses as one, else a string.
+fn env_value(raw: &str) -> toml::Value {
+    let parsed: Result<toml::Table, _> = toml::from_str(&format!("v = {raw}"));
+    match parsed.ok().and_then(|mut t| t.remove("v")) {
+        Some(v @ (toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) | toml::Value::Array(_))) => v,
+        _ => toml::Value::String(raw.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        assert_eq!(Config::parse("", "t").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_name_and_line() {
+        let err = Config::parse("[retry]\nbase_ms = 10\nbsae = 3\n", "my.toml").unwrap_err().to_string();
+        assert!(err.contains("my.toml"), "{err}");
+        assert!(err.contains("bsae"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+        let err = Config::parse("[categories.timeot]\nmax_retries = 1\n", "c.toml").unwrap_err().to_string();
+        assert!(err.contains("timeot"), "{err}");
+    }
+
+    #[test]
+    fn env_overrides_known_keys_and_refuses_unknown_ones() {
+        let vars = [
+            ("REBOUND_RETRY_BASE_MS".to_string(), "250".to_string()),
+            ("REBOUND_SERVER_LISTEN".to_string(), "unix:/tmp/r.sock".to_string()),
+            ("REBOUND_ADDR".to_string(), "127.0.0.1:1".to_string()),
+            ("REBOUND_SERVICE_HOST".to_string(), "10.0.0.1".to_string()),
+            ("HOME".to_string(), "/root".to_string()),
+        ];
+        let config = Config::default().with_env(vars).unwrap();
+        assert_eq!(config.retry.base_ms, 250);
+        assert_eq!(config.server.listen, "unix:/tmp/r.sock");
+        let err = Config::default()
+            .with_env([("REBOUND_RETRY_BASEMS".to_string(), "1".to_string())])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("REBOUND_RETRY_BASEMS") && err.contains("basems"), "{err}");
+        let err = Config::default()
+            .with_env([("REBOUND_RETRY_BASE_MS".to_string(), "soon".to_string())])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("base_ms") || err.contains("soon") || err.contains("integer"), "{err}");
+    }
+
+    #[test]
+    fn printed_config_parses_back_to_itself() {
+        let config = Config::default();
+        assert_eq!(Config::parse(&config.to_toml(), "printed").unwrap(), config);
+    }
+}

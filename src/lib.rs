@@ -1,0 +1,48 @@
+//! Rebound: the error-handling sidecar for AI agents.
+//!
+//! An agent reports each tool outcome; Rebound answers with a verdict: the
+//! category, the action, a retry delay, a snippet for the LLM and the state
+//! of its circuit breakers.
+//!
+//! # Layout
+//! - `model`: domain types (outcome, verdict, the closed enums).
+//! - `classify`: rules as data; which category a failure is and which rule said so.
+//! - `backoff`: retry delays, jitter, and the Retry-After family of headers.
+//! - `breaker`: session breakers (consecutive, session errors, identical, limits).
+//! - `fingerprint`: what makes two error messages "the same".
+//! - `redact`: secrets out of every text Rebound writes.
+//! - `compact`: the `<error>` snippet and the Context text.
+//! - `session`: one run's state, and the sharded store with expiry and eviction.
+//! - `engine`: outcome in, verdict out; ties the above together.
+//! - `config`: the TOML file and `REBOUND_*` overrides; `policy`: its values checked and compiled.
+//! - `metrics`: metric names and stored handles.
+//! - `convert`: protobuf ⇄ domain types, errors ⇄ gRPC statuses.
+//! - `server`: the gRPC edge (service, health, reflection, drain); `sidecar`: the serving process.
+//! - `replay`: JSON lines through the engine; `cli`: the command line.
+//! - `clock`, `rng`: injected time and randomness.
+
+pub mod backoff;
+pub mod breaker;
+pub mod classify;
+pub mod cli;
+pub mod clock;
+pub mod compact;
+pub mod config;
+pub mod convert;
+pub mod engine;
+pub mod fingerprint;
+pub mod metrics;
+pub mod model;
+pub mod policy;
+pub mod redact;
+pub mod replay;
+pub mod rng;
+pub mod server;
+pub mod session;
+pub mod sidecar;
+
+/// Code generated from `proto/rebound/v1/rebound.proto`.
+#[allow(missing_docs, clippy::all)]
+pub mod pb {
+    tonic::include_proto!("rebound.v1");
+}

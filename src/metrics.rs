@@ -1,0 +1,237 @@
+//! Prometheus metrics: every name in one place, handles stored so hot paths
+//! do not register anything, and the tool label capped so a flood of tool
+//! names cannot blow up the series count. Raw error text is never a label.
+
+use crate::model::{Action, Category, Reason};
+use metrics::{Counter, Gauge, Histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// Outcomes by tool, category and action.
+pub const OUTCOMES_TOTAL: &str = "rebound_outcomes_total";
+/// Retry delays given, in seconds.
+pub const RETRY_DELAY_SECONDS: &str = "rebound_retry_delay_seconds";
+/// Escalations by reason.
+pub const ESCALATIONS_TOTAL: &str = "rebound_escalations_total";
+/// Sessions held.
+pub const SESSIONS_ACTIVE: &str = "rebound_sessions_active";
+/// Sessions dropped without EndSession, by reason (idle, capacity).
+pub const SESSIONS_EVICTED_TOTAL: &str = "rebound_sessions_evicted_total";
+/// RPC durations by method, in seconds.
+pub const RPC_DURATION_SECONDS: &str = "rebound_rpc_duration_seconds";
+/// Snippet sizes in bytes.
+pub const SNIPPET_BYTES: &str = "rebound_snippet_bytes";
+/// Open Observe streams.
+pub const STREAMS_ACTIVE: &str = "rebound_streams_active";
+/// Config reloads by result (ok, error).
+pub const CONFIG_RELOADS_TOTAL: &str = "rebound_config_reloads_total";
+
+/// The value the tool label takes past the cap.
+pub const OTHER_TOOL: &str = "_other";
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the global Prometheus recorder once (later calls return the same handle).
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full(RETRY_DELAY_SECONDS.into()),
+                    &[0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 60.0, 300.0],
+                )
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(RPC_DURATION_SECONDS.into()),
+                        &[0.000_025, 0.000_05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1.0],
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(SNIPPET_BYTES.into()),
+                        &[64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 16384.0],
+                    )
+                })
+                .expect("bucket lists are non-empty")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be set (a host embedding the library); then ours only renders.
+            let _ = metrics::set_global_recorder(recorder);
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    metrics::describe_counter!(OUTCOMES_TOTAL, "Outcomes reported, by tool, category and action.");
+    metrics::describe_histogram!(RETRY_DELAY_SECONDS, metrics::Unit::Seconds, "Retry delays given.");
+    metrics::describe_counter!(ESCALATIONS_TOTAL, "Escalations answered, by reason.");
+    metrics::describe_gauge!(SESSIONS_ACTIVE, "Sessions held in memory.");
+    metrics::describe_counter!(SESSIONS_EVICTED_TOTAL, "Sessions dropped without EndSession, by reason.");
+    metrics::describe_histogram!(RPC_DURATION_SECONDS, metrics::Unit::Seconds, "RPC handling time, by method.");
+    metrics::describe_histogram!(SNIPPET_BYTES, metrics::Unit::Bytes, "Sizes of the snippets returned.");
+    metrics::describe_gauge!(STREAMS_ACTIVE, "Open Observe streams.");
+    metrics::describe_counter!(CONFIG_RELOADS_TOTAL, "Config reloads, by result.");
+}
+
+/// Stored metric handles and the capped tool label.
+#[derive(Debug)]
+pub struct Metrics {
+    tool_cap: usize,
+    tools: RwLock<HashSet<Arc<str>>>,
+    outcomes: RwLock<HashMap<(Arc<str>, Option<Category>, Action), Counter>>,
+    escalations: HashMap<Reason, Counter>,
+    evicted_idle: Counter,
+    evicted_capacity: Counter,
+    sessions_active: Gauge,
+    retry_delay: Histogram,
+    snippet_bytes: Histogram,
+    streams_active: Gauge,
+    reload_ok: Counter,
+    reload_error: Counter,
+    rpc: HashMap<&'static str, Histogram>,
+}
+
+/// The RPC methods timed in `rebound_rpc_duration_seconds`.
+pub const RPC_METHODS: [&str; 6] = ["StartSession", "Report", "Observe", "Admit", "Context", "EndSession"];
+
+impl Metrics {
+    /// Handles registered with the global recorder (install it first).
+    pub fn new(tool_cap: usize) -> Self {
+        Metrics {
+            tool_cap,
+            tools: RwLock::new(HashSet::new()),
+            outcomes: RwLock::new(HashMap::new()),
+            escalations: Reason::ALL
+                .iter()
+                .map(|r| (*r, metrics::counter!(ESCALATIONS_TOTAL, "reason" => r.as_str())))
+                .collect(),
+            evicted_idle: metrics::counter!(SESSIONS_EVICTED_TOTAL, "reason" => "idle"),
+            evicted_capacity: metrics::counter!(SESSIONS_EVICTED_TOTAL, "reason" => "capacity"),
+            sessions_active: metrics::gauge!(SESSIONS_ACTIVE),
+            retry_delay: metrics::histogram!(RETRY_DELAY_SECONDS),
+            snippet_bytes: metrics::histogram!(SNIPPET_BYTES),
+            streams_active: metrics::gauge!(STREAMS_ACTIVE),
+            reload_ok: metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => "ok"),
+            reload_error: metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => "error"),
+            rpc: RPC_METHODS.iter().map(|m| (*m, metrics::histogram!(RPC_DURATION_SECONDS, "method" => *m))).collect(),
+        }
+    }
+
+    /// The tool's label: its name while under the cap, else `_other`.
+    pub fn tool_label(&self, tool: &str) -> Arc<str> {
+        if let Some(known) = self.tools.read().unwrap_or_else(|p| p.into_inner()).get(tool) {
+            return known.clone();
+        }
+        let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(known) = tools.get(tool) {
+            return known.clone();
+        }
+        if tools.len() >= self.tool_cap {
+            return Arc::from(OTHER_TOOL);
+        }
+        let label: Arc<str> = Arc::from(tool);
+        tools.insert(label.clone());
+        label
+    }
+
+    /// Counts an outcome.
+    pub fn outcome(&self, tool: &str, category: Option<Category>, action: Action) {
+        let tool = self.tool_label(tool);
+        let key = (tool, category, action);
+        if let Some(counter) = self.outcomes.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            counter.increment(1);
+            return;
+        }
+        let counter = metrics::counter!(
+            OUTCOMES_TOTAL,
+            "tool" => key.0.to_string(),
+            "category" => category.map_or("none", Category::as_str),
+            "action" => action.as_str(),
+        );
+        counter.increment(1);
+        self.outcomes.write().unwrap_or_else(|p| p.into_inner()).insert(key, counter);
+    }
+
+    /// Records a retry delay.
+    pub fn retry_delay(&self, delay_ms: u64) {
+        self.retry_delay.record(delay_ms as f64 / 1000.0);
+    }
+
+    /// Counts an escalation.
+    pub fn escalation(&self, reason: Reason) {
+        if let Some(c) = self.escalations.get(&reason) {
+            c.increment(1);
+        }
+    }
+
+    /// Counts an eviction.
+    pub fn evicted(&self, reason: crate::session::Eviction, n: u64) {
+        match reason {
+            crate::session::Eviction::Idle => self.evicted_idle.increment(n),
+            crate::session::Eviction::Capacity => self.evicted_capacity.increment(n),
+        }
+    }
+
+    /// Sets the active session gauge.
+    pub fn sessions_active(&self, n: usize) {
+        self.sessions_active.set(n as f64);
+    }
+
+    /// Records a snippet's size.
+    pub fn snippet(&self, bytes: usize) {
+        self.snippet_bytes.record(bytes as f64);
+    }
+
+    /// Moves the open stream gauge.
+    pub fn stream_opened(&self, opened: bool) {
+        if opened {
+            self.streams_active.increment(1.0);
+        } else {
+            self.streams_active.decrement(1.0);
+        }
+    }
+
+    /// Records one RPC's duration (Observe: per outcome).
+    pub fn rpc_duration(&self, method: &str, seconds: f64) {
+        if let Some(h) = self.rpc.get(method) {
+            h.record(seconds);
+        }
+    }
+
+    /// Counts a config reload.
+    pub fn reload(&self, ok: bool) {
+        if ok {
+            self.reload_ok.increment(1);
+        } else {
+            self.reload_error.increment(1);
+        }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_label_is_capped() {
+        let m = Metrics::new(2);
+        assert_eq!(&*m.tool_label("a"), "a");
+        assert_eq!(&*m.tool_label("b"), "b");
+        assert_eq!(&*m.tool_label("c"), OTHER_TOOL);
+        assert_eq!(&*m.tool_label("a"), "a");
+    }
+
+    #[test]
+    fn rendered_output_has_the_outcome_counter() {
+        let handle = install();
+        let m = Metrics::new(10);
+        m.outcome("search", Some(Category::Timeout), Action::Retry);
+        let text = handle.render();
+        assert!(text.contains("rebound_outcomes_total{"), "{text}");
+        assert!(text.contains("tool=\"search\""), "{text}");
+    }
+}

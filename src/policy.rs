@@ -1,0 +1,237 @@
+//! The policy: the config's values checked once at load and turned into what
+//! the engine uses (validated backoff policies, the compiled classifier, the
+//! category table). Nothing on the request path validates again.
+
+use crate::backoff::{BackoffError, BackoffPolicy};
+use crate::classify::{default_rules, CategoryDefaults, Classifier, RuleError};
+use crate::compact::SnippetPolicy;
+use crate::config::{CategoryPatch, Config};
+use crate::model::{Action, Category};
+use std::collections::BTreeMap;
+
+/// The built-in category table.
+pub const DEFAULT_CATEGORIES: &str = include_str!("defaults/categories.toml");
+
+/// One category's policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CategoryPolicy {
+    /// Whether a retry may succeed.
+    pub retryable: bool,
+    /// The action when not retrying.
+    pub action: Action,
+    /// Delays and the retry count.
+    pub backoff: BackoffPolicy,
+    /// The suggestion shown.
+    pub suggestion: String,
+}
+
+/// Session breaker thresholds and default limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Consecutive failures of one tool before escalation.
+    pub consecutive_failures: u32,
+    /// Errors in a session before escalation.
+    pub session_errors: u32,
+    /// Identical errors in a row before abort.
+    pub identical_errors: u32,
+    /// Default step limit, if any.
+    pub step_limit: Option<u32>,
+    /// Default cost limit, if any.
+    pub cost_limit: Option<f64>,
+}
+
+/// Why a config's values were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// A value out of range.
+    #[error("`{field}` = {value}: {problem}")]
+    Invalid {
+        /// The key, with its section.
+        field: String,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A retry policy was refused.
+    #[error("[{section}] {source}")]
+    Backoff {
+        /// Where.
+        section: String,
+        /// Why.
+        source: BackoffError,
+    },
+    /// A rule was refused.
+    #[error("[[rules]] {0}")]
+    Rule(#[from] RuleError),
+}
+
+/// Everything the engine decides with.
+#[derive(Debug)]
+pub struct Policy {
+    /// Per-category policy; every category is present.
+    pub categories: BTreeMap<Category, CategoryPolicy>,
+    /// The compiled rules.
+    pub classifier: Classifier,
+    /// Session breakers.
+    pub limits: Limits,
+    /// Snippet limits.
+    pub snippet: SnippetPolicy,
+    /// A provider delay above this is not waited for.
+    pub max_provider_delay_ms: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::from_config(&Config::default()).expect("the built-in policy is valid")
+    }
+}
+
+fn invalid(field: &str, value: impl ToString, problem: &str) -> PolicyError {
+    PolicyError::Invalid { field: field.to_string(), value: value.to_string(), problem: problem.to_string() }
+}
+
+impl Policy {
+    /// Checks a config and builds the policy.
+    pub fn from_config(config: &Config) -> Result<Self, PolicyError> {
+        let b = &config.breakers;
+        for (field, value) in [
+            ("breakers.tool_consecutive_failures", b.tool_consecutive_failures),
+            ("breakers.session_errors", b.session_errors),
+            ("breakers.identical_errors", b.identical_errors),
+        ] {
+            if value == 0 {
+                return Err(invalid(field, value, "must be at least 1"));
+            }
+        }
+        if !b.cost_limit.is_finite() || b.cost_limit < 0.0 {
+            return Err(invalid("breakers.cost_limit", b.cost_limit, "must be 0 (no limit) or positive"));
+        }
+        if config.snippet.message_chars < 20 || config.snippet.message_chars > 100_000 {
+            return Err(invalid("snippet.message_chars", config.snippet.message_chars, "must be between 20 and 100000"));
+        }
+        if config.snippet.context_errors == 0 || config.snippet.context_errors > 100 {
+            return Err(invalid("snippet.context_errors", config.snippet.context_errors, "must be between 1 and 100"));
+        }
+        if config.classify.text_limit < 64 || config.classify.text_limit > 1 << 20 {
+            return Err(invalid("classify.text_limit", config.classify.text_limit, "must be between 64 and 1048576"));
+        }
+        if config.retry.max_provider_delay_ms == 0 {
+            return Err(invalid("retry.max_provider_delay_ms", 0, "must be above 0"));
+        }
+        let categories = build_categories(config)?;
+        let defaults: BTreeMap<Category, CategoryDefaults> = categories
+            .iter()
+            .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.clone() }))
+            .collect();
+        let classifier = Classifier::build(&default_rules()?, &config.rules, defaults, config.classify.text_limit)?;
+        Ok(Policy {
+            categories,
+            classifier,
+            limits: Limits {
+                consecutive_failures: b.tool_consecutive_failures,
+                session_errors: b.session_errors,
+                identical_errors: b.identical_errors,
+                step_limit: (b.step_limit > 0).then_some(b.step_limit),
+                cost_limit: (b.cost_limit > 0.0).then_some(b.cost_limit),
+            },
+            snippet: SnippetPolicy {
+                message_chars: config.snippet.message_chars,
+                context_errors: config.snippet.context_errors,
+            },
+            max_provider_delay_ms: config.retry.max_provider_delay_ms,
+        })
+    }
+
+    /// One category's policy.
+    pub fn category(&self, category: Category) -> &CategoryPolicy {
+        &self.categories[&category]
+    }
+
+    /// Retryable and suggestion per category, as the classifier needs them.
+    pub fn category_defaults(&self) -> BTreeMap<Category, CategoryDefaults> {
+        self.categories
+            .iter()
+            .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.clone() }))
+            .collect()
+    }
+}
+
+/// The built-in table, patched by the config, every category checked.
+fn build_categories(config: &Config) -> Result<BTreeMap<Category, CategoryPolicy>, PolicyError> {
+    let builtin: BTreeMap<Category, CategoryPatch> =
+        toml::from_str(DEFAULT_CATEGORIES).map_err(|e| invalid("(built-in categories)", "", &e.to_string()))?;
+    let r = &config.retry;
+    let mut out = BTreeMap::new();
+    for category in Category::ALL {
+        let base = builtin.get(category).cloned().unwrap_or_default();
+        let patch = config.categories.get(category).cloned().unwrap_or_default();
+        let section = format!("categories.{category}");
+        let field = |name: &str| format!("{section}.{name}");
+        let retryable = patch.retryable.or(base.retryable).ok_or_else(|| invalid(&field("retryable"), "", "missing"))?;
+        let action = patch.action.or(base.action).ok_or_else(|| invalid(&field("action"), "", "missing"))?;
+        if matches!(action, Action::Continue | Action::Retry) {
+            return Err(invalid(
+                &field("action"),
+                action,
+                "is what to do when not retrying: one of recover, replan, reclassify, escalate, abort",
+            ));
+        }
+        let max_retries = if retryable { patch.max_retries.or(base.max_retries).unwrap_or(0) } else { 0 };
+        let backoff = BackoffPolicy::try_new(
+            patch.base_ms.or(base.base_ms).unwrap_or(r.base_ms),
+            patch.multiplier.or(base.multiplier).unwrap_or(r.multiplier),
+            patch.cap_ms.or(base.cap_ms).unwrap_or(r.cap_ms),
+            max_retries,
+            patch.jitter.or(base.jitter).unwrap_or(r.jitter),
+            r.jitter_fraction,
+        )
+        .map_err(|source| PolicyError::Backoff { section: section.clone(), source })?;
+        let suggestion = patch.suggestion.or(base.suggestion).unwrap_or_default();
+        out.insert(*category, CategoryPolicy { retryable, action, backoff, suggestion });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_design_table() {
+        let p = Policy::default();
+        let row = |c| {
+            let cp = p.category(c);
+            (cp.retryable, cp.action, cp.backoff.max_retries())
+        };
+        assert_eq!(row(Category::Timeout), (true, Action::Recover, 3));
+        assert_eq!(row(Category::Internal), (true, Action::Recover, 1));
+        assert_eq!(row(Category::Auth), (false, Action::Escalate, 0));
+        assert_eq!(row(Category::UnknownTool), (false, Action::Reclassify, 0));
+        assert_eq!(row(Category::ContextLength), (false, Action::Replan, 0));
+        assert_eq!(row(Category::Cancelled), (false, Action::Abort, 0));
+        assert_eq!(p.limits.consecutive_failures, 3);
+        assert_eq!(p.limits.session_errors, 10);
+        assert_eq!(p.limits.identical_errors, 5);
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let mut c = Config::default();
+        c.breakers.identical_errors = 0;
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("breakers.identical_errors"));
+        let c = Config::parse("[categories.timeout]\naction = \"retry\"\n", "t").unwrap();
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("categories.timeout.action"));
+        let c = Config::parse("[retry]\nbase_ms = 0\n", "t").unwrap();
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("base_ms"));
+    }
+
+    #[test]
+    fn category_patches_keep_unnamed_fields() {
+        let c = Config::parse("[categories.timeout]\nmax_retries = 5\n", "t").unwrap();
+        let p = Policy::from_config(&c).unwrap();
+        assert_eq!(p.category(Category::Timeout).backoff.max_retries(), 5);
+        assert_eq!(p.category(Category::Timeout).action, Action::Recover);
+        assert!(p.category(Category::Timeout).suggestion.contains("simpler"));
+    }
+}

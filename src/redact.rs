@@ -1,0 +1,140 @@
+//! Secret redaction: one pass used by snippets, escalation reports and logs,
+//! so no API key, token or password leaves the sidecar in any text it writes.
+//!
+//! Each pattern replaces the secret (and only the secret: the key name in a
+//! `password=` pair stays, so the LLM still sees what was wrong) with a typed
+//! placeholder such as `[REDACTED:openai_key]`.
+
+use regex::{Captures, Regex};
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+/// One kind of secret: a pattern and which capture group is the secret (0: all of it).
+struct Pattern {
+    kind: &'static str,
+    regex: Regex,
+    group: usize,
+}
+
+fn p(kind: &'static str, group: usize, re: &str) -> Pattern {
+    Pattern { kind, regex: Regex::new(re).expect("redaction patterns are tested"), group }
+}
+
+/// Ordered: specific shapes first, generic `name=value` pairs last.
+static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
+    vec![
+        p("private_key", 0, r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)"),
+        p("anthropic_key", 0, r"\bsk-ant-[A-Za-z0-9_\-]{10,}"),
+        p("stripe_key", 0, r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+        p("openai_key", 0, r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}"),
+        p("google_key", 0, r"\bAIza[0-9A-Za-z_\-]{35}"),
+        p("aws_access_key", 0, r"\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}\b"),
+        p("aws_secret_key", 2, r#"(?i)(aws_?secret_?access_?key|secret_?access_?key|aws_?secret)["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})"#),
+        p("github_token", 0, r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}"),
+        p("slack_token", 0, r"\bxox[abposre]-[A-Za-z0-9\-]{10,}"),
+        p("jwt", 0, r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"),
+        p("bearer_token", 1, r"(?i)\bbearer\s+([A-Za-z0-9._~+/=\-]{8,})"),
+        p("basic_auth", 1, r"(?i)\bbasic\s+([A-Za-z0-9+/]{8,}={0,2})"),
+        p("url_password", 1, r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^\s:/@]*:([^\s@/]+)@"),
+        p("password", 2, r#"(?i)\b(password|passwd|pwd|pass)(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})"#),
+        p("api_key", 2, r#"(?i)\b(api[_\-]?key|apikey|x-api-key|access[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#),
+        p("secret", 2, r#"(?i)\b(client[_\-]?secret|secret[_\-]?key|secret|private[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#),
+        p("token", 2, r#"(?i)\b(access[_\-]?token|refresh[_\-]?token|auth[_\-]?token|id[_\-]?token|session[_\-]?token|token)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{8,})"#),
+    ]
+});
+
+/// The text with every secret replaced by `[REDACTED:kind]`; borrowed when nothing matched.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    for pattern in PATTERNS.iter() {
+        if !pattern.regex.is_match(&out) {
+            continue;
+        }
+        let replaced = pattern
+            .regex
+            .replace_all(&out, |caps: &Captures<'_>| {
+                let whole = caps.get(0).expect("group 0 always matches");
+                let Some(secret) = caps.get(pattern.group) else {
+                    return whole.as_str().to_string();
+                };
+                // A value that is already a placeholder stays as it is.
+                if secret.as_str().starts_with("[REDACTED") {
+                    return whole.as_str().to_string();
+                }
+                let start = secret.start() - whole.start();
+                let end = secret.end() - whole.start();
+                let w = whole.as_str();
+                format!("{}[REDACTED:{}]{}", &w[..start], pattern.kind, &w[end..])
+            })
+            .into_owned();
+        out = Cow::Owned(replaced);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn provider_keys_and_url_passwords_are_redacted() {
+        let cases = [
+            ("Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD.", "openai_key"),
+            ("x-api-key: sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_AbCdEfGh", "anthropic_key"),
+            ("could not connect to postgres://app:hunter2@db.internal:5432/app", "url_password"),
+            ("headers={'Authorization': 'Bearer abcDEF123456.xyz'}", "bearer_token"),
+            ("token ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 rejected", "github_token"),
+            ("key=AIzaSyA1234567890abcdefghijklmnopqrstuv used", "google_key"),
+            ("AKIAIOSFODNN7EXAMPLE is not authorized", "aws_access_key"),
+            ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key"),
+            ("stripe said: sk_live_4eC39HqLyjWDarjtT1zdp7dc is invalid", "stripe_key"),
+            ("slack: xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "slack_token"),
+            ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "jwt"),
+            ("DATABASE password=s3cr3tpass host=db", "password"),
+            ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "private_key"),
+        ];
+        for (text, kind) in cases {
+            let out = redact(text);
+            assert!(out.contains(&format!("[REDACTED:{kind}]")), "{kind}: {out}");
+        }
+        assert!(!redact(cases[2].0).contains("hunter2"));
+    }
+
+    #[test]
+    fn ordinary_ids_stay() {
+        for text in [
+            "request id 3f2b9c1e-8d4a-4c3b-9e2f-1a2b3c4d5e6f failed",
+            "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 not found",
+            "token_count=1234 exceeds limit",
+            "invalid token",
+            "password is incorrect",
+            "Authorization header missing",
+            "see https://api.example.com/v1/items?id=42",
+            "image sha256:4e07408562bedb8b60ce05c1decfe3ad16b72230967de01f640b7e4729b49fce",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_redacted_secret_never_appears(secret in "[A-Za-z0-9]{40}", before in "[a-z ]{0,20}", after in "[a-z ]{0,20}") {
+            for text in [
+                format!("{before} sk-proj-{secret} {after}"),
+                format!("{before} https://user:{secret}@example.com {after}"),
+                format!("{before} Authorization: Bearer {secret} {after}"),
+                format!("{before} api_key={secret}&q=1 {after}"),
+            ] {
+                let out = redact(&text);
+                prop_assert!(!out.contains(&secret), "{}", out);
+            }
+        }
+
+        #[test]
+        fn redaction_is_idempotent(text in "\\PC{0,200}") {
+            let once = redact(&text).into_owned();
+            prop_assert_eq!(redact(&once).into_owned(), once.clone());
+        }
+    }
+}

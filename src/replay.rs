@@ -1,0 +1,290 @@
+//! `rebound replay`: recorded outcomes (one JSON object per line, the proto's
+//! field names, enums as lowercase strings) through the engine, one JSON
+//! verdict per line out. Also the JSON shape of outcomes for `classify` and
+//! the shared test vectors.
+
+use crate::classify::GrpcCodeSpec;
+use crate::clock::ManualClock;
+use crate::engine::Engine;
+use crate::model::{Headers, Outcome, OutcomeKind, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+
+/// One outcome as JSON.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeJson {
+    /// The session.
+    #[serde(default)]
+    pub session_id: String,
+    /// Idempotency key.
+    #[serde(default)]
+    pub call_id: String,
+    /// The tool.
+    #[serde(default)]
+    pub tool: String,
+    /// Success.
+    #[serde(default)]
+    pub ok: bool,
+    /// Failure kind.
+    #[serde(default)]
+    pub kind: Option<OutcomeKind>,
+    /// Message.
+    #[serde(default)]
+    pub message: String,
+    /// Exception type.
+    #[serde(default)]
+    pub exception_type: String,
+    /// HTTP status (0 or absent for none).
+    #[serde(default)]
+    pub http_status: Option<u16>,
+    /// gRPC code, by number or name.
+    #[serde(default)]
+    pub grpc_code: Option<GrpcCodeSpec>,
+    /// Exit code.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// errno or provider code.
+    #[serde(default)]
+    pub code: String,
+    /// Headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Detail.
+    #[serde(default)]
+    pub detail: String,
+    /// Attempt.
+    #[serde(default)]
+    pub attempt: u32,
+    /// Duration; replay's clock moves on by it.
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// Cost.
+    #[serde(default)]
+    pub cost: f64,
+    /// When it happened, in ms from the start of the recording (moves replay's clock).
+    #[serde(default)]
+    pub at_ms: Option<u64>,
+}
+
+impl OutcomeJson {
+    /// The domain outcome, with the gRPC code name resolved.
+    pub fn into_outcome(self) -> Result<Outcome, String> {
+        let grpc_code = match self.grpc_code {
+            None => None,
+            Some(GrpcCodeSpec::Number(n)) => Some(n),
+            Some(GrpcCodeSpec::Name(name)) => Some(
+                crate::classify::grpc_code_from_name(&name)
+                    .ok_or_else(|| format!("`grpc_code` = {name:?}: not a gRPC code name"))?,
+            ),
+        };
+        Ok(Outcome {
+            session_id: self.session_id,
+            call_id: self.call_id,
+            tool: self.tool,
+            ok: self.ok,
+            kind: self.kind,
+            message: self.message,
+            exception_type: self.exception_type,
+            http_status: self.http_status.filter(|s| *s != 0),
+            grpc_code,
+            exit_code: self.exit_code,
+            code: self.code,
+            headers: Headers::new(self.headers),
+            detail: self.detail,
+            attempt: self.attempt,
+            duration_ms: self.duration_ms,
+            cost: self.cost,
+        })
+    }
+}
+
+/// The breaker part of a verdict line.
+#[derive(Debug, Serialize)]
+pub struct BreakerJson {
+    /// Tool breaker state.
+    pub tool_state: &'static str,
+    /// Session state.
+    pub session_state: &'static str,
+    /// Reason, or null.
+    pub reason: Option<&'static str>,
+    /// Consecutive failures of the tool.
+    pub consecutive_failures: u32,
+    /// Errors in the session.
+    pub session_errors: u32,
+    /// Identical errors in a row.
+    pub identical_errors: u32,
+    /// Steps.
+    pub steps: u32,
+}
+
+/// One verdict line.
+#[derive(Debug, Serialize)]
+pub struct VerdictJson {
+    /// call_id.
+    pub call_id: String,
+    /// session_id.
+    pub session_id: String,
+    /// tool.
+    pub tool: String,
+    /// Action name.
+    pub action: &'static str,
+    /// Category name, or null on success.
+    pub category: Option<&'static str>,
+    /// Retryable.
+    pub retryable: bool,
+    /// Deciding rule id, or null on success.
+    pub rule: Option<String>,
+    /// Suggestion.
+    pub suggestion: Option<String>,
+    /// Delay (0 when not retrying).
+    pub delay_ms: u64,
+    /// Which retry, when retrying.
+    pub attempt: Option<u32>,
+    /// Retries left, when retrying.
+    pub attempts_left: Option<u32>,
+    /// Snippet.
+    pub snippet: String,
+    /// Breakers.
+    pub breaker: BreakerJson,
+    /// Escalation report text, when escalating.
+    pub escalation: Option<String>,
+    /// Repeated call_id.
+    pub replayed: bool,
+}
+
+impl From<&Verdict> for VerdictJson {
+    fn from(v: &Verdict) -> Self {
+        VerdictJson {
+            call_id: v.call_id.clone(),
+            session_id: v.session_id.clone(),
+            tool: v.tool.clone(),
+            action: v.action.as_str(),
+            category: v.classification.as_ref().map(|c| c.category.as_str()),
+            retryable: v.classification.as_ref().is_some_and(|c| c.retryable),
+            rule: v.classification.as_ref().map(|c| c.rule.clone()),
+            suggestion: v.classification.as_ref().map(|c| c.suggestion.clone()),
+            delay_ms: v.retry.as_ref().map_or(0, |r| r.delay_ms),
+            attempt: v.retry.as_ref().map(|r| r.attempt),
+            attempts_left: v.retry.as_ref().map(|r| r.attempts_left),
+            snippet: v.snippet.clone(),
+            breaker: BreakerJson {
+                tool_state: v.breaker.tool_state.as_str(),
+                session_state: v.breaker.session_state.as_str(),
+                reason: v.breaker.reason.map(|r| r.as_str()),
+                consecutive_failures: v.breaker.consecutive_failures,
+                session_errors: v.breaker.session_errors,
+                identical_errors: v.breaker.identical_errors,
+                steps: v.breaker.steps,
+            },
+            escalation: v.escalation.as_ref().map(|e| e.text.clone()),
+            replayed: v.replayed,
+        }
+    }
+}
+
+/// Why a replay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A line could not be read or parsed, or the engine refused it.
+    #[error("line {line}: {message}")]
+    Line {
+        /// 1-based line number.
+        line: usize,
+        /// What was wrong.
+        message: String,
+    },
+    /// Writing the output failed.
+    #[error("writing output: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// Replays `input` through `engine`, writing one verdict line per outcome line.
+/// Blank lines and lines starting with `#` are skipped.
+pub fn replay(
+    input: impl BufRead,
+    mut output: impl Write,
+    engine: &Engine,
+    clock: &ManualClock,
+) -> Result<usize, ReplayError> {
+    let mut count = 0;
+    for (index, line) in input.split(b'\n').enumerate() {
+        let number = index + 1;
+        let bytes = line.map_err(|e| ReplayError::Line { line: number, message: e.to_string() })?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| ReplayError::Line { line: number, message: format!("not UTF-8: {e}") })?;
+        let text = text.trim();
+        if text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        let json: OutcomeJson =
+            serde_json::from_str(text).map_err(|e| ReplayError::Line { line: number, message: e.to_string() })?;
+        match json.at_ms {
+            Some(at) => clock.set(at),
+            None => clock.advance(json.duration_ms),
+        }
+        let outcome = json.into_outcome().map_err(|message| ReplayError::Line { line: number, message })?;
+        let verdict =
+            engine.report(&outcome).map_err(|e| ReplayError::Line { line: number, message: e.to_string() })?;
+        serde_json::to_writer(&mut output, &VerdictJson::from(&verdict))
+            .map_err(|e| ReplayError::Write(e.into()))?;
+        output.write_all(b"\n")?;
+        count += 1;
+    }
+    output.flush()?;
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineSettings;
+    use crate::metrics::Metrics;
+    use crate::policy::Policy;
+    use std::sync::Arc;
+
+    fn run(input: &str, seed: u64) -> Result<String, ReplayError> {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let settings = EngineSettings::from_config(&crate::config::SessionsConfig::default(), seed);
+        let engine = Engine::new(Policy::default(), settings, clock.clone(), Arc::new(Metrics::new(10)));
+        let mut out = Vec::new();
+        replay(input.as_bytes(), &mut out, &engine, &clock)?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    const INPUT: &str = r#"{"session_id":"s","call_id":"1","tool":"search","kind":"timeout","message":"Read timed out"}
+{"session_id":"s","call_id":"2","tool":"search","http_status":503,"message":"Service Unavailable"}
+"#;
+
+    #[test]
+    fn same_seed_same_output() {
+        let a = run(INPUT, 9).unwrap();
+        assert_eq!(a, run(INPUT, 9).unwrap());
+        assert_ne!(a, run(INPUT, 10).unwrap());
+        assert_eq!(a.lines().count(), 2);
+        let first: serde_json::Value = serde_json::from_str(a.lines().next().unwrap()).unwrap();
+        assert_eq!(first["action"], "retry");
+        assert_eq!(first["category"], "timeout");
+        assert_eq!(first["breaker"]["tool_state"], "closed");
+    }
+
+    #[test]
+    fn bad_lines_are_named_by_number() {
+        let err = run("\n{\"session_id\":\"s\",\"tool\":\"t\"}\n{\"tool\": 3}\n", 1).unwrap_err().to_string();
+        assert!(err.starts_with("line 3:"), "{err}");
+        let err = run("{\"session_id\":\"s\",\"tool\":\"t\",\"kind\":\"nope\"}\n", 1).unwrap_err().to_string();
+        assert!(err.starts_with("line 1:") && err.contains("nope"), "{err}");
+        let err = run("{\"session_id\":\"s\",\"tool\":\"\"}\n", 1).unwrap_err().to_string();
+        assert!(err.contains("`tool`"), "{err}");
+        let err = run("{\"session_id\":\"s\",\"tool\":\"t\",\"bogus\":1}\n", 1).unwrap_err().to_string();
+        assert!(err.contains("bogus"), "{err}");
+        let mut invalid = b"{\"session_id\":\"s\",\"tool\":\"t\"}\n".to_vec();
+        invalid.extend_from_slice(b"\xff\xfe\n");
+        let clock = Arc::new(ManualClock::new(0));
+        let settings = EngineSettings::from_config(&crate::config::SessionsConfig::default(), 1);
+        let engine = Engine::new(Policy::default(), settings, clock.clone(), Arc::new(Metrics::new(10)));
+        let err = replay(&invalid[..], Vec::new(), &engine, &clock).unwrap_err().to_string();
+        assert!(err.starts_with("line 2: not UTF-8"), "{err}");
+    }
+}

@@ -1,0 +1,348 @@
+//! The gRPC edge: the Rebound service, health and reflection, transport
+//! limits, and a graceful drain on shutdown. It translates and delegates to
+//! the engine; no decisions are made here.
+
+use crate::config::ServerConfig;
+use crate::convert;
+use crate::engine::Engine;
+use crate::pb::{self, rebound_server::Rebound, rebound_server::ReboundServer};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream, UnixListenerStream};
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+/// The file descriptor set of the proto, for reflection.
+pub const DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/rebound_descriptor.bin"));
+
+/// The service name health reports on besides "".
+pub const SERVICE_NAME: &str = "rebound.v1.Rebound";
+
+/// A bound gRPC listener: TCP or a Unix socket.
+#[derive(Debug)]
+pub enum Listener {
+    /// `host:port`.
+    Tcp(TcpListener),
+    /// `unix:/path`; the file is removed when the server stops.
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listener {
+    /// Binds `host:port` or `unix:/path`.
+    pub async fn bind(address: &str) -> std::io::Result<Listener> {
+        if let Some(path) = address.strip_prefix("unix:") {
+            let path = PathBuf::from(path);
+            // A socket file left by a killed sidecar would make bind fail; only remove sockets.
+            if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                use std::os::unix::fs::FileTypeExt;
+                if meta.file_type().is_socket() {
+                    std::fs::remove_file(&path)?;
+                }
+            }
+            return Ok(Listener::Unix(UnixListener::bind(&path)?, path));
+        }
+        Ok(Listener::Tcp(TcpListener::bind(address).await?))
+    }
+
+    /// The bound address as clients dial it (`127.0.0.1:43567` or `unix:/path`).
+    pub fn address(&self) -> String {
+        match self {
+            Listener::Tcp(l) => l.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Listener::Unix(_, path) => format!("unix:{}", path.display()),
+        }
+    }
+}
+
+/// The Rebound service.
+#[derive(Clone, Debug)]
+pub struct Service {
+    engine: Arc<Engine>,
+    stream_buffer: usize,
+    closing: watch::Receiver<bool>,
+}
+
+type VerdictStream = Pin<Box<dyn Stream<Item = Result<pb::Verdict, Status>> + Send>>;
+
+/// Decrements the open-stream gauge when an Observe task ends, however it ends.
+struct StreamGuard(Arc<Engine>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.metrics().stream_opened(false);
+    }
+}
+
+/// tonic reports an oversized message as OUT_OF_RANGE; gRPC's convention (and
+/// grpc-go's, grpc-java's) is RESOURCE_EXHAUSTED, which clients expect.
+fn oversize(status: Status) -> Status {
+    if status.code() == tonic::Code::OutOfRange && status.message().contains("message length too large") {
+        return Status::resource_exhausted(status.message().to_string());
+    }
+    status
+}
+
+impl Service {
+    fn timed<T>(&self, method: &'static str, start: Instant, result: T) -> T {
+        self.engine.metrics().rpc_duration(method, start.elapsed().as_secs_f64());
+        result
+    }
+}
+
+#[tonic::async_trait]
+impl Rebound for Service {
+    async fn start_session(
+        &self,
+        request: Request<pb::StartSessionRequest>,
+    ) -> Result<Response<pb::StartSessionResponse>, Status> {
+        let start = Instant::now();
+        let req = convert::start_session(request.into_inner());
+        let id = req.session_id.clone();
+        let result = self.engine.start_session(&req).map_err(convert::status);
+        self.timed("StartSession", start, result.map(|info| Response::new(convert::session_info(id, info))))
+    }
+
+    async fn report(&self, request: Request<pb::Outcome>) -> Result<Response<pb::Verdict>, Status> {
+        let start = Instant::now();
+        let outcome = convert::outcome(request.into_inner())?;
+        let result = self.engine.report(&outcome).map_err(convert::status);
+        self.timed("Report", start, result.map(|v| Response::new(convert::verdict(v))))
+    }
+
+    type ObserveStream = VerdictStream;
+
+    async fn observe(&self, request: Request<Streaming<pb::Outcome>>) -> Result<Response<Self::ObserveStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(self.stream_buffer);
+        let engine = self.engine.clone();
+        let mut closing = self.closing.clone();
+        engine.metrics().stream_opened(true);
+        let guard = StreamGuard(engine.clone());
+        // One task per stream, answering in order; the bounded channel makes a
+        // slow reader slow down this stream only.
+        tokio::spawn(async move {
+            let _guard = guard;
+            let mut index: u64 = 0;
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    changed = closing.changed() => {
+                        if changed.is_err() || *closing.borrow() {
+                            let _ = tx.send(Err(Status::unavailable("the sidecar is shutting down; reconnect"))).await;
+                            break;
+                        }
+                        continue;
+                    }
+                    next = inbound.message() => next,
+                };
+                let outcome = match next {
+                    Ok(Some(outcome)) => outcome,
+                    Ok(None) => break,
+                    Err(status) => {
+                        let _ = tx.send(Err(oversize(status))).await;
+                        break;
+                    }
+                };
+                let start = Instant::now();
+                let answer = convert::outcome(outcome)
+                    .and_then(|o| engine.report(&o).map_err(convert::status))
+                    .map(convert::verdict)
+                    .map_err(|s| Status::new(s.code(), format!("outcome #{index}: {}", s.message())));
+                engine.metrics().rpc_duration("Observe", start.elapsed().as_secs_f64());
+                let failed = answer.is_err();
+                if tx.send(answer).await.is_err() || failed {
+                    // The client has gone, or its input was bad and the stream ends with the error.
+                    break;
+                }
+                index += 1;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx)) as VerdictStream))
+    }
+
+    async fn admit(&self, request: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {
+        let start = Instant::now();
+        let req = request.into_inner();
+        let result = self.engine.admit(&req.session_id, &req.tool).map_err(convert::status);
+        self.timed("Admit", start, result.map(|a| Response::new(convert::admission(a))))
+    }
+
+    async fn context(&self, request: Request<pb::ContextRequest>) -> Result<Response<pb::ContextResponse>, Status> {
+        let start = Instant::now();
+        let req = request.into_inner();
+        let result = self.engine.context(&req.session_id).map_err(convert::status);
+        self.timed("Context", start, result.map(|c| Response::new(convert::context(c))))
+    }
+
+    async fn end_session(
+        &self,
+        request: Request<pb::EndSessionRequest>,
+    ) -> Result<Response<pb::EndSessionResponse>, Status> {
+        let start = Instant::now();
+        let id = request.into_inner().session_id;
+        let result = self.engine.end_session(&id).map_err(convert::status);
+        self.timed("EndSession", start, result.map(|s| Response::new(convert::end_session(id, s))))
+    }
+}
+
+/// Rewrites tonic's OUT_OF_RANGE for an oversized unary request into RESOURCE_EXHAUSTED.
+fn oversize_layer<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers_mut();
+    let is_out_of_range = headers.get("grpc-status").is_some_and(|v| v == "11");
+    let too_large = headers
+        .get("grpc-message")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"));
+    if is_out_of_range && too_large {
+        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    response
+}
+
+/// Serves until `shutdown` resolves, then reports NOT_SERVING, refuses new
+/// streams and lets open ones drain for the grace period.
+pub async fn run(
+    listener: Listener,
+    engine: Arc<Engine>,
+    config: &ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_service_status("", tonic_health::ServingStatus::Serving).await;
+    health.set_service_status(SERVICE_NAME, tonic_health::ServingStatus::Serving).await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(DESCRIPTOR)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(DESCRIPTOR)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let (closing_tx, closing_rx) = watch::channel(false);
+    let service = Service { engine: engine.clone(), stream_buffer: config.stream_buffer.max(1), closing: closing_rx };
+    let rebound = ReboundServer::new(service)
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes);
+
+    let sweeper = spawn_idle_sweeper(engine.clone());
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let health_on_shutdown = health.clone();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down: health NOT_SERVING, draining open streams");
+        health_on_shutdown.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+        health_on_shutdown.set_service_status(SERVICE_NAME, tonic_health::ServingStatus::NotServing).await;
+        let _ = started_tx.send(());
+    };
+
+    let keepalive = Duration::from_millis(config.keepalive_interval_ms);
+    let mut builder = tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(oversize_layer))
+        .max_concurrent_streams(config.max_concurrent_streams)
+        .http2_keepalive_interval((config.keepalive_interval_ms > 0).then_some(keepalive))
+        .http2_keepalive_timeout(Some(Duration::from_millis(config.keepalive_timeout_ms.max(1))))
+        .initial_stream_window_size(1 << 20)
+        .initial_connection_window_size(4 << 20)
+        .tcp_nodelay(true);
+    let router = builder
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(rebound);
+
+    let unix_path = match &listener {
+        Listener::Unix(_, path) => Some(path.clone()),
+        Listener::Tcp(_) => None,
+    };
+    let server: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> = match listener {
+        Listener::Tcp(l) => {
+            let incoming = TcpListenerStream::new(l).map(|s| {
+                if let Ok(s) = &s {
+                    let _ = s.set_nodelay(true);
+                }
+                s
+            });
+            Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+        }
+        Listener::Unix(l, _) => Box::pin(router.serve_with_incoming_shutdown(UnixListenerStream::new(l), signal)),
+    };
+    let mut server = server;
+    let result = tokio::select! {
+        result = &mut server => result.map_err(anyhow::Error::from),
+        _ = started_rx => {
+            let grace = Duration::from_millis(config.shutdown_grace_ms);
+            match tokio::time::timeout(grace, &mut server).await {
+                Ok(result) => result.map_err(anyhow::Error::from),
+                Err(_) => {
+                    tracing::warn!(grace_ms = config.shutdown_grace_ms, "grace period over: closing open streams");
+                    let _ = closing_tx.send(true);
+                    // Streams end with UNAVAILABLE; give the last verdicts a moment to flush.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), &mut server).await;
+                    Ok(())
+                }
+            }
+        }
+    };
+    sweeper.abort();
+    if let Some(path) = unix_path {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+/// Drops idle sessions in the background, often enough that expiry is timely.
+fn spawn_idle_sweeper(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let dropped = engine.expire_idle();
+            if dropped > 0 {
+                tracing::debug!(dropped, "idle sessions expired");
+            }
+        }
+    })
+}
+
+/// Serves Prometheus text at `/metrics` until `shutdown` resolves.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    let shutdown = tokio::spawn(shutdown);
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else { continue };
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let handle = handle.clone();
+                async move {
+                    let response = if req.uri().path() == "/metrics" {
+                        hyper::Response::builder()
+                            .header("content-type", "text/plain; version=0.0.4; charset=utf-8")
+                            .body(Full::new(Bytes::from(handle.render())))
+                    } else {
+                        hyper::Response::builder().status(404).body(Full::new(Bytes::from_static(b"not found: try /metrics\n")))
+                    };
+                    Ok::<_, std::convert::Infallible>(response.expect("static response parts are valid"))
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+        });
+    }
+}

@@ -1,0 +1,384 @@
+//! Sessions: one agent run's counters and error history, kept in memory in a
+//! sharded store with idle expiry and a capacity cap that evicts the least
+//! recently used.
+
+use crate::breaker::SessionLimits;
+use crate::model::{Action, Category, SessionState, SessionSummary, Verdict};
+use crate::rng::Rng;
+use lru::LruCache;
+use std::collections::{BTreeMap, VecDeque};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Per-tool counters within a session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolStats {
+    /// The tool.
+    pub tool: String,
+    /// Failures since its last success.
+    pub consecutive_failures: u32,
+    /// Retries asked for since its last success.
+    pub retries: u32,
+    /// The last retry delay given, for decorrelated jitter.
+    pub last_delay_ms: u64,
+}
+
+/// One error in a session's history, already redacted and cut.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistoryEntry {
+    /// The tool.
+    pub tool: String,
+    /// Its category.
+    pub category: Category,
+    /// The cleaned message.
+    pub message: String,
+    /// The suggestion shown with it.
+    pub suggestion: Arc<str>,
+    /// Fingerprint of the raw message.
+    pub fingerprint: u64,
+    /// Times in a row.
+    pub count: u32,
+    /// Milliseconds since the session started.
+    pub at_ms: u64,
+    /// The action answered.
+    pub action: Action,
+    /// True once the same tool succeeded later.
+    pub resolved: bool,
+}
+
+/// One agent run.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// When it was created (engine clock).
+    pub created_ms: u64,
+    /// When it was last used.
+    pub last_seen_ms: u64,
+    /// Limits in force.
+    pub limits: SessionLimits,
+    /// The agent's tools, from StartSession.
+    pub tools: Vec<String>,
+    /// The policy profile named at StartSession.
+    pub profile: String,
+    /// Free labels.
+    pub labels: BTreeMap<String, String>,
+    /// Active, escalated or stopped.
+    pub state: SessionState,
+    /// Outcomes reported.
+    pub steps: u32,
+    /// Cost reported.
+    pub cost: f64,
+    /// Failures reported.
+    pub errors: u32,
+    /// Retries asked for.
+    pub retries: u32,
+    /// Escalations answered.
+    pub escalations: u32,
+    /// Failures by category.
+    pub errors_by_category: BTreeMap<Category, u32>,
+    /// Per-tool counters.
+    pub tool_stats: Vec<ToolStats>,
+    /// The last error's tool and fingerprint, and how many times in a row.
+    pub last_error: Option<(String, u64)>,
+    /// Identical errors in a row.
+    pub identical: u32,
+    /// Recent errors, oldest first.
+    pub history: VecDeque<HistoryEntry>,
+    /// Unresolved errors pushed out of the history.
+    pub dropped_unresolved: u32,
+    /// Recent verdicts by call_id, for idempotency.
+    pub recent: VecDeque<(String, Verdict)>,
+    /// Jitter source.
+    pub rng: Rng,
+}
+
+impl Session {
+    /// A new session.
+    pub fn new(now_ms: u64, limits: SessionLimits, rng: Rng) -> Self {
+        Session {
+            created_ms: now_ms,
+            last_seen_ms: now_ms,
+            limits,
+            tools: Vec::new(),
+            profile: String::new(),
+            labels: BTreeMap::new(),
+            state: SessionState::Active,
+            steps: 0,
+            cost: 0.0,
+            errors: 0,
+            retries: 0,
+            escalations: 0,
+            errors_by_category: BTreeMap::new(),
+            tool_stats: Vec::new(),
+            last_error: None,
+            identical: 0,
+            history: VecDeque::new(),
+            dropped_unresolved: 0,
+            recent: VecDeque::new(),
+            rng,
+        }
+    }
+
+    /// The counters of one tool, created on first use.
+    pub fn tool_mut(&mut self, tool: &str) -> &mut ToolStats {
+        if let Some(i) = self.tool_stats.iter().position(|t| t.tool == tool) {
+            return &mut self.tool_stats[i];
+        }
+        self.tool_stats.push(ToolStats { tool: tool.to_string(), consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
+        self.tool_stats.last_mut().expect("just pushed")
+    }
+
+    /// The earlier verdict for a call_id, if it is still remembered.
+    pub fn recall(&self, call_id: &str) -> Option<&Verdict> {
+        if call_id.is_empty() {
+            return None;
+        }
+        self.recent.iter().find(|(id, _)| id == call_id).map(|(_, v)| v)
+    }
+
+    /// Remembers a verdict for its call_id, forgetting the oldest past `window`.
+    pub fn remember(&mut self, verdict: &Verdict, window: usize) {
+        if verdict.call_id.is_empty() || window == 0 {
+            return;
+        }
+        if self.recent.len() >= window {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((verdict.call_id.clone(), verdict.clone()));
+    }
+
+    /// Adds an error to the history, folding a repeat of the newest unresolved one.
+    pub fn push_error(&mut self, entry: HistoryEntry, capacity: usize) {
+        if let Some(last) = self.history.back_mut() {
+            if !last.resolved && last.tool == entry.tool && last.fingerprint == entry.fingerprint {
+                last.count += 1;
+                last.message = entry.message;
+                last.at_ms = entry.at_ms;
+                last.action = entry.action;
+                return;
+            }
+        }
+        while self.history.len() >= capacity.max(1) {
+            if let Some(old) = self.history.pop_front() {
+                if !old.resolved {
+                    self.dropped_unresolved += old.count;
+                }
+            }
+        }
+        self.history.push_back(entry);
+    }
+
+    /// Marks a tool's errors resolved after its success.
+    pub fn resolve(&mut self, tool: &str) {
+        for e in self.history.iter_mut().filter(|e| e.tool == tool) {
+            e.resolved = true;
+        }
+    }
+
+    /// The session's summary.
+    pub fn summary(&self, now_ms: u64) -> SessionSummary {
+        SessionSummary {
+            calls: self.steps,
+            errors: self.errors,
+            errors_by_category: self.errors_by_category.iter().map(|(c, n)| (c.as_str().to_string(), *n)).collect(),
+            retries: self.retries,
+            escalations: self.escalations,
+            cost: self.cost,
+            duration_ms: now_ms.saturating_sub(self.created_ms),
+            state: self.state,
+        }
+    }
+}
+
+/// Why a session left the store without EndSession.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eviction {
+    /// Unused for the idle expiry.
+    Idle,
+    /// Pushed out by the capacity cap.
+    Capacity,
+}
+
+impl Eviction {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Eviction::Idle => "idle",
+            Eviction::Capacity => "capacity",
+        }
+    }
+}
+
+/// The sessions, sharded by id so unrelated sessions never wait on one lock.
+#[derive(Debug)]
+pub struct SessionStore {
+    shards: Vec<Mutex<LruCache<String, Session>>>,
+    idle_ms: u64,
+    len: AtomicUsize,
+}
+
+impl SessionStore {
+    /// A store of at most `capacity` sessions in `shards` shards.
+    pub fn new(capacity: usize, shards: usize, idle_ms: u64) -> Self {
+        let shards = shards.clamp(1, capacity.max(1));
+        let per_shard = NonZeroUsize::new(capacity.div_ceil(shards).max(1)).expect("at least one");
+        SessionStore {
+            shards: (0..shards).map(|_| Mutex::new(LruCache::new(per_shard))).collect(),
+            idle_ms,
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    fn shard(&self, id: &str) -> MutexGuard<'_, LruCache<String, Session>> {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in id.as_bytes() {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        let shard = &self.shards[(h % self.shards.len() as u64) as usize];
+        // A panic while holding a shard would be a bug; keep serving the other sessions.
+        shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many sessions are held.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// True when none are held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs `f` on the session, creating it with `create` when missing (or idle
+    /// past expiry). Returns what `f` returned, whether the session was created,
+    /// and the evictions this caused.
+    pub fn with_session<R>(
+        &self,
+        id: &str,
+        now_ms: u64,
+        create: impl FnOnce() -> Session,
+        f: impl FnOnce(&mut Session) -> R,
+    ) -> (R, bool, Vec<Eviction>) {
+        let mut evictions = Vec::new();
+        let mut shard = self.shard(id);
+        let expired = shard.peek(id).is_some_and(|s| now_ms.saturating_sub(s.last_seen_ms) >= self.idle_ms);
+        if expired {
+            shard.pop(id);
+            self.len.fetch_sub(1, Ordering::Relaxed);
+            evictions.push(Eviction::Idle);
+        }
+        let created = !shard.contains(id);
+        if created {
+            if let Some((_, _old)) = shard.push(id.to_string(), create()) {
+                evictions.push(Eviction::Capacity);
+            } else {
+                self.len.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let session = shard.get_mut(id).expect("present: just checked or inserted");
+        session.last_seen_ms = now_ms;
+        (f(session), created, evictions)
+    }
+
+    /// Runs `f` on the session if it exists (and is not idle past expiry), without creating it.
+    pub fn with_existing<R>(&self, id: &str, now_ms: u64, f: impl FnOnce(&mut Session) -> R) -> Option<R> {
+        let mut shard = self.shard(id);
+        let session = shard.get_mut(id)?;
+        if now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms {
+            return None;
+        }
+        Some(f(session))
+    }
+
+    /// Removes a session.
+    pub fn remove(&self, id: &str) -> Option<Session> {
+        let removed = self.shard(id).pop(id);
+        if removed.is_some() {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// Drops sessions idle past expiry; returns how many.
+    pub fn expire_idle(&self, now_ms: u64) -> usize {
+        let mut dropped = 0;
+        for shard in &self.shards {
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            // Least recently used first: stop at the first session still fresh.
+            while let Some((_, s)) = shard.peek_lru() {
+                if now_ms.saturating_sub(s.last_seen_ms) < self.idle_ms {
+                    break;
+                }
+                shard.pop_lru();
+                dropped += 1;
+            }
+        }
+        self.len.fetch_sub(dropped, Ordering::Relaxed);
+        dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breaker::SessionLimits;
+
+    fn new_session(now: u64) -> Session {
+        Session::new(now, SessionLimits { step_limit: None, cost_limit: None, error_limit: 10 }, Rng::new(1))
+    }
+
+    #[test]
+    fn capacity_evicts_the_least_recently_used() {
+        let store = SessionStore::new(2, 1, 1000);
+        store.with_session("a", 0, || new_session(0), |_| ());
+        store.with_session("b", 1, || new_session(1), |_| ());
+        store.with_session("a", 2, || new_session(2), |s| s.steps = 7);
+        let (_, created, ev) = store.with_session("c", 3, || new_session(3), |_| ());
+        assert!(created);
+        assert_eq!(ev, vec![Eviction::Capacity]);
+        assert_eq!(store.len(), 2);
+        assert!(store.with_existing("b", 4, |_| ()).is_none(), "b was least recently used");
+        assert_eq!(store.with_existing("a", 4, |s| s.steps), Some(7));
+    }
+
+    #[test]
+    fn idle_sessions_expire() {
+        let store = SessionStore::new(10, 2, 1000);
+        store.with_session("a", 0, || new_session(0), |_| ());
+        store.with_session("b", 900, || new_session(900), |_| ());
+        assert_eq!(store.expire_idle(1000), 1);
+        assert_eq!(store.len(), 1);
+        assert!(store.with_existing("a", 1000, |_| ()).is_none());
+        assert!(store.with_existing("b", 1000, |_| ()).is_some());
+        let (_, created, ev) = store.with_session("b", 5000, || new_session(5000), |_| ());
+        assert!(created, "an idle session is not resumed");
+        assert_eq!(ev, vec![Eviction::Idle]);
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn repeats_fold_and_history_is_bounded() {
+        let mut s = new_session(0);
+        let entry = |tool: &str, fp| HistoryEntry {
+            tool: tool.into(),
+            category: Category::Timeout,
+            message: "m".into(),
+            suggestion: Arc::from(""),
+            fingerprint: fp,
+            count: 1,
+            at_ms: 0,
+            action: Action::Retry,
+            resolved: false,
+        };
+        s.push_error(entry("a", 1), 2);
+        s.push_error(entry("a", 1), 2);
+        assert_eq!((s.history.len(), s.history[0].count), (1, 2));
+        s.push_error(entry("b", 2), 2);
+        s.push_error(entry("c", 3), 2);
+        assert_eq!(s.history.len(), 2);
+        assert_eq!(s.dropped_unresolved, 2);
+        s.resolve("b");
+        assert!(s.history[0].resolved);
+    }
+}

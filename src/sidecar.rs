@@ -1,0 +1,107 @@
+//! The serving process: bind both listeners, announce them, serve until
+//! SIGTERM or SIGINT, and reload the config file when it changes.
+
+use crate::clock::SystemClock;
+use crate::config::Config;
+use crate::engine::{Engine, EngineSettings};
+use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::server::{self, Listener};
+use anyhow::Context as _;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the config file is checked for changes.
+const RELOAD_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Runs the sidecar until a termination signal.
+pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+    let handle = crate::metrics::install();
+    let metrics = Arc::new(Metrics::new(config.metrics.tool_label_cap));
+    let settings = EngineSettings::from_config(&config.sessions, crate::rng::random_seed());
+    let engine = Arc::new(Engine::new(policy, settings, Arc::new(SystemClock::new()), metrics));
+
+    let grpc = Listener::bind(&config.server.listen)
+        .await
+        .with_context(|| format!("binding --listen {}", config.server.listen))?;
+    let metrics_listener = tokio::net::TcpListener::bind(&config.server.metrics_listen)
+        .await
+        .with_context(|| format!("binding --metrics-listen {}", config.server.metrics_listen))?;
+    let metrics_address = metrics_listener.local_addr()?.to_string();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let metrics_stop = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    let metrics_task = tokio::spawn(server::serve_metrics(metrics_listener, handle, metrics_stop));
+    let reload_task = config_path.map(|path| tokio::spawn(watch_config(path, config.clone(), engine.clone())));
+
+    // The one line on stdout: tests and supervisors read it to learn the ports.
+    let ready = serde_json::json!({"event": "ready", "grpc": grpc.address(), "metrics": metrics_address});
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{ready}")?;
+        stdout.flush()?;
+    }
+    tracing::info!(grpc = %grpc.address(), metrics = %metrics_address, "rebound serving");
+
+    let result = server::run(grpc, engine, &config.server, termination()).await;
+    let _ = stop_tx.send(true);
+    let _ = metrics_task.await;
+    if let Some(task) = reload_task {
+        task.abort();
+    }
+    tracing::info!("rebound stopped");
+    result
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn termination() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+/// Polls the config file's content; a change that loads replaces the policy,
+/// one that does not keeps the old policy. Polling the content (not inotify)
+/// also sees a Kubernetes ConfigMap update, which swaps a symlink.
+async fn watch_config(path: PathBuf, mut current: Config, engine: Arc<Engine>) {
+    let mut last = std::fs::read(&path).ok();
+    let mut tick = tokio::time::interval(RELOAD_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        if last.as_deref() == Some(&bytes[..]) {
+            continue;
+        }
+        last = Some(bytes);
+        match reload(&path) {
+            Ok((config, policy)) => {
+                if config.server != current.server || config.sessions != current.sessions {
+                    tracing::warn!("[server] and [sessions] changes take effect only after a restart");
+                }
+                engine.set_policy(policy);
+                engine.metrics().reload(true);
+                tracing::info!(path = %path.display(), "config reloaded");
+                current = config;
+            }
+            Err(err) => {
+                engine.metrics().reload(false);
+                tracing::error!(path = %path.display(), error = %format!("{err:#}"), "config reload failed; keeping the old policy");
+            }
+        }
+    }
+}
+
+fn reload(path: &std::path::Path) -> anyhow::Result<(Config, Policy)> {
+    crate::cli::load(Some(path))
+}
