@@ -30,11 +30,11 @@ pub const MAX_LABELS: usize = 64;
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum EngineError {
     /// A field's value is not acceptable.
-    #[error("`{field}` = {value:?}: {problem}")]
+    #[error("`{field}` = {value}: {problem}")]
     InvalidArgument {
         /// The field.
         field: String,
-        /// The value (cut when long).
+        /// The value as shown (strings quoted, cut when long).
         value: String,
         /// What is wrong.
         problem: String,
@@ -214,7 +214,7 @@ impl Engine {
             }
         }
         if !req.profile.is_empty() {
-            return Err(invalid("profile", &req.profile, "no such profile: the config defines none"));
+            return Err(invalid("profile", format!("{:?}", req.profile), "no such profile: the config defines none"));
         }
         if req.labels.len() > MAX_LABELS {
             return Err(invalid("labels", format!("{} labels", req.labels.len()), format!("at most {MAX_LABELS}")));
@@ -222,7 +222,7 @@ impl Engine {
         for (k, v) in &req.labels {
             check_id("labels key", k)?;
             if v.len() > 1024 {
-                return Err(invalid(format!("labels[{k}]"), v, "at most 1024 bytes"));
+                return Err(invalid(format!("labels[{k}]"), format!("{v:?}"), "at most 1024 bytes"));
             }
         }
         let policy = self.policy();
@@ -391,13 +391,13 @@ impl Engine {
 
 fn check_id(field: &str, value: &str) -> Result<(), EngineError> {
     if value.trim().is_empty() {
-        return Err(invalid(field, value, "must not be empty"));
+        return Err(invalid(field, format!("{value:?}"), "must not be empty"));
     }
     if value.len() > MAX_ID_BYTES {
-        return Err(invalid(field, value, format!("at most {MAX_ID_BYTES} bytes")));
+        return Err(invalid(field, format!("{value:?}"), format!("at most {MAX_ID_BYTES} bytes")));
     }
     if value.chars().any(char::is_control) {
-        return Err(invalid(field, value.escape_debug(), "must not contain control characters"));
+        return Err(invalid(field, format!("{value:?}"), "must not contain control characters"));
     }
     Ok(())
 }
@@ -406,7 +406,7 @@ fn validate_outcome(o: &Outcome) -> Result<(), EngineError> {
     check_id("session_id", &o.session_id)?;
     check_id("tool", &o.tool)?;
     if o.call_id.len() > MAX_ID_BYTES {
-        return Err(invalid("call_id", &o.call_id, format!("at most {MAX_ID_BYTES} bytes")));
+        return Err(invalid("call_id", format!("{:?}", o.call_id), format!("at most {MAX_ID_BYTES} bytes")));
     }
     if !o.cost.is_finite() || o.cost < 0.0 {
         return Err(invalid("cost", o.cost, "must be zero or a positive number"));

@@ -1,0 +1,239 @@
+//! The binary's commands: replay, classify, check-config, print-config.
+
+use crate::common::run_cli;
+use serde_json::{json, Value};
+
+/// Replays JSON lines through the real binary and returns the verdict lines.
+fn replay(lines: &[Value], extra: &[&str]) -> Vec<Value> {
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut args = vec!["replay", "-", "--seed", "1"];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = run_cli(&args, Some(&input));
+    assert_eq!(code, 0, "{stderr}");
+    let out: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(out.len(), lines.len());
+    out
+}
+
+fn fail(session: &str, tool: &str, message: &str) -> Value {
+    json!({"session_id": session, "tool": tool, "message": message})
+}
+
+#[test]
+fn three_consecutive_failures_escalate_and_a_success_resets() {
+    let mut lines = vec![];
+    for i in 0..2 {
+        lines.push(json!({"session_id": "c", "tool": "search", "kind": "timeout", "message": format!("timed out after {i}.5s")}));
+    }
+    lines.push(json!({"session_id": "c", "tool": "search", "ok": true}));
+    for i in 0..3 {
+        lines.push(json!({"session_id": "c", "tool": "search", "kind": "timeout", "message": format!("timed out after {i}.7s")}));
+    }
+    let out = replay(&lines, &[]);
+    let actions: Vec<&str> = out.iter().map(|v| v["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["retry", "retry", "continue", "retry", "retry", "escalate"]);
+    assert_eq!(out[5]["breaker"]["reason"], "consecutive_failures");
+    assert_eq!(out[5]["breaker"]["session_state"], "escalated");
+    assert!(out[5]["escalation"].as_str().unwrap().contains("3 consecutive failures of tool `search`"));
+}
+
+#[test]
+fn ten_errors_escalate_and_five_identical_abort() {
+    let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"];
+    let lines: Vec<Value> = words.iter().enumerate().map(|(i, w)| fail("ten", &format!("tool{i}"), &format!("{w} failed"))).collect();
+    let out = replay(&lines, &[]);
+    assert!(out[..9].iter().all(|v| v["action"] != "escalate"));
+    assert_eq!(out[9]["action"], "escalate");
+    assert_eq!(out[9]["breaker"]["reason"], "session_errors");
+
+    // Identical: same tool, messages differing only in numbers; not retryable so the
+    // consecutive breaker (3) would escalate first: raise it to see the identical breaker.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[breakers]\ntool_consecutive_failures = 10\n").unwrap();
+    let lines: Vec<Value> = (0..5).map(|i| fail("same", "calc", &format!("invalid literal for int() with base 10: '{i}a'"))).collect();
+    let out = replay(&lines, &["--config", config.to_str().unwrap()]);
+    assert_eq!(out[3]["action"], "recover");
+    assert_eq!(out[4]["action"], "abort");
+    assert_eq!(out[4]["breaker"]["reason"], "identical_errors");
+    assert_eq!(out[4]["breaker"]["identical_errors"], 5);
+}
+
+#[test]
+fn backoff_is_within_twenty_percent_and_retry_after_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[breakers]\ntool_consecutive_failures = 10\n").unwrap();
+    let mut lines: Vec<Value> = (0..4).map(|i| json!({"session_id": "b", "tool": "api", "http_status": 503, "message": format!("busy {i}")})).collect();
+    lines.push(json!({"session_id": "r", "tool": "api", "http_status": 429, "headers": {"Retry-After": "7"}, "message": "slow down"}));
+    lines.push(json!({"session_id": "r2", "tool": "api", "http_status": 503, "headers": {"retry-after-ms": "1500"}, "message": "busy"}));
+    let out = replay(&lines, &["--config", config.to_str().unwrap()]);
+    for (i, nominal) in [1000.0, 2000.0, 4000.0].iter().enumerate() {
+        let d = out[i]["delay_ms"].as_f64().unwrap();
+        assert!(d >= nominal * 0.8 && d <= nominal * 1.2, "retry {i}: {d}");
+        assert_eq!(out[i]["attempt"], i + 1);
+    }
+    assert_eq!(out[3]["action"], "recover", "three retries used up");
+    assert_eq!(out[3]["delay_ms"], 0);
+    let d = out[4]["delay_ms"].as_u64().unwrap();
+    assert!((7000..=8400).contains(&d), "{d}");
+    let d = out[5]["delay_ms"].as_u64().unwrap();
+    assert!((1500..=1800).contains(&d), "{d}");
+    // The same seed gives the same delays.
+    assert_eq!(out, replay(&lines, &["--config", config.to_str().unwrap()]));
+}
+
+#[test]
+fn snippets_are_shaped_cut_and_redacted() {
+    let long = format!("upstream said {} end", "blah ".repeat(100));
+    let lines = vec![
+        json!({"session_id": "s", "tool": "search", "exception_type": "ValueError", "message": "query must not be empty"}),
+        json!({"session_id": "s", "tool": "fetch", "message": long}),
+        json!({"session_id": "s", "tool": "llm", "http_status": 401, "message": "Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcd"}),
+        json!({"session_id": "s2", "tool": "db", "code": "ECONNREFUSED", "message": "could not connect to postgres://app:hunter2@db.internal:5432/app"}),
+    ];
+    let out = replay(&lines, &[]);
+    assert_eq!(
+        out[0]["snippet"],
+        "<error>\ntool: search\ntype: validation\nmessage: ValueError: query must not be empty\nsuggestion: Check the input against the tool's schema and fix the arguments.\n</error>"
+    );
+    let snippet = out[1]["snippet"].as_str().unwrap();
+    let message = snippet.lines().find(|l| l.starts_with("message: ")).unwrap();
+    assert_eq!(message.trim_start_matches("message: ").chars().count(), 200);
+    assert!(message.ends_with('…'));
+    let all = serde_json::to_string(&out).unwrap();
+    assert!(!all.contains("AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcd"), "{all}");
+    assert!(!all.contains("hunter2"), "{all}");
+    assert!(out[2]["snippet"].as_str().unwrap().contains("[REDACTED:openai_key]"));
+    assert!(out[3]["snippet"].as_str().unwrap().contains("postgres://app:[REDACTED:url_password]@db.internal"));
+}
+
+#[test]
+fn a_repeated_call_id_returns_the_first_verdict_and_counts_once() {
+    let o = json!({"session_id": "idem", "call_id": "c-1", "tool": "api", "http_status": 503, "message": "busy"});
+    let out = replay(&[o.clone(), o.clone(), o], &[]);
+    assert_eq!(out[0]["delay_ms"], out[1]["delay_ms"]);
+    assert_eq!(out[1]["replayed"], true);
+    assert_eq!(out[2]["breaker"]["session_errors"], 1);
+    assert_eq!(out[2]["breaker"]["steps"], 1);
+}
+
+#[test]
+fn default_actions_follow_the_design() {
+    let cases = [
+        (json!({"http_status": 401, "message": "Unauthorized"}), "escalate", "auth"),
+        (json!({"exception_type": "ValueError", "message": "bad value"}), "recover", "validation"),
+        (json!({"kind": "unknown_tool", "message": "no such tool"}), "reclassify", "unknown_tool"),
+        (json!({"kind": "cancelled", "message": ""}), "abort", "cancelled"),
+        (json!({"kind": "invalid_tool_call", "message": "Expecting value: line 1 column 1 (char 0)"}), "recover", "format"),
+        (json!({"kind": "no_tool_call"}), "recover", "format"),
+        (json!({"http_status": 400, "message": "This model's maximum context length is 8192 tokens"}), "replan", "context_length"),
+        (json!({"http_status": 404, "message": "Not Found"}), "recover", "not_found"),
+    ];
+    for (i, (fields, action, category)) in cases.iter().enumerate() {
+        let mut line = fields.clone();
+        line["session_id"] = json!(format!("d{i}"));
+        line["tool"] = json!("t");
+        let out = replay(&[line], &[]);
+        assert_eq!((out[0]["action"].as_str().unwrap(), out[0]["category"].as_str().unwrap()), (*action, *category), "{fields}");
+    }
+}
+
+#[test]
+fn replay_names_the_bad_line() {
+    let (code, _, stderr) = run_cli(&["replay", "-"], Some("{\"session_id\":\"s\",\"tool\":\"t\"}\n{not json}\n"));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("line 2"), "{stderr}");
+    let (code, _, stderr) = run_cli(&["replay", "/nonexistent/file.jsonl"], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("/nonexistent/file.jsonl"), "{stderr}");
+}
+
+#[test]
+fn classify_explains_the_deciding_rule() {
+    let (code, stdout, stderr) =
+        run_cli(&["classify", "--message", "upstream request timeout", "--http-status", "504", "--explain"], None);
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["category"], "unavailable");
+    assert_eq!(v["action"], "retry");
+    assert_eq!(v["explain"]["winner"], v["rule"]);
+    let matched: Vec<&str> = v["explain"]["matched"].as_array().unwrap().iter().map(|m| m["rule"].as_str().unwrap()).collect();
+    assert!(matched.contains(&"message.timeout"), "{matched:?}");
+    assert_eq!(v["explain"]["signals"]["http_status"], 504);
+    let (code, _, stderr) = run_cli(&["classify", "--message", "x", "--kind", "nope"], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--kind \"nope\""), "{stderr}");
+}
+
+#[test]
+fn check_config_names_unknown_keys_and_print_config_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[retry]\nbase_ms = 500\nmultiplyer = 3\n").unwrap();
+    let (code, _, stderr) = run_cli(&["check-config", bad.to_str().unwrap()], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("multiplyer") && stderr.contains("line 3"), "{stderr}");
+
+    let (code, printed, _) = run_cli(&["print-config"], None);
+    assert_eq!(code, 0);
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, &printed).unwrap();
+    let (code, stdout, stderr) = run_cli(&["check-config", good.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("ok"));
+
+    let bad_rule = dir.path().join("rule.toml");
+    std::fs::write(&bad_rule, "[[rules]]\nid = \"mine\"\nmessage = [\"(unclosed\"]\ncategory = \"timeout\"\n").unwrap();
+    let (code, _, stderr) = run_cli(&["check-config", bad_rule.to_str().unwrap()], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("rule `mine`"), "{stderr}");
+}
+
+#[test]
+fn user_rules_override_defaults_and_add_new_ones_in_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rules.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[rules]]
+id = "http.404"
+http_status = [404]
+category = "unavailable"
+
+[[rules]]
+id = "acme.frobnicator"
+message = ["frobnicator declined"]
+category = "rate_limited"
+suggestion = "Wait for the frobnicator."
+"#,
+    )
+    .unwrap();
+    let lines = vec![
+        json!({"session_id": "u", "tool": "a", "http_status": 404, "message": "Not Found"}),
+        json!({"session_id": "u", "tool": "b", "message": "the frobnicator declined"}),
+    ];
+    let out = replay(&lines, &["--config", config.to_str().unwrap()]);
+    assert_eq!((out[0]["category"].as_str(), out[0]["rule"].as_str()), (Some("unavailable"), Some("http.404")));
+    assert_eq!(out[1]["rule"], "acme.frobnicator");
+    assert_eq!(out[1]["action"], "retry");
+    assert!(out[1]["snippet"].as_str().unwrap().contains("Wait for the frobnicator."));
+}
+
+#[test]
+fn environment_overrides_apply_and_unknown_keys_fail() {
+    let output = std::process::Command::new(crate::common::binary())
+        .args(["print-config"])
+        .env("REBOUND_RETRY_BASE_MS", "250")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&output.stdout).contains("base_ms = 250"));
+    let output = std::process::Command::new(crate::common::binary())
+        .args(["print-config"])
+        .env("REBOUND_RETRY_BASEMS", "250")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("REBOUND_RETRY_BASEMS"));
+}

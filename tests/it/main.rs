@@ -1,0 +1,7 @@
+//! Integration tests: the real server on ephemeral ports, the real binary.
+
+mod cli;
+mod common;
+mod reload;
+mod rpc;
+mod vectors;

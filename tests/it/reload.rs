@@ -1,0 +1,67 @@
+//! Config reload through a Kubernetes-style symlink swap: a good config
+//! changes the rules without a restart; a bad one keeps the old policy.
+
+use crate::common::{failure, http_get, Sidecar};
+use rebound::pb;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::time::Duration;
+
+/// Lays out a directory the way the kubelet does for a ConfigMap volume:
+/// `rebound.toml -> ..data/rebound.toml`, `..data -> ..<version>`.
+fn publish(dir: &Path, version: &str, content: &str) {
+    let versioned = dir.join(format!("..{version}"));
+    std::fs::create_dir_all(&versioned).unwrap();
+    std::fs::write(versioned.join("rebound.toml"), content).unwrap();
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    symlink(format!("..{version}"), &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    if !dir.join("rebound.toml").exists() {
+        symlink("..data/rebound.toml", dir.join("rebound.toml")).unwrap();
+    }
+}
+
+async fn category_of(client: &mut pb::rebound_client::ReboundClient<tonic::transport::Channel>, session: &str) -> i32 {
+    let v = client.report(failure(session, "t", "the frobnicator declined")).await.unwrap().into_inner();
+    v.classification.unwrap().category
+}
+
+#[tokio::test]
+async fn configmap_swap_reloads_and_a_bad_config_keeps_the_old_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    publish(dir.path(), "v1", "# nothing yet\n");
+    let config = dir.path().join("rebound.toml");
+    let sidecar = Sidecar::spawn(&["--config", config.to_str().unwrap()]);
+    let channel = crate::common::connect(&sidecar.grpc).await;
+    let mut client = pb::rebound_client::ReboundClient::new(channel);
+    assert_eq!(category_of(&mut client, "r0").await, pb::Category::Unknown as i32);
+
+    publish(
+        dir.path(),
+        "v2",
+        "[[rules]]\nid = \"acme.frobnicator\"\nmessage = [\"frobnicator declined\"]\ncategory = \"unavailable\"\n",
+    );
+    let mut reloaded = false;
+    for i in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if category_of(&mut client, &format!("r1-{i}")).await == pb::Category::Unavailable as i32 {
+            reloaded = true;
+            break;
+        }
+    }
+    assert!(reloaded, "the new rule never took effect");
+
+    publish(dir.path(), "v3", "[[rules]]\nid = \"broken\"\nmessage = [\"(unclosed\"]\ncategory = \"timeout\"\n");
+    let mut counted = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let body = http_get(&sidecar.metrics, "/metrics").await;
+        if body.lines().any(|l| l.starts_with("rebound_config_reloads_total{result=\"error\"} 1")) {
+            counted = true;
+            break;
+        }
+    }
+    assert!(counted, "the failed reload was not counted");
+    assert_eq!(category_of(&mut client, "r2").await, pb::Category::Unavailable as i32, "old policy kept");
+}

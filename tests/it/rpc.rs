@@ -1,0 +1,280 @@
+//! Every RPC through the real server.
+
+use crate::common::{failure, http_get, success, Sidecar, TestServer};
+use rebound::pb;
+use std::time::Duration;
+use tonic::Code;
+
+#[tokio::test]
+async fn health_reports_serving_for_both_names() {
+    let server = TestServer::start().await;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel.clone());
+    for service in ["", "rebound.v1.Rebound"] {
+        let reply = health
+            .check(tonic_health::pb::HealthCheckRequest { service: service.into() })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(reply.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32, "{service:?}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn reflection_lists_the_service_in_v1_and_v1alpha() {
+    use tonic_reflection::pb::{v1, v1alpha};
+    let server = TestServer::start().await;
+    let mut client = v1::server_reflection_client::ServerReflectionClient::new(server.channel.clone());
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(String::new())),
+    };
+    let mut replies = client.server_reflection_info(tokio_stream::iter([request])).await.unwrap().into_inner();
+    let reply = replies.message().await.unwrap().unwrap();
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) = reply.message_response else {
+        panic!("unexpected reflection reply");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"rebound.v1.Rebound".to_string()), "{names:?}");
+    assert!(names.contains(&"grpc.health.v1.Health".to_string()), "{names:?}");
+
+    let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(server.channel.clone());
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1alpha::server_reflection_request::MessageRequest::ListServices(String::new())),
+    };
+    let mut replies = alpha.server_reflection_info(tokio_stream::iter([request])).await.unwrap().into_inner();
+    let reply = replies.message().await.unwrap().unwrap();
+    assert!(format!("{reply:?}").contains("rebound.v1.Rebound"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_retried_after_the_providers_delay() {
+    let mut server = TestServer::start().await;
+    let outcome = pb::Outcome {
+        http_status: 429,
+        headers: [("retry-after".to_string(), "7".to_string())].into(),
+        ..failure("rpc-429", "search", "Too Many Requests")
+    };
+    let v = server.client.report(outcome).await.unwrap().into_inner();
+    assert_eq!(v.action, pb::Action::Retry as i32);
+    let c = v.classification.unwrap();
+    assert_eq!(c.category, pb::Category::RateLimited as i32);
+    assert!(c.retryable);
+    assert!(c.rule.starts_with("http."), "{}", c.rule);
+    let retry = v.retry.unwrap();
+    assert!((7000..=8400).contains(&retry.delay_ms), "{}", retry.delay_ms);
+    assert!(retry.provider_delay);
+    assert_eq!(v.breaker.unwrap().tool_state, pb::BreakerState::Closed as i32);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn observe_answers_two_thousand_outcomes_in_order() {
+    let mut server = TestServer::start().await;
+    let outcomes: Vec<pb::Outcome> = (0..2000)
+        .map(|i| {
+            let session = format!("obs-{}", i % 50);
+            let mut o = if i % 3 == 0 { success(&session, "search") } else { failure(&session, "fetch", "503 Service Unavailable") };
+            o.call_id = format!("call-{i}");
+            o
+        })
+        .collect();
+    let mut verdicts = server.client.observe(tokio_stream::iter(outcomes)).await.unwrap().into_inner();
+    let mut seen = 0;
+    while let Some(v) = verdicts.message().await.unwrap() {
+        assert_eq!(v.call_id, format!("call-{seen}"));
+        seen += 1;
+    }
+    assert_eq!(seen, 2000);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn context_start_admit_and_end_session() {
+    let mut server = TestServer::start().await;
+    let started = server
+        .client
+        .start_session(pb::StartSessionRequest {
+            session_id: "life".into(),
+            step_limit: 3,
+            tools: vec!["search_web".into(), "read_file".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(started.created);
+    assert_eq!(started.step_limit, 3);
+    let again = server
+        .client
+        .start_session(pb::StartSessionRequest { session_id: "life".into(), step_limit: 3, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!again.created, "StartSession is idempotent");
+
+    let v = server.client.report(failure("life", "read_file", "No such file or directory: '/data/x.csv'")).await.unwrap().into_inner();
+    assert_eq!(v.action, pb::Action::Recover as i32);
+    let context = server.client.context(pb::ContextRequest { session_id: "life".into() }).await.unwrap().into_inner();
+    assert!(context.text.contains("<error>\ntool: read_file\ntype: not_found\n"), "{}", context.text);
+    assert_eq!(context.errors_shown, 1);
+
+    let admit = server.client.admit(pb::AdmitRequest { session_id: "life".into(), tool: "search_web".into() }).await.unwrap().into_inner();
+    assert!(admit.allowed);
+    server.client.report(success("life", "search_web")).await.unwrap();
+    let v = server.client.report(success("life", "search_web")).await.unwrap().into_inner();
+    assert_eq!(v.action, pb::Action::Abort as i32, "the third step reaches the limit of 3");
+    let admit = server.client.admit(pb::AdmitRequest { session_id: "life".into(), tool: "search_web".into() }).await.unwrap().into_inner();
+    assert!(!admit.allowed);
+    assert_eq!(admit.reason, pb::Reason::SessionStopped as i32);
+
+    let ended = server.client.end_session(pb::EndSessionRequest { session_id: "life".into() }).await.unwrap().into_inner();
+    assert!(ended.found);
+    let summary = ended.summary.unwrap();
+    assert_eq!((summary.calls, summary.errors), (3, 1));
+    assert_eq!(summary.errors_by_category.get("not_found"), Some(&1));
+    let gone = server.client.end_session(pb::EndSessionRequest { session_id: "life".into() }).await.unwrap().into_inner();
+    assert!(!gone.found);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_inputs_get_invalid_argument_naming_the_field() {
+    let mut server = TestServer::start().await;
+    let err = server.client.report(failure("bad", "", "x")).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("`tool`"), "{}", err.message());
+    let err = server.client.report(pb::Outcome { kind: 42, ..failure("bad", "t", "x") }).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("`kind` = 42"), "{}", err.message());
+    let err = server.client.report(pb::Outcome { grpc_code: Some(99), ..failure("bad", "t", "x") }).await.unwrap_err();
+    assert!(err.message().contains("`grpc_code` = 99"), "{}", err.message());
+    let err = server.client.admit(pb::AdmitRequest { session_id: String::new(), tool: "t".into() }).await.unwrap_err();
+    assert!(err.message().contains("`session_id`"), "{}", err.message());
+    let err = server
+        .client
+        .start_session(pb::StartSessionRequest { session_id: "s".into(), cost_limit: -1.0, ..Default::default() })
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("`cost_limit` = -1"), "{}", err.message());
+    // A bad outcome in a stream ends that stream with a status naming its position.
+    let stream = vec![success("bad-stream", "t"), failure("bad-stream", "", "x")];
+    let mut verdicts = server.client.observe(tokio_stream::iter(stream)).await.unwrap().into_inner();
+    assert!(verdicts.message().await.unwrap().is_some());
+    let err = verdicts.message().await.unwrap_err();
+    assert!(err.message().starts_with("outcome #1:"), "{}", err.message());
+    // And another session is unharmed.
+    let v = server.client.report(success("good", "t")).await.unwrap().into_inner();
+    assert_eq!(v.action, pb::Action::Continue as i32);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_oversized_outcome_is_resource_exhausted_and_the_server_keeps_serving() {
+    let mut server = TestServer::start().await;
+    let huge = failure("big", "t", &"x".repeat(5 << 20));
+    let err = server.client.report(huge.clone()).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    let mut verdicts = server.client.observe(tokio_stream::iter(vec![huge])).await.unwrap().into_inner();
+    let err = verdicts.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    let v = server.client.report(success("big", "t")).await.unwrap().into_inner();
+    assert_eq!(v.action, pb::Action::Continue as i32);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_count_outcomes_without_raw_text_in_labels() {
+    let mut server = TestServer::start().await;
+    server.client.report(failure("m", "metric_tool", "secret message text 12345")).await.unwrap();
+    let body = http_get(&server.metrics_addr, "/metrics").await;
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("rebound_outcomes_total{"), "{body}");
+    assert!(body.contains("tool=\"metric_tool\""), "{body}");
+    assert!(body.contains("rebound_rpc_duration_seconds_bucket{method=\"Report\""), "{body}");
+    assert!(!body.contains("secret message text"));
+    assert!(http_get(&server.metrics_addr, "/nope").await.starts_with("HTTP/1.1 404"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn unix_socket_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rebound.sock");
+    let address = format!("unix:{}", path.display());
+    let sidecar = Sidecar::spawn(&["--listen", &address]);
+    assert_eq!(sidecar.grpc, address);
+    let socket = path.clone();
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let socket = socket.clone();
+            async move { Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
+        }))
+        .await
+        .unwrap();
+    let mut client = pb::rebound_client::ReboundClient::new(channel);
+    let v = client.report(success("unix", "t")).await.unwrap().into_inner();
+    assert_eq!(v.action, pb::Action::Continue as i32);
+}
+
+#[tokio::test]
+async fn sigterm_reports_not_serving_drains_and_exits_zero() {
+    let mut sidecar = Sidecar::spawn(&[]);
+    let channel = crate::common::connect(&sidecar.grpc).await;
+    let mut client = pb::rebound_client::ReboundClient::new(channel.clone());
+    // An open stream with one outcome answered.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(success("term", "t")).await.unwrap();
+    let mut verdicts = client.observe(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(verdicts.message().await.unwrap().is_some());
+    let started = std::time::Instant::now();
+    sidecar.signal("TERM");
+    // The open stream still answers while draining.
+    tx.send(success("term", "t")).await.unwrap();
+    let drained = tokio::time::timeout(Duration::from_secs(5), verdicts.message()).await.unwrap();
+    assert!(matches!(drained, Ok(Some(_))), "{drained:?}");
+    drop(tx);
+    let status = tokio::task::spawn_blocking(move || sidecar.wait_for_exit(Duration::from_secs(12)))
+        .await
+        .unwrap()
+        .expect("exits within the grace period");
+    assert!(status.success(), "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(12));
+}
+
+#[tokio::test]
+async fn sigterm_with_an_idle_open_stream_exits_after_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[server]\nshutdown_grace_ms = 500\n").unwrap();
+    let mut sidecar = Sidecar::spawn(&["--config", config.to_str().unwrap()]);
+    let channel = crate::common::connect(&sidecar.grpc).await;
+    let mut client = pb::rebound_client::ReboundClient::new(channel.clone());
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(success("idle", "t")).await.unwrap();
+    let mut verdicts = client.observe(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(verdicts.message().await.unwrap().is_some());
+    sidecar.signal("TERM");
+    // Health turns NOT_SERVING while the stream keeps the server draining.
+    let mut not_serving = false;
+    for _ in 0..20 {
+        match health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await {
+            Ok(r) if r.get_ref().status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 => {
+                not_serving = true;
+                break;
+            }
+            Err(_) => break,
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    assert!(not_serving, "health never said NOT_SERVING");
+    // The open stream is ended with UNAVAILABLE when the grace period is over.
+    let end = tokio::time::timeout(Duration::from_secs(5), verdicts.message()).await.unwrap();
+    assert!(end.is_err() || matches!(end, Ok(None)), "{end:?}");
+    let status = tokio::task::spawn_blocking(move || sidecar.wait_for_exit(Duration::from_secs(5))).await.unwrap();
+    assert!(status.expect("exited").success());
+    drop(tx);
+}
