@@ -119,6 +119,7 @@ impl Policy {
         if config.retry.max_provider_delay_ms == 0 {
             return Err(invalid("retry.max_provider_delay_ms", 0, "must be above 0"));
         }
+        check_transport(config)?;
         let categories = build_categories(config)?;
         let defaults: BTreeMap<Category, CategoryDefaults> = categories
             .iter()
@@ -155,6 +156,42 @@ impl Policy {
             .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.clone() }))
             .collect()
     }
+}
+
+/// `[server]` and `[sessions]`: not policy, but checked here so that
+/// `check-config` and a reload refuse them too.
+fn check_transport(config: &Config) -> Result<(), PolicyError> {
+    let s = &config.server;
+    let ranges: [(&str, u64, u64, u64); 8] = [
+        ("server.max_message_bytes", s.max_message_bytes as u64, 1024, 64 << 20),
+        ("server.max_concurrent_streams", u64::from(s.max_concurrent_streams), 1, 100_000),
+        ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
+        ("server.stream_buffer", s.stream_buffer as u64, 1, 65_536),
+        ("sessions.capacity", config.sessions.capacity as u64, 1, 100_000_000),
+        ("sessions.shards", config.sessions.shards as u64, 1, 4096),
+        ("sessions.idle_expiry_ms", config.sessions.idle_expiry_ms, 1000, 30 * 24 * 3_600_000),
+        ("sessions.history", config.sessions.history as u64, 1, 1000),
+    ];
+    for (field, value, min, max) in ranges {
+        if value < min || value > max {
+            return Err(invalid(field, value, &format!("must be between {min} and {max}")));
+        }
+    }
+    if config.sessions.idempotency_window > 1000 {
+        return Err(invalid("sessions.idempotency_window", config.sessions.idempotency_window, "must be at most 1000"));
+    }
+    for (field, address) in [("server.listen", &s.listen), ("server.metrics_listen", &s.metrics_listen)] {
+        let ok = if let Some(path) = address.strip_prefix("unix:") {
+            field == "server.listen" && !path.is_empty()
+        } else {
+            address.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+        };
+        if !ok {
+            let form = if field == "server.listen" { "host:port or unix:/path" } else { "host:port" };
+            return Err(invalid(field, format!("{address:?}"), &format!("write it as {form}")));
+        }
+    }
+    Ok(())
 }
 
 /// The built-in table, patched by the config, every category checked.
@@ -224,6 +261,10 @@ mod tests {
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("categories.timeout.action"));
         let c = Config::parse("[retry]\nbase_ms = 0\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("base_ms"));
+        let c = Config::parse("[server]\nlisten = \"nowhere\"\n", "t").unwrap();
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`server.listen` = \"nowhere\""));
+        let c = Config::parse("[sessions]\ncapacity = 0\n", "t").unwrap();
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("sessions.capacity"));
     }
 
     #[test]
