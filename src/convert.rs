@@ -204,6 +204,8 @@ pub fn verdict(v: model::Verdict) -> pb::Verdict {
         enforced: v.enforced,
         shadow_action: v.shadow_action.map_or(pb::Action::Unspecified, action) as i32,
         replayed: v.replayed,
+        snippet_tokens: 0,
+        shadow_reason: reason(None) as i32,
     }
 }
 
@@ -245,7 +247,7 @@ pub fn admission(a: Admission) -> pb::AdmitResponse {
 
 /// The Context answer.
 pub fn context(c: ContextText) -> pb::ContextResponse {
-    pb::ContextResponse { text: c.text, errors_shown: c.errors_shown, errors_hidden: c.errors_hidden }
+    pb::ContextResponse { text: c.text, errors_shown: c.errors_shown, errors_hidden: c.errors_hidden, tokens: 0 }
 }
 
 /// The EndSession answer.
