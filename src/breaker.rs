@@ -105,3 +105,378 @@ mod tests {
         assert_eq!(limit_reached(&Counters { steps: 3, cost: 0.5, ..Default::default() }, &limits), None);
     }
 }
+
+// ------------------------------------------------------------------ tool breakers
+
+/// A tool breaker's settings, validated at load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolBreakerPolicy {
+    /// Consecutive unhealthy failures that open the breaker.
+    pub consecutive_failures: u32,
+    /// Calls in the count-based window (at most 64).
+    pub window: u32,
+    /// Calls the window needs before the failure rate counts.
+    pub min_calls: u32,
+    /// Failure rate (0..1] over the window that opens the breaker.
+    pub failure_rate: f64,
+    /// The first open period.
+    pub open_base_ms: u64,
+    /// The longest open period.
+    pub open_max_ms: u64,
+    /// Probe calls let through when half open.
+    pub probes: u32,
+}
+
+impl Default for ToolBreakerPolicy {
+    fn default() -> Self {
+        ToolBreakerPolicy {
+            consecutive_failures: 5,
+            window: 20,
+            min_calls: 10,
+            failure_rate: 0.5,
+            open_base_ms: 30_000,
+            open_max_ms: 300_000,
+            probes: 2,
+        }
+    }
+}
+
+/// What an outcome means for its tool's health.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Health {
+    /// The call succeeded.
+    Success,
+    /// The tool is unhealthy (timeout, network, unavailable, internal, rate limited);
+    /// the provider's delay, if any, bounds the open period from below.
+    Failure {
+        /// Provider delay in ms.
+        provider_delay_ms: Option<u64>,
+    },
+    /// The caller's own mistake (validation, format, not found...): says nothing about the tool.
+    Neutral,
+}
+
+/// An Admit answer from a tool breaker.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Gate {
+    /// Closed: go ahead.
+    Allowed,
+    /// Half open: go ahead as one of the probes.
+    Probe,
+    /// Open (or half open with every probe out): come back after this many ms.
+    Denied {
+        /// When to come back.
+        retry_after_ms: u64,
+    },
+}
+
+/// How long a half-open breaker waits for its probes' results before letting new probes through.
+const PROBE_TIMEOUT_MS: u64 = 30_000;
+
+/// One tool's breaker: closed, open or half open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolBreaker {
+    state: BreakerState,
+    consecutive: u32,
+    /// The last `len` calls, newest in bit 0; a set bit is a failure.
+    window_bits: u64,
+    window_len: u32,
+    /// Times opened since last closed: each re-open doubles the open period.
+    opens: u32,
+    open_until_ms: u64,
+    half_open_since_ms: u64,
+    probes_out: u32,
+    probe_successes: u32,
+}
+
+impl Default for ToolBreaker {
+    fn default() -> Self {
+        ToolBreaker {
+            state: BreakerState::Closed,
+            consecutive: 0,
+            window_bits: 0,
+            window_len: 0,
+            opens: 0,
+            open_until_ms: 0,
+            half_open_since_ms: 0,
+            probes_out: 0,
+            probe_successes: 0,
+        }
+    }
+}
+
+use crate::model::BreakerState;
+
+impl ToolBreaker {
+    /// The state, after moving from open to half open if the open period is over.
+    pub fn state(&mut self, now_ms: u64, transitions: &mut Vec<BreakerState>) -> BreakerState {
+        if self.state == BreakerState::Open && now_ms >= self.open_until_ms {
+            self.state = BreakerState::HalfOpen;
+            self.half_open_since_ms = now_ms;
+            self.probes_out = 0;
+            self.probe_successes = 0;
+            transitions.push(BreakerState::HalfOpen);
+        }
+        if self.state == BreakerState::HalfOpen && now_ms.saturating_sub(self.half_open_since_ms) >= PROBE_TIMEOUT_MS {
+            // Probes that never reported back: let new ones through.
+            self.half_open_since_ms = now_ms;
+            self.probes_out = self.probe_successes;
+        }
+        self.state
+    }
+
+    /// When an open breaker lets probes through again (engine clock ms).
+    pub fn open_until_ms(&self) -> u64 {
+        self.open_until_ms
+    }
+
+    /// May a call go ahead now?
+    pub fn admit(&mut self, now_ms: u64, policy: &ToolBreakerPolicy, transitions: &mut Vec<BreakerState>) -> Gate {
+        match self.state(now_ms, transitions) {
+            BreakerState::Closed => Gate::Allowed,
+            BreakerState::Open => Gate::Denied { retry_after_ms: self.open_until_ms - now_ms },
+            BreakerState::HalfOpen if self.probes_out < policy.probes => {
+                self.probes_out += 1;
+                Gate::Probe
+            }
+            BreakerState::HalfOpen => Gate::Denied { retry_after_ms: 1000 },
+        }
+    }
+
+    /// Records an outcome; pushes the states it moved to.
+    pub fn record(&mut self, now_ms: u64, health: Health, policy: &ToolBreakerPolicy, transitions: &mut Vec<BreakerState>) {
+        match (self.state(now_ms, transitions), health) {
+            (_, Health::Neutral) | (BreakerState::Open, _) => {}
+            (BreakerState::Closed, Health::Success) => {
+                self.consecutive = 0;
+                self.push_window(false, policy.window);
+            }
+            (BreakerState::Closed, Health::Failure { provider_delay_ms }) => {
+                self.consecutive += 1;
+                self.push_window(true, policy.window);
+                let failures = self.window_bits.count_ones();
+                let rate_trips = self.window_len >= policy.min_calls
+                    && f64::from(failures) >= policy.failure_rate * f64::from(self.window_len);
+                if self.consecutive >= policy.consecutive_failures || rate_trips {
+                    self.open(now_ms, provider_delay_ms, policy, transitions);
+                }
+            }
+            (BreakerState::HalfOpen, Health::Success) => {
+                self.probe_successes += 1;
+                self.probes_out = self.probes_out.max(self.probe_successes);
+                if self.probe_successes >= policy.probes {
+                    *self = ToolBreaker::default();
+                    transitions.push(BreakerState::Closed);
+                }
+            }
+            (BreakerState::HalfOpen, Health::Failure { provider_delay_ms }) => {
+                self.open(now_ms, provider_delay_ms, policy, transitions);
+            }
+        }
+    }
+
+    fn push_window(&mut self, failure: bool, window: u32) {
+        let mask = if window >= 64 { u64::MAX } else { (1u64 << window) - 1 };
+        self.window_bits = ((self.window_bits << 1) | u64::from(failure)) & mask;
+        self.window_len = (self.window_len + 1).min(window);
+    }
+
+    fn open(&mut self, now_ms: u64, provider_delay_ms: Option<u64>, policy: &ToolBreakerPolicy, transitions: &mut Vec<BreakerState>) {
+        let grown = policy.open_base_ms.saturating_mul(1u64 << self.opens.min(20));
+        let period = grown.min(policy.open_max_ms).max(provider_delay_ms.unwrap_or(0));
+        self.opens += 1;
+        self.state = BreakerState::Open;
+        self.open_until_ms = now_ms + period;
+        self.consecutive = 0;
+        self.window_bits = 0;
+        self.window_len = 0;
+        self.probes_out = 0;
+        self.probe_successes = 0;
+        transitions.push(BreakerState::Open);
+    }
+}
+
+/// The tool breakers of this sidecar, sharded by tool name, at most `max_tools` of them.
+#[derive(Debug)]
+pub struct ToolBreakers {
+    shards: Vec<std::sync::Mutex<std::collections::HashMap<String, ToolBreaker>>>,
+    count: std::sync::atomic::AtomicUsize,
+    max_tools: usize,
+}
+
+/// A tool breaker's view after an Admit or a Report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolView {
+    /// The state before this call.
+    pub before: BreakerState,
+    /// The state after it.
+    pub after: BreakerState,
+    /// When an open breaker lets probes through (engine clock ms).
+    pub open_until_ms: u64,
+    /// States moved to, in order.
+    pub transitions: Vec<BreakerState>,
+}
+
+impl ToolBreakers {
+    /// An empty set tracking at most `max_tools` tools (more are never broken).
+    pub fn new(max_tools: usize) -> Self {
+        ToolBreakers {
+            shards: (0..16).map(|_| std::sync::Mutex::new(std::collections::HashMap::new())).collect(),
+            count: std::sync::atomic::AtomicUsize::new(0),
+            max_tools,
+        }
+    }
+
+    fn with<R>(&self, tool: &str, create: bool, f: impl FnOnce(&mut ToolBreaker) -> R) -> Option<R> {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in tool.as_bytes() {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        let mut shard = self.shards[(h % 16) as usize].lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = shard.get_mut(tool) {
+            return Some(f(b));
+        }
+        if !create || self.count.load(std::sync::atomic::Ordering::Relaxed) >= self.max_tools {
+            return None;
+        }
+        self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(f(shard.entry(tool.to_string()).or_default()))
+    }
+
+    /// Admit: may `tool` be called now?
+    pub fn admit(&self, tool: &str, now_ms: u64, policy: &ToolBreakerPolicy) -> (Gate, ToolView) {
+        self.with(tool, false, |b| {
+            let mut transitions = Vec::new();
+            let before = b.state;
+            let gate = b.admit(now_ms, policy, &mut transitions);
+            (gate, ToolView { before, after: b.state, open_until_ms: b.open_until_ms, transitions })
+        })
+        .unwrap_or((Gate::Allowed, closed_view()))
+    }
+
+    /// Records an outcome of `tool`.
+    pub fn record(&self, tool: &str, now_ms: u64, health: Health, policy: &ToolBreakerPolicy) -> ToolView {
+        // Successes and neutral outcomes of a tool never seen failing need no breaker.
+        let create = matches!(health, Health::Failure { .. });
+        self.with(tool, create, |b| {
+            let mut transitions = Vec::new();
+            let before = b.state(now_ms, &mut transitions);
+            b.record(now_ms, health, policy, &mut transitions);
+            ToolView { before, after: b.state, open_until_ms: b.open_until_ms, transitions }
+        })
+        .unwrap_or_else(closed_view)
+    }
+}
+
+fn closed_view() -> ToolView {
+    ToolView { before: BreakerState::Closed, after: BreakerState::Closed, open_until_ms: 0, transitions: Vec::new() }
+}
+
+#[cfg(test)]
+mod tool_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const FAIL: Health = Health::Failure { provider_delay_ms: None };
+
+    fn record(b: &mut ToolBreaker, now: u64, h: Health) -> Vec<BreakerState> {
+        let mut t = Vec::new();
+        b.record(now, h, &ToolBreakerPolicy::default(), &mut t);
+        t
+    }
+
+    #[test]
+    fn five_consecutive_failures_open_then_probes_close() {
+        let p = ToolBreakerPolicy::default();
+        let mut b = ToolBreaker::default();
+        for i in 0..4 {
+            assert!(record(&mut b, i, FAIL).is_empty());
+        }
+        assert_eq!(record(&mut b, 4, FAIL), vec![BreakerState::Open]);
+        let mut t = Vec::new();
+        assert_eq!(b.admit(10_000, &p, &mut t), Gate::Denied { retry_after_ms: 30_004 - 10_000 });
+        assert_eq!(b.admit(30_004, &p, &mut t), Gate::Probe);
+        assert_eq!(t, vec![BreakerState::HalfOpen]);
+        assert_eq!(b.admit(30_005, &p, &mut t), Gate::Probe);
+        assert_eq!(b.admit(30_006, &p, &mut t), Gate::Denied { retry_after_ms: 1000 }, "only two probes");
+        assert!(record(&mut b, 30_010, Health::Success).is_empty());
+        assert_eq!(record(&mut b, 30_011, Health::Success), vec![BreakerState::Closed]);
+        assert_eq!(b.admit(30_012, &p, &mut t), Gate::Allowed);
+    }
+
+    #[test]
+    fn open_period_doubles_on_each_reopen_up_to_the_cap_and_respects_retry_after() {
+        let p = ToolBreakerPolicy::default();
+        let mut b = ToolBreaker::default();
+        let mut now = 0;
+        for _ in 0..5 {
+            record(&mut b, now, FAIL);
+        }
+        let mut periods = vec![b.open_until_ms() - now];
+        for _ in 0..5 {
+            now = b.open_until_ms();
+            let mut t = Vec::new();
+            assert_eq!(b.admit(now, &p, &mut t), Gate::Probe);
+            record(&mut b, now, FAIL);
+            periods.push(b.open_until_ms() - now);
+        }
+        assert_eq!(periods, vec![30_000, 60_000, 120_000, 240_000, 300_000, 300_000]);
+        let mut b = ToolBreaker::default();
+        for _ in 0..4 {
+            record(&mut b, 0, FAIL);
+        }
+        record(&mut b, 0, Health::Failure { provider_delay_ms: Some(90_000) });
+        assert_eq!(b.open_until_ms(), 90_000);
+    }
+
+    #[test]
+    fn failure_rate_over_the_window_opens_and_caller_mistakes_do_not_count() {
+        let mut b = ToolBreaker::default();
+        for i in 0..100 {
+            assert!(record(&mut b, i, Health::Neutral).is_empty());
+        }
+        // Alternate: never 5 in a row, but 50 % of the window once it has 10 calls.
+        let mut opened = false;
+        for i in 0..12 {
+            let h = if i % 2 == 0 { FAIL } else { Health::Success };
+            opened |= record(&mut b, 200 + i, h).contains(&BreakerState::Open);
+        }
+        assert!(opened);
+    }
+
+    #[test]
+    fn registry_caps_the_number_of_tools() {
+        let p = ToolBreakerPolicy::default();
+        let set = ToolBreakers::new(2);
+        set.record("a", 0, FAIL, &p);
+        set.record("b", 0, FAIL, &p);
+        set.record("c", 0, FAIL, &p);
+        for _ in 0..10 {
+            set.record("c", 0, FAIL, &p);
+        }
+        assert_eq!(set.admit("c", 1, &p).0, Gate::Allowed, "untracked tools are never broken");
+    }
+
+    proptest! {
+        #[test]
+        fn never_more_probes_than_allowed(events in prop::collection::vec((0u8..3, 0u64..90), 1..300), probes in 1u32..5) {
+            let p = ToolBreakerPolicy { probes, open_base_ms: 1000, ..Default::default() };
+            let mut b = ToolBreaker::default();
+            let mut now = 0;
+            let mut t = Vec::new();
+            let mut probes_since_half_open = 0;
+            for (kind, dt) in events {
+                now += dt; // under PROBE_TIMEOUT_MS in total, so probes are never re-armed
+                let before = b.state(now, &mut t);
+                if before != BreakerState::HalfOpen { probes_since_half_open = 0; }
+                match kind {
+                    0 => if b.admit(now, &p, &mut t) == Gate::Probe { probes_since_half_open += 1 },
+                    1 => b.record(now, Health::Success, &p, &mut t),
+                    _ => b.record(now, FAIL, &p, &mut t),
+                }
+                prop_assert!(probes_since_half_open <= probes);
+            }
+        }
+    }
+}

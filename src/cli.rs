@@ -163,7 +163,7 @@ fn replay(file: &str, config: Option<&Path>, seed: Option<u64>) -> anyhow::Resul
     let (config, policy) = load(config)?;
     let clock = Arc::new(ManualClock::new(SystemClock::new().wall_ms()));
     let seed = seed.unwrap_or_else(crate::rng::random_seed);
-    let settings = EngineSettings::from_config(&config.sessions, seed);
+    let settings = EngineSettings::from_config(&config, seed);
     let engine = Engine::new(policy, settings, clock.clone(), Arc::new(Metrics::new(config.metrics.tool_label_cap)));
     let input: Box<dyn BufRead> = if file == "-" {
         Box::new(std::io::stdin().lock())

@@ -29,6 +29,13 @@ pub struct Config {
     pub classify: ClassifyConfig,
     /// Metrics settings.
     pub metrics: MetricsConfig,
+    /// The per-tool breaker across sessions.
+    pub tool_breaker: ToolBreakerConfig,
+    /// The per-tool retry budget across sessions.
+    pub retry_budget: RetryBudgetConfig,
+    /// Per-tool retry policies, first match wins.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolRetryConfig>,
     /// Per-category overrides of the built-in policy table.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub categories: BTreeMap<Category, CategoryPatch>,
@@ -141,6 +148,8 @@ pub struct BreakersConfig {
     pub step_limit: u32,
     /// Cost per session before abort (0: no limit).
     pub cost_limit: f64,
+    /// Shadow mode: breakers and budgets are computed and counted but never change an action.
+    pub shadow: bool,
 }
 
 impl Default for BreakersConfig {
@@ -151,6 +160,7 @@ impl Default for BreakersConfig {
             identical_errors: 5,
             step_limit: 0,
             cost_limit: 0.0,
+            shadow: false,
         }
     }
 }
@@ -197,6 +207,87 @@ impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig { tool_label_cap: 200 }
     }
+}
+
+/// `[tool_breaker]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolBreakerConfig {
+    /// Off: tools are never fenced off.
+    pub enabled: bool,
+    /// Consecutive unhealthy failures (timeout, network, unavailable, internal, rate limited) that open it.
+    pub consecutive_failures: u32,
+    /// Calls in the count-based window (at most 64).
+    pub window: u32,
+    /// Calls the window needs before its failure rate counts.
+    pub min_calls: u32,
+    /// Failure rate over the window that opens it.
+    pub failure_rate: f64,
+    /// The first open period; it doubles with each re-open.
+    pub open_base_ms: u64,
+    /// The longest open period (a provider's Retry-After may still be longer).
+    pub open_max_ms: u64,
+    /// Probe calls let through when half open.
+    pub probes: u32,
+    /// Tools tracked; more are never fenced off.
+    pub max_tools: usize,
+}
+
+impl Default for ToolBreakerConfig {
+    fn default() -> Self {
+        ToolBreakerConfig {
+            enabled: true,
+            consecutive_failures: 5,
+            window: 20,
+            min_calls: 10,
+            failure_rate: 0.5,
+            open_base_ms: 30_000,
+            open_max_ms: 300_000,
+            probes: 2,
+            max_tools: 10_000,
+        }
+    }
+}
+
+/// `[retry_budget]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryBudgetConfig {
+    /// Off: retries are never throttled.
+    pub enabled: bool,
+    /// Tokens in a full bucket; retries stop at or below half.
+    pub max_tokens: f64,
+    /// Tokens a success puts back.
+    pub token_ratio: f64,
+}
+
+impl Default for RetryBudgetConfig {
+    fn default() -> Self {
+        RetryBudgetConfig { enabled: true, max_tokens: 50.0, token_ratio: 0.1 }
+    }
+}
+
+/// `[[tools]]`: a retry policy for tools whose name matches a glob.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRetryConfig {
+    /// Tool name glob (`search_*`).
+    pub tool: String,
+    /// Retries before the category's action.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// First retry delay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_ms: Option<u64>,
+    /// Growth per retry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multiplier: Option<f64>,
+    /// Longest delay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cap_ms: Option<u64>,
+    /// Jitter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Jitter>,
 }
 
 /// `[categories.NAME]`: any field left out keeps the built-in value.
@@ -251,7 +342,9 @@ pub enum ConfigError {
 }
 
 /// The config sections that environment variables may override.
-const ENV_SECTIONS: [&str; 7] = ["server", "sessions", "retry", "breakers", "snippet", "classify", "metrics"];
+/// Longest first, so `retry_budget` is not read as `retry` with key `budget_...`.
+const ENV_SECTIONS: [&str; 9] =
+    ["tool_breaker", "retry_budget", "breakers", "sessions", "classify", "snippet", "metrics", "server", "retry"];
 
 impl Config {
     /// Parses a config file's text; `origin` names it in errors.
@@ -353,8 +446,11 @@ mod tests {
             ("REBOUND_SERVICE_HOST".to_string(), "10.0.0.1".to_string()),
             ("HOME".to_string(), "/root".to_string()),
         ];
-        let config = Config::default().with_env(vars).unwrap();
+        let config = Config::default()
+            .with_env(vars.into_iter().chain([("REBOUND_RETRY_BUDGET_MAX_TOKENS".to_string(), "8".to_string())]))
+            .unwrap();
         assert_eq!(config.retry.base_ms, 250);
+        assert_eq!(config.retry_budget.max_tokens, 8.0);
         assert_eq!(config.server.listen, "unix:/tmp/r.sock");
         let err = Config::default()
             .with_env([("REBOUND_RETRY_BASEMS".to_string(), "1".to_string())])

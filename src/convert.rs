@@ -205,7 +205,7 @@ pub fn verdict(v: model::Verdict) -> pb::Verdict {
         shadow_action: v.shadow_action.map_or(pb::Action::Unspecified, action) as i32,
         replayed: v.replayed,
         snippet_tokens: 0,
-        shadow_reason: reason(None) as i32,
+        shadow_reason: reason(v.shadow_reason) as i32,
     }
 }
 

@@ -3,7 +3,8 @@
 //! gRPC types; the server and `rebound replay` both drive it.
 
 use crate::backoff::{provider_delay, ProviderDelay};
-use crate::breaker::{self, Counters, SessionLimits};
+use crate::breaker::{self, Counters, Gate, Health, SessionLimits, ToolBreakers, ToolView};
+use crate::budget::RetryBudgets;
 use crate::clock::Clock;
 use crate::compact::{self, ErrorView};
 use crate::fingerprint::fingerprint;
@@ -128,12 +129,16 @@ pub struct EngineSettings {
     pub history: usize,
     /// Jitter seed.
     pub seed: u64,
+    /// Tools tracked by tool breakers and retry budgets.
+    pub max_tools: usize,
 }
 
 impl EngineSettings {
     /// From the config's `[sessions]` and a seed.
-    pub fn from_config(sessions: &crate::config::SessionsConfig, seed: u64) -> Self {
+    pub fn from_config(config: &crate::config::Config, seed: u64) -> Self {
+        let sessions = &config.sessions;
         EngineSettings {
+            max_tools: config.tool_breaker.max_tools,
             capacity: sessions.capacity,
             shards: sessions.shards,
             idle_expiry_ms: sessions.idle_expiry_ms,
@@ -152,6 +157,8 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     settings: EngineSettings,
+    tools: ToolBreakers,
+    budgets: RetryBudgets,
 }
 
 impl Engine {
@@ -162,6 +169,8 @@ impl Engine {
             sessions: SessionStore::new(settings.capacity, settings.shards, settings.idle_expiry_ms),
             clock,
             metrics,
+            tools: ToolBreakers::new(settings.max_tools),
+            budgets: RetryBudgets::new(settings.max_tools),
             settings,
         }
     }
@@ -278,7 +287,8 @@ impl Engine {
                     again.replayed = true;
                     return (again, false);
                 }
-                let verdict = decide(s, outcome, judged, &policy, now, history);
+                let gate = self.tool_gate(outcome, judged.as_ref(), &policy, now);
+                let verdict = decide(s, outcome, judged, &policy, &gate, now, history);
                 s.remember(&verdict, window);
                 (verdict, true)
             },
@@ -291,6 +301,46 @@ impl Engine {
             self.record(&verdict);
         }
         Ok(verdict)
+    }
+
+    /// Records the outcome with its tool's breaker and budget (once per outcome:
+    /// called under the session's lock, after the repeated-call_id check).
+    fn tool_gate(&self, o: &Outcome, judged: Option<&Judged>, policy: &Policy, now: u64) -> ToolGate {
+        let health = match judged {
+            None => Health::Success,
+            Some(j) if j.classification.category.is_unhealthy() => Health::Failure {
+                provider_delay_ms: match j.provider {
+                    Some(ProviderDelay::After(ms)) => Some(ms.min(24 * 3_600_000)),
+                    _ => None,
+                },
+            },
+            Some(_) => Health::Neutral,
+        };
+        let view = match &policy.tool_breaker {
+            Some(p) => self.tools.record(&o.tool, now, health, p),
+            None => ToolView {
+                before: BreakerState::Closed,
+                after: BreakerState::Closed,
+                open_until_ms: 0,
+                transitions: Vec::new(),
+            },
+        };
+        self.metrics.breaker_transitions(&o.tool, &view.transitions);
+        let budget_ok = match (&policy.retry_budget, judged) {
+            (Some(b), None) => {
+                self.budgets.on_success(&o.tool, b);
+                true
+            }
+            (Some(b), Some(j)) if j.classification.retryable => {
+                let ok = self.budgets.on_failure(&o.tool, b);
+                if !ok {
+                    self.metrics.budget_exhausted(&o.tool);
+                }
+                ok
+            }
+            _ => true,
+        };
+        ToolGate { view, budget_ok }
     }
 
     fn record(&self, v: &Verdict) {
@@ -307,40 +357,62 @@ impl Engine {
         }
     }
 
-    /// May `tool` be called now in `session_id`?
+    /// May `tool` be called now in `session_id`? In shadow mode always yes, with
+    /// what would have been said in the message.
     pub fn admit(&self, session_id: &str, tool: &str) -> Result<Admission, EngineError> {
         check_id("session_id", session_id)?;
         check_id("tool", tool)?;
+        let policy = self.policy();
         let now = self.clock.now_ms();
-        let allowed = Admission {
-            allowed: true,
-            reason: None,
-            retry_after_ms: 0,
-            tool_state: BreakerState::Closed,
-            session_state: SessionState::Active,
-            message: "allowed".into(),
-        };
-        let answer = self.sessions.with_existing(session_id, now, |s| {
-            let state = s.state;
-            let deny = |reason: Reason, message: String| Admission {
-                allowed: false,
-                reason: Some(reason),
-                retry_after_ms: 0,
-                tool_state: BreakerState::Closed,
-                session_state: state,
-                message,
-            };
-            if state == SessionState::Stopped {
-                return deny(Reason::SessionStopped, "the session was aborted; start a new one".into());
-            }
+        let session = self.sessions.with_existing(session_id, now, |s| {
             let counters = Counters { steps: s.steps, cost: s.cost, ..Default::default() };
-            match breaker::limit_reached(&counters, &s.limits) {
-                Some(Reason::StepLimit) => deny(Reason::StepLimit, format!("the step limit of {} is reached", s.steps)),
-                Some(reason) => deny(reason, format!("the cost limit is reached ({:.4} spent)", s.cost)),
-                None => Admission { session_state: state, ..allowed.clone() },
-            }
+            let refusal = if s.state == SessionState::Stopped {
+                Some((Reason::SessionStopped, "the session was aborted; start a new one".to_string()))
+            } else {
+                breaker::limit_reached(&counters, &s.limits).map(|reason| match reason {
+                    Reason::StepLimit => (reason, format!("the step limit is reached ({} steps)", s.steps)),
+                    _ => (reason, format!("the cost limit is reached ({:.4} spent)", s.cost)),
+                })
+            };
+            (s.state, refusal)
         });
-        Ok(answer.unwrap_or(allowed))
+        let (session_state, refusal) = session.unwrap_or((SessionState::Active, None));
+        let (gate, view) = match &policy.tool_breaker {
+            Some(p) if refusal.is_none() => self.tools.admit(tool, now, p),
+            _ => (Gate::Allowed, ToolView {
+                before: BreakerState::Closed,
+                after: BreakerState::Closed,
+                open_until_ms: 0,
+                transitions: Vec::new(),
+            }),
+        };
+        self.metrics.breaker_transitions(tool, &view.transitions);
+        let (reason, retry_after_ms, message) = match (refusal, gate) {
+            (Some((reason, message)), _) => (Some(reason), 0, message),
+            (None, Gate::Denied { retry_after_ms }) => (
+                Some(Reason::ToolBreakerOpen),
+                retry_after_ms,
+                format!("tool `{}` is fenced off (breaker {}); come back in {retry_after_ms} ms", compact::cut(tool, 100), view.after),
+            ),
+            (None, Gate::Probe) => (None, 0, "allowed as a probe of a half-open breaker".to_string()),
+            (None, Gate::Allowed) => (None, 0, "allowed".to_string()),
+        };
+        let decision = match (reason, gate) {
+            (Some(_), _) if policy.shadow => "shadow_denied",
+            (Some(_), _) => "denied",
+            (None, Gate::Probe) => "probe",
+            _ => "allowed",
+        };
+        self.metrics.admit(tool, decision);
+        let allowed = reason.is_none() || policy.shadow;
+        Ok(Admission {
+            allowed,
+            reason,
+            retry_after_ms: if allowed { 0 } else { retry_after_ms },
+            tool_state: view.after,
+            session_state,
+            message: if policy.shadow && reason.is_some() { format!("allowed (shadow mode; would deny: {message})") } else { message },
+        })
     }
 
     /// The compacted error context for the session's next LLM turn.
@@ -464,8 +536,24 @@ fn unknown_tool_suggestion(wanted: &str, tools: &[String], fallback: &str) -> St
     text
 }
 
+/// What the tool-level guards (tool breaker, retry budget) say about an outcome.
+struct ToolGate {
+    /// The tool breaker's view after recording the outcome.
+    view: ToolView,
+    /// False when the retry budget says no more retries for this tool.
+    budget_ok: bool,
+}
+
 /// Updates the session for one outcome and builds the verdict.
-fn decide(s: &mut Session, o: &Outcome, judged: Option<Judged>, policy: &Policy, now: u64, history: usize) -> Verdict {
+fn decide(
+    s: &mut Session,
+    o: &Outcome,
+    judged: Option<Judged>,
+    policy: &Policy,
+    gate: &ToolGate,
+    now: u64,
+    history: usize,
+) -> Verdict {
     let mut verdict = Verdict {
         call_id: o.call_id.clone(),
         session_id: o.session_id.clone(),
@@ -475,7 +563,7 @@ fn decide(s: &mut Session, o: &Outcome, judged: Option<Judged>, policy: &Policy,
         retry: None,
         snippet: String::new(),
         breaker: BreakerStatus {
-            tool_state: BreakerState::Closed,
+            tool_state: gate.view.after,
             session_state: s.state,
             reason: None,
             consecutive_failures: 0,
@@ -485,8 +573,9 @@ fn decide(s: &mut Session, o: &Outcome, judged: Option<Judged>, policy: &Policy,
             cost: s.cost,
         },
         escalation: None,
-        enforced: true,
+        enforced: !policy.shadow,
         shadow_action: None,
+        shadow_reason: None,
         replayed: false,
     };
     if s.state == SessionState::Stopped {
@@ -509,11 +598,13 @@ fn decide(s: &mut Session, o: &Outcome, judged: Option<Judged>, policy: &Policy,
             s.identical = 0;
         }
         let counters = Counters { steps: s.steps, cost: s.cost, ..Default::default() };
-        if let Some(reason) = breaker::limit_reached(&counters, &s.limits) {
+        let guard = breaker::limit_reached(&counters, &s.limits).map(|reason| (Action::Abort, reason));
+        let (action, reason) = settle(&mut verdict, policy, guard, (Action::Continue, None));
+        if action == Action::Abort {
             s.state = SessionState::Stopped;
-            verdict.action = Action::Abort;
-            verdict.breaker.reason = Some(reason);
         }
+        verdict.action = action;
+        verdict.breaker.reason = reason;
         fill_counters(&mut verdict.breaker, s, 0);
         return verdict;
     };
@@ -540,20 +631,37 @@ fn decide(s: &mut Session, o: &Outcome, judged: Option<Judged>, policy: &Policy,
         consecutive_failures: consecutive,
         identical_errors: s.identical,
     };
-    let cat = policy.category(category);
     let rule_action = j.classification.action;
     let retryable = j.classification.retryable || rule_action == Some(Action::Retry);
     let fallback = match rule_action {
         Some(a) if !matches!(a, Action::Retry | Action::Continue) => a,
-        _ => cat.action,
+        _ => policy.category(category).action,
     };
-    let (action, reason) = if let Some((action, reason)) = breaker::on_failure(&counters, &s.limits, &policy.limits) {
-        (action, Some(reason))
-    } else if retryable {
-        plan_retry(s, o, &j, cat, fallback, policy, &mut verdict)
+
+    // What the category's policy alone says ...
+    let (planned, plan) = if retryable {
+        plan_retry(s, o, &j, policy.backoff(category, &o.tool), fallback, policy)
     } else {
-        (fallback, matches!(fallback, Action::Escalate | Action::Abort).then_some(Reason::CategoryPolicy))
+        ((fallback, matches!(fallback, Action::Escalate | Action::Abort).then_some(Reason::CategoryPolicy)), None)
     };
+    // ... and what the breakers and budgets say: aborts first, then a fenced-off
+    // tool, then escalations, then the budget.
+    let tool_open = gate.view.after == BreakerState::Open;
+    let guard = match breaker::on_failure(&counters, &s.limits, &policy.limits) {
+        Some(trip @ (Action::Abort, _)) => Some(trip),
+        _ if tool_open => Some((Action::Reclassify, Reason::ToolBreakerOpen)),
+        Some(trip) => Some(trip),
+        None if planned.0 == Action::Retry && !gate.budget_ok => Some((fallback, Reason::RetryBudgetExhausted)),
+        None => None,
+    };
+    let (action, reason) = settle(&mut verdict, policy, guard, planned);
+    if let (Action::Retry, Some(plan)) = (action, plan) {
+        let t = s.tool_mut(&o.tool);
+        t.retries = plan.attempt;
+        t.last_delay_ms = plan.delay_ms;
+        s.retries += 1;
+        verdict.retry = Some(plan);
+    }
     verdict.action = action;
     verdict.breaker.reason = reason;
     match action {
@@ -564,7 +672,10 @@ fn decide(s: &mut Session, o: &Outcome, judged: Option<Judged>, policy: &Policy,
         }
         _ => {}
     }
-    let suggestion: Arc<str> = if category == Category::UnknownTool {
+    let suggestion: Arc<str> = if reason == Some(Reason::ToolBreakerOpen) {
+        let seconds = gate.view.open_until_ms.saturating_sub(now).div_ceil(1000);
+        Arc::from(format!("Tool `{}` is unavailable for about {seconds}s (circuit open): use another tool.", compact::cut(&o.tool, 100)))
+    } else if category == Category::UnknownTool {
         Arc::from(unknown_tool_suggestion(&o.tool, &s.tools, &j.classification.suggestion))
     } else {
         Arc::from(j.classification.suggestion.as_str())
@@ -598,39 +709,56 @@ fn decide(s: &mut Session, o: &Outcome, judged: Option<Judged>, policy: &Policy,
     verdict
 }
 
-/// Retry if the category's retries and the provider allow it; else the fallback action.
+/// The action in force: the guard's when enforcing, the plan's in shadow mode
+/// (where the guard is only reported as what would have happened).
+fn settle(
+    verdict: &mut Verdict,
+    policy: &Policy,
+    guard: Option<(Action, Reason)>,
+    planned: (Action, Option<Reason>),
+) -> (Action, Option<Reason>) {
+    match guard {
+        Some((action, reason)) if policy.shadow => {
+            if action != planned.0 {
+                verdict.shadow_action = Some(action);
+                verdict.shadow_reason = Some(reason);
+            }
+            planned
+        }
+        Some((action, reason)) => (action, Some(reason)),
+        None => planned,
+    }
+}
+
+/// Plans a retry if the category's retries and the provider allow it; else the
+/// fallback action. Changes nothing but the session's jitter source: the plan
+/// is applied only if the retry stands after the breakers have spoken.
 fn plan_retry(
     s: &mut Session,
     o: &Outcome,
     j: &Judged,
-    cat: &crate::policy::CategoryPolicy,
+    backoff: &crate::backoff::BackoffPolicy,
     fallback: Action,
     policy: &Policy,
-    verdict: &mut Verdict,
-) -> (Action, Option<Reason>) {
-    let max = cat.backoff.max_retries();
+) -> ((Action, Option<Reason>), Option<RetryPlan>) {
+    let max = backoff.max_retries();
     let (done, previous) = {
         let t = s.tool_mut(&o.tool);
         (if o.attempt > 0 { o.attempt - 1 } else { t.retries }, t.last_delay_ms)
     };
     if done >= max {
-        return (fallback, Some(Reason::RetriesExhausted));
+        return ((fallback, Some(Reason::RetriesExhausted)), None);
     }
     let (delay, provider) = match j.provider {
-        Some(ProviderDelay::DoNotRetry) => return (fallback, Some(Reason::ServerPushback)),
+        Some(ProviderDelay::DoNotRetry) => return ((fallback, Some(Reason::ServerPushback)), None),
         Some(ProviderDelay::After(ms)) if ms > policy.max_provider_delay_ms => {
-            return (fallback, Some(Reason::DelayTooLong));
+            return ((fallback, Some(Reason::DelayTooLong)), None);
         }
-        Some(ProviderDelay::After(ms)) => (cat.backoff.spread_provider_delay(ms, &mut s.rng), true),
-        None => (cat.backoff.delay_ms(done, previous, &mut s.rng), false),
+        Some(ProviderDelay::After(ms)) => (backoff.spread_provider_delay(ms, &mut s.rng), true),
+        None => (backoff.delay_ms(done, previous, &mut s.rng), false),
     };
-    let t = s.tool_mut(&o.tool);
-    t.retries = done + 1;
-    t.last_delay_ms = delay;
-    s.retries += 1;
-    verdict.retry =
-        Some(RetryPlan { delay_ms: delay, attempt: done + 1, attempts_left: max - done - 1, provider_delay: provider });
-    (Action::Retry, None)
+    let plan = RetryPlan { delay_ms: delay, attempt: done + 1, attempts_left: max - done - 1, provider_delay: provider };
+    ((Action::Retry, None), Some(plan))
 }
 
 fn fill_counters(b: &mut crate::model::BreakerStatus, s: &Session, consecutive: u32) {
@@ -692,7 +820,7 @@ mod tests {
 
     fn engine() -> (Engine, Arc<ManualClock>) {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let settings = EngineSettings::from_config(&crate::config::SessionsConfig::default(), 42);
+        let settings = EngineSettings::from_config(&crate::config::Config::default(), 42);
         (Engine::new(Policy::default(), settings, clock.clone(), Arc::new(Metrics::new(200))), clock)
     }
 
@@ -826,6 +954,85 @@ mod tests {
         assert!(err.contains("`cost`"), "{err}");
         let err = e.start_session(&StartSession { session_id: "s".into(), profile: "gold".into(), ..Default::default() });
         assert!(err.unwrap_err().to_string().contains("`profile`"));
+    }
+
+    fn unavailable(session: &str) -> Outcome {
+        Outcome { http_status: Some(503), ..fail(session, "search", "503 Service Unavailable") }
+    }
+
+    #[test]
+    fn tool_breaker_opens_across_sessions_and_reports_reclassify() {
+        let (e, clock) = engine();
+        for i in 0..4 {
+            let v = e.report(&unavailable(&format!("s{i}"))).unwrap();
+            assert_eq!((v.action, v.breaker.tool_state), (Action::Retry, BreakerState::Closed), "{i}");
+        }
+        let v = e.report(&unavailable("s4")).unwrap();
+        assert_eq!(v.breaker.tool_state, BreakerState::Open);
+        assert_eq!((v.action, v.breaker.reason), (Action::Reclassify, Some(Reason::ToolBreakerOpen)));
+        assert!(v.snippet.contains("Tool `search` is unavailable for about 30s"), "{}", v.snippet);
+        let admit = e.admit("fresh", "search").unwrap();
+        assert!(!admit.allowed);
+        assert_eq!((admit.reason, admit.retry_after_ms), (Some(Reason::ToolBreakerOpen), 30_000));
+        assert!(e.admit("fresh", "other_tool").unwrap().allowed);
+        clock.advance(30_000);
+        let probes: Vec<bool> = (0..3).map(|_| e.admit("fresh", "search").unwrap().allowed).collect();
+        assert_eq!(probes, [true, true, false]);
+        e.report(&ok("p1", "search")).unwrap();
+        let v = e.report(&ok("p2", "search")).unwrap();
+        assert_eq!(v.breaker.tool_state, BreakerState::Closed);
+        assert!(e.admit("fresh", "search").unwrap().allowed);
+    }
+
+    #[test]
+    fn caller_mistakes_do_not_open_the_tool_breaker() {
+        let (e, _) = engine();
+        for i in 0..10 {
+            let v = e.report(&Outcome { http_status: Some(400), ..fail(&format!("v{i}"), "search", "bad query") }).unwrap();
+            assert_eq!(v.breaker.tool_state, BreakerState::Closed);
+        }
+    }
+
+    #[test]
+    fn an_empty_retry_budget_turns_retries_into_recover() {
+        let mut config = crate::config::Config::default();
+        config.retry_budget.max_tokens = 4.0;
+        config.tool_breaker.enabled = false;
+        let (e, _) = engine();
+        e.set_policy(Policy::from_config(&config).unwrap());
+        let actions: Vec<(Action, Option<Reason>)> =
+            (0..3).map(|i| e.report(&unavailable(&format!("b{i}"))).unwrap()).map(|v| (v.action, v.breaker.reason)).collect();
+        assert_eq!(actions[0], (Action::Retry, None));
+        assert_eq!(actions[1], (Action::Recover, Some(Reason::RetryBudgetExhausted)));
+        assert_eq!(actions[2], (Action::Recover, Some(Reason::RetryBudgetExhausted)));
+    }
+
+    #[test]
+    fn shadow_mode_changes_no_action_but_reports_what_would_have_happened() {
+        let mut config = crate::config::Config::default();
+        config.breakers.shadow = true;
+        let (e, _) = engine();
+        e.set_policy(Policy::from_config(&config).unwrap());
+        let mut last = None;
+        for i in 0..5 {
+            last = Some(e.report(&unavailable(&format!("sh{i}"))).unwrap());
+        }
+        let v = last.unwrap();
+        assert_eq!(v.action, Action::Retry);
+        assert!(!v.enforced);
+        assert_eq!(v.breaker.tool_state, BreakerState::Open, "still computed");
+        assert_eq!((v.shadow_action, v.shadow_reason), (Some(Action::Reclassify), Some(Reason::ToolBreakerOpen)));
+        let admit = e.admit("x", "search").unwrap();
+        assert!(admit.allowed);
+        assert!(admit.message.contains("would deny"), "{}", admit.message);
+        // Session breakers too: three consecutive failures stay retries, flagged as escalate.
+        let mut v = None;
+        for _ in 0..3 {
+            v = Some(e.report(&Outcome { kind: Some(OutcomeKind::Timeout), ..fail("one", "slow", "timed out") }).unwrap());
+        }
+        let v = v.unwrap();
+        assert_eq!((v.action, v.shadow_action), (Action::Retry, Some(Action::Escalate)));
+        assert_eq!(v.breaker.session_state, SessionState::Active);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! - `model`: domain types (outcome, verdict, the closed enums).
 //! - `classify`: rules as data; which category a failure is and which rule said so.
 //! - `backoff`: retry delays, jitter, and the Retry-After family of headers.
-//! - `breaker`: session breakers (consecutive, session errors, identical, limits).
+//! - `breaker`: session breakers (consecutive, session errors, identical, limits) and tool breakers across sessions.
+//! - `budget`: per-tool retry budgets (token buckets).
 //! - `fingerprint`: what makes two error messages "the same".
 //! - `redact`: secrets out of every text Rebound writes.
 //! - `compact`: the `<error>` snippet and the Context text.
@@ -23,6 +24,7 @@
 
 pub mod backoff;
 pub mod breaker;
+pub mod budget;
 pub mod classify;
 pub mod cli;
 pub mod clock;

@@ -27,6 +27,15 @@ pub const STREAMS_ACTIVE: &str = "rebound_streams_active";
 /// Config reloads by result (ok, error).
 pub const CONFIG_RELOADS_TOTAL: &str = "rebound_config_reloads_total";
 
+/// Tool breaker state by tool: 0 closed, 1 open, 2 half_open.
+pub const BREAKER_STATE: &str = "rebound_breaker_state";
+/// Tool breaker transitions by tool and the state moved to.
+pub const BREAKER_TRANSITIONS_TOTAL: &str = "rebound_breaker_transitions_total";
+/// Retryable failures refused a retry by the budget, by tool.
+pub const RETRY_BUDGET_EXHAUSTED_TOTAL: &str = "rebound_retry_budget_exhausted_total";
+/// Admit answers by tool and decision (allowed, probe, denied, shadow_denied).
+pub const ADMIT_TOTAL: &str = "rebound_admit_total";
+
 /// The value the tool label takes past the cap.
 pub const OTHER_TOOL: &str = "_other";
 
@@ -74,6 +83,10 @@ fn describe() {
     metrics::describe_histogram!(SNIPPET_BYTES, metrics::Unit::Bytes, "Sizes of the snippets returned.");
     metrics::describe_gauge!(STREAMS_ACTIVE, "Open Observe streams.");
     metrics::describe_counter!(CONFIG_RELOADS_TOTAL, "Config reloads, by result.");
+    metrics::describe_gauge!(BREAKER_STATE, "Tool breaker state: 0 closed, 1 open, 2 half_open.");
+    metrics::describe_counter!(BREAKER_TRANSITIONS_TOTAL, "Tool breaker transitions, by tool and new state.");
+    metrics::describe_counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "Retries refused by the retry budget, by tool.");
+    metrics::describe_counter!(ADMIT_TOTAL, "Admit answers, by tool and decision.");
 }
 
 /// Stored metric handles and the capped tool label.
@@ -92,6 +105,7 @@ pub struct Metrics {
     reload_ok: Counter,
     reload_error: Counter,
     rpc: HashMap<&'static str, Histogram>,
+    admits: RwLock<HashMap<(Arc<str>, &'static str), Counter>>,
 }
 
 /// The RPC methods timed in `rebound_rpc_duration_seconds`.
@@ -116,6 +130,7 @@ impl Metrics {
             streams_active: metrics::gauge!(STREAMS_ACTIVE),
             reload_ok: metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => "ok"),
             reload_error: metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => "error"),
+            admits: RwLock::new(HashMap::new()),
             rpc: RPC_METHODS.iter().map(|m| (*m, metrics::histogram!(RPC_DURATION_SECONDS, "method" => *m))).collect(),
         }
     }
@@ -199,6 +214,39 @@ impl Metrics {
         if let Some(h) = self.rpc.get(method) {
             h.record(seconds);
         }
+    }
+
+    /// Records tool breaker transitions and the state they end in (rare: registered per call).
+    pub fn breaker_transitions(&self, tool: &str, transitions: &[crate::model::BreakerState]) {
+        let Some(last) = transitions.last() else { return };
+        let label = self.tool_label(tool).to_string();
+        for to in transitions {
+            metrics::counter!(BREAKER_TRANSITIONS_TOTAL, "tool" => label.clone(), "to" => to.as_str()).increment(1);
+        }
+        let value = match last {
+            crate::model::BreakerState::Closed => 0.0,
+            crate::model::BreakerState::Open => 1.0,
+            crate::model::BreakerState::HalfOpen => 2.0,
+        };
+        metrics::gauge!(BREAKER_STATE, "tool" => label).set(value);
+    }
+
+    /// Counts a retry refused by the budget.
+    pub fn budget_exhausted(&self, tool: &str) {
+        let label = self.tool_label(tool).to_string();
+        metrics::counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "tool" => label).increment(1);
+    }
+
+    /// Counts an Admit answer.
+    pub fn admit(&self, tool: &str, decision: &'static str) {
+        let key = (self.tool_label(tool), decision);
+        if let Some(counter) = self.admits.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            counter.increment(1);
+            return;
+        }
+        let counter = metrics::counter!(ADMIT_TOTAL, "tool" => key.0.to_string(), "decision" => decision);
+        counter.increment(1);
+        self.admits.write().unwrap_or_else(|p| p.into_inner()).insert(key, counter);
     }
 
     /// Counts a config reload.

@@ -172,6 +172,17 @@ named_enum!(
     }
 );
 
+impl Category {
+    /// True for failures that say the tool itself is unwell (the tool breaker counts
+    /// these), false for the caller's own mistakes and for policy refusals.
+    pub fn is_unhealthy(self) -> bool {
+        matches!(
+            self,
+            Category::Timeout | Category::Network | Category::Unavailable | Category::Internal | Category::RateLimited
+        )
+    }
+}
+
 /// Response headers with case-insensitive lookup (keys are stored lowercased).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Headers(BTreeMap<String, String>);
@@ -349,6 +360,8 @@ pub struct Verdict {
     pub enforced: bool,
     /// In shadow mode, what the breakers would have answered.
     pub shadow_action: Option<Action>,
+    /// In shadow mode, why.
+    pub shadow_reason: Option<Reason>,
     /// True when returned again for a repeated call_id.
     pub replayed: bool,
 }

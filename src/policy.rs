@@ -3,6 +3,9 @@
 //! category table). Nothing on the request path validates again.
 
 use crate::backoff::{BackoffError, BackoffPolicy};
+use crate::breaker::ToolBreakerPolicy;
+use crate::budget::BudgetPolicy;
+use globset::{Glob, GlobMatcher};
 use crate::classify::{default_rules, CategoryDefaults, Classifier, RuleError};
 use crate::compact::SnippetPolicy;
 use crate::config::{CategoryPatch, Config};
@@ -79,6 +82,14 @@ pub struct Policy {
     pub snippet: SnippetPolicy,
     /// A provider delay above this is not waited for.
     pub max_provider_delay_ms: u64,
+    /// The tool breaker, unless disabled.
+    pub tool_breaker: Option<ToolBreakerPolicy>,
+    /// The retry budget, unless disabled.
+    pub retry_budget: Option<BudgetPolicy>,
+    /// Shadow mode: breakers and budgets never change an action.
+    pub shadow: bool,
+    /// Per-tool retry policies: a glob and its backoff for every category.
+    pub tool_retry: Vec<(GlobMatcher, BTreeMap<Category, BackoffPolicy>)>,
 }
 
 impl Default for Policy {
@@ -121,6 +132,7 @@ impl Policy {
         }
         check_transport(config)?;
         let categories = build_categories(config)?;
+        let categories_for_tools = categories.clone();
         let defaults: BTreeMap<Category, CategoryDefaults> = categories
             .iter()
             .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.clone() }))
@@ -141,7 +153,19 @@ impl Policy {
                 context_errors: config.snippet.context_errors,
             },
             max_provider_delay_ms: config.retry.max_provider_delay_ms,
+            tool_breaker: tool_breaker(config)?,
+            retry_budget: retry_budget(config)?,
+            shadow: config.breakers.shadow,
+            tool_retry: tool_retry(config, &categories_for_tools)?,
         })
+    }
+
+    /// The backoff for a category and tool: the first `[[tools]]` match, else the category's.
+    pub fn backoff(&self, category: Category, tool: &str) -> &BackoffPolicy {
+        self.tool_retry
+            .iter()
+            .find(|(glob, _)| glob.is_match(tool))
+            .map_or(&self.categories[&category].backoff, |(_, by_category)| &by_category[&category])
     }
 
     /// One category's policy.
@@ -192,6 +216,93 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
         }
     }
     Ok(())
+}
+
+fn tool_breaker(config: &Config) -> Result<Option<ToolBreakerPolicy>, PolicyError> {
+    let t = &config.tool_breaker;
+    if !t.enabled {
+        return Ok(None);
+    }
+    if t.consecutive_failures == 0 {
+        return Err(invalid("tool_breaker.consecutive_failures", 0, "must be at least 1"));
+    }
+    if t.window == 0 || t.window > 64 {
+        return Err(invalid("tool_breaker.window", t.window, "must be between 1 and 64"));
+    }
+    if t.min_calls == 0 || t.min_calls > t.window {
+        return Err(invalid("tool_breaker.min_calls", t.min_calls, "must be between 1 and `window`"));
+    }
+    if !(t.failure_rate > 0.0 && t.failure_rate <= 1.0) {
+        return Err(invalid("tool_breaker.failure_rate", t.failure_rate, "must be above 0 and at most 1"));
+    }
+    if t.open_base_ms == 0 || t.open_max_ms < t.open_base_ms || t.open_max_ms > 24 * 3_600_000 {
+        return Err(invalid(
+            "tool_breaker.open_max_ms",
+            t.open_max_ms,
+            "open_base_ms must be above 0 and open_max_ms between it and a day",
+        ));
+    }
+    if t.probes == 0 || t.probes > 100 {
+        return Err(invalid("tool_breaker.probes", t.probes, "must be between 1 and 100"));
+    }
+    Ok(Some(ToolBreakerPolicy {
+        consecutive_failures: t.consecutive_failures,
+        window: t.window,
+        min_calls: t.min_calls,
+        failure_rate: t.failure_rate,
+        open_base_ms: t.open_base_ms,
+        open_max_ms: t.open_max_ms,
+        probes: t.probes,
+    }))
+}
+
+fn retry_budget(config: &Config) -> Result<Option<BudgetPolicy>, PolicyError> {
+    let b = &config.retry_budget;
+    if !b.enabled {
+        return Ok(None);
+    }
+    if !b.max_tokens.is_finite() || b.max_tokens < 1.0 || b.max_tokens > 1e6 {
+        return Err(invalid("retry_budget.max_tokens", b.max_tokens, "must be between 1 and 1000000"));
+    }
+    if !b.token_ratio.is_finite() || b.token_ratio < 0.0 || b.token_ratio > b.max_tokens {
+        return Err(invalid("retry_budget.token_ratio", b.token_ratio, "must be between 0 and max_tokens"));
+    }
+    Ok(Some(BudgetPolicy { max_tokens: b.max_tokens, token_ratio: b.token_ratio }))
+}
+
+/// `[[tools]]`: each glob's backoff for every category, built (and so checked) at load.
+fn tool_retry(
+    config: &Config,
+    categories: &BTreeMap<Category, CategoryPolicy>,
+) -> Result<Vec<(GlobMatcher, BTreeMap<Category, BackoffPolicy>)>, PolicyError> {
+    let r = &config.retry;
+    config
+        .tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let glob = Glob::new(&t.tool)
+                .map_err(|e| invalid(&format!("tools[{i}].tool"), format!("{:?}", t.tool), &e.to_string()))?
+                .compile_matcher();
+            let by_category = categories
+                .iter()
+                .map(|(c, p)| {
+                    let max = if p.retryable { t.max_retries.unwrap_or(p.backoff.max_retries()) } else { 0 };
+                    BackoffPolicy::try_new(
+                        t.base_ms.unwrap_or(r.base_ms),
+                        t.multiplier.unwrap_or(r.multiplier),
+                        t.cap_ms.unwrap_or(r.cap_ms),
+                        max,
+                        t.jitter.unwrap_or(r.jitter),
+                        r.jitter_fraction,
+                    )
+                    .map(|b| (*c, b))
+                    .map_err(|source| PolicyError::Backoff { section: format!("tools[{i}]"), source })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok((glob, by_category))
+        })
+        .collect()
 }
 
 /// The built-in table, patched by the config, every category checked.
@@ -265,6 +376,20 @@ mod tests {
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`server.listen` = \"nowhere\""));
         let c = Config::parse("[sessions]\ncapacity = 0\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("sessions.capacity"));
+    }
+
+    #[test]
+    fn tool_globs_pick_their_own_backoff() {
+        let c = Config::parse("[[tools]]\ntool = \"search_*\"\nmax_retries = 6\nbase_ms = 50\ncap_ms = 100\n", "t").unwrap();
+        let p = Policy::from_config(&c).unwrap();
+        assert_eq!(p.backoff(Category::Timeout, "search_web").max_retries(), 6);
+        assert_eq!(p.backoff(Category::Timeout, "search_web").cap_ms(), 100);
+        assert_eq!(p.backoff(Category::Timeout, "fetch").max_retries(), 3);
+        assert_eq!(p.backoff(Category::Auth, "search_web").max_retries(), 0, "not retryable stays so");
+        let c = Config::parse("[[tools]]\ntool = \"a\"\nbase_ms = 0\n", "t").unwrap();
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("tools[0]"));
+        let c = Config::parse("[tool_breaker]\nwindow = 65\n", "t").unwrap();
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("tool_breaker.window"));
     }
 
     #[test]

@@ -246,7 +246,7 @@ mod tests {
 
     fn run(input: &str, seed: u64) -> Result<String, ReplayError> {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let settings = EngineSettings::from_config(&crate::config::SessionsConfig::default(), seed);
+        let settings = EngineSettings::from_config(&crate::config::Config::default(), seed);
         let engine = Engine::new(Policy::default(), settings, clock.clone(), Arc::new(Metrics::new(10)));
         let mut out = Vec::new();
         replay(input.as_bytes(), &mut out, &engine, &clock)?;
@@ -282,7 +282,7 @@ mod tests {
         let mut invalid = b"{\"session_id\":\"s\",\"tool\":\"t\"}\n".to_vec();
         invalid.extend_from_slice(b"\xff\xfe\n");
         let clock = Arc::new(ManualClock::new(0));
-        let settings = EngineSettings::from_config(&crate::config::SessionsConfig::default(), 1);
+        let settings = EngineSettings::from_config(&crate::config::Config::default(), 1);
         let engine = Engine::new(Policy::default(), settings, clock.clone(), Arc::new(Metrics::new(10)));
         let err = replay(&invalid[..], Vec::new(), &engine, &clock).unwrap_err().to_string();
         assert!(err.starts_with("line 2: not UTF-8"), "{err}");

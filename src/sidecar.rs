@@ -20,7 +20,7 @@ const RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>) -> anyhow::Result<()> {
     let handle = crate::metrics::install();
     let metrics = Arc::new(Metrics::new(config.metrics.tool_label_cap));
-    let settings = EngineSettings::from_config(&config.sessions, crate::rng::random_seed());
+    let settings = EngineSettings::from_config(&config, crate::rng::random_seed());
     let engine = Arc::new(Engine::new(policy, settings, Arc::new(SystemClock::new()), metrics));
 
     let grpc = Listener::bind(&config.server.listen)

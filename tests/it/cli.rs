@@ -65,8 +65,8 @@ fn backoff_is_within_twenty_percent_and_retry_after_wins() {
     let config = dir.path().join("c.toml");
     std::fs::write(&config, "[breakers]\ntool_consecutive_failures = 10\n").unwrap();
     let mut lines: Vec<Value> = (0..4).map(|i| json!({"session_id": "b", "tool": "api", "http_status": 503, "message": format!("busy {i}")})).collect();
-    lines.push(json!({"session_id": "r", "tool": "api", "http_status": 429, "headers": {"Retry-After": "7"}, "message": "slow down"}));
-    lines.push(json!({"session_id": "r2", "tool": "api", "http_status": 503, "headers": {"retry-after-ms": "1500"}, "message": "busy"}));
+    lines.push(json!({"session_id": "r", "tool": "limited_api", "http_status": 429, "headers": {"Retry-After": "7"}, "message": "slow down"}));
+    lines.push(json!({"session_id": "r2", "tool": "busy_api", "http_status": 503, "headers": {"retry-after-ms": "1500"}, "message": "busy"}));
     let out = replay(&lines, &["--config", config.to_str().unwrap()]);
     for (i, nominal) in [1000.0, 2000.0, 4000.0].iter().enumerate() {
         let d = out[i]["delay_ms"].as_f64().unwrap();

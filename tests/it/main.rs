@@ -1,5 +1,6 @@
 //! Integration tests: the real server on ephemeral ports, the real binary.
 
+mod breakers;
 mod cli;
 mod common;
 mod reload;

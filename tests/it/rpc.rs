@@ -117,7 +117,7 @@ async fn context_start_admit_and_end_session() {
 
     let v = server.client.report(failure("life", "read_file", "No such file or directory: '/data/x.csv'")).await.unwrap().into_inner();
     assert_eq!(v.action, pb::Action::Recover as i32);
-    let context = server.client.context(pb::ContextRequest { session_id: "life".into() }).await.unwrap().into_inner();
+    let context = server.client.context(pb::ContextRequest { session_id: "life".into(), ..Default::default() }).await.unwrap().into_inner();
     assert!(context.text.contains("<error>\ntool: read_file\ntype: not_found\n"), "{}", context.text);
     assert_eq!(context.errors_shown, 1);
 

@@ -39,13 +39,18 @@ impl TestServer {
 
     /// Starts with a config.
     pub async fn start_with(config: Config) -> TestServer {
+        Self::start_with_clock(config, Arc::new(SystemClock::new())).await
+    }
+
+    /// Starts with a config and a clock (a `ManualClock` makes breaker timing exact).
+    pub async fn start_with_clock(config: Config, clock: Arc<dyn rebound::clock::Clock>) -> TestServer {
         let handle = rebound::metrics::install();
         let policy = Policy::from_config(&config).expect("test config is valid");
-        let settings = EngineSettings::from_config(&config.sessions, 7);
+        let settings = EngineSettings::from_config(&config, 7);
         let engine = Arc::new(Engine::new(
             policy,
             settings,
-            Arc::new(SystemClock::new()),
+            clock,
             Arc::new(Metrics::new(config.metrics.tool_label_cap)),
         ));
         let listener = Listener::bind("127.0.0.1:0").await.expect("bind");
