@@ -117,8 +117,10 @@ pub struct RetryConfig {
     pub jitter: Jitter,
     /// The spread of proportional jitter (0.2 is ±20 %).
     pub jitter_fraction: f64,
-    /// A provider delay above this is not waited for: the action becomes recover.
+    /// A provider delay above this is not waited for: the action becomes `long_delay_action`.
     pub max_provider_delay_ms: u64,
+    /// The action when the provider asks for more than `max_provider_delay_ms`.
+    pub long_delay_action: Action,
 }
 
 impl Default for RetryConfig {
@@ -130,6 +132,7 @@ impl Default for RetryConfig {
             jitter: Jitter::Proportional,
             jitter_fraction: 0.2,
             max_provider_delay_ms: 300_000,
+            long_delay_action: Action::Escalate,
         }
     }
 }

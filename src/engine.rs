@@ -752,7 +752,7 @@ fn plan_retry(
     let (delay, provider) = match j.provider {
         Some(ProviderDelay::DoNotRetry) => return ((fallback, Some(Reason::ServerPushback)), None),
         Some(ProviderDelay::After(ms)) if ms > policy.max_provider_delay_ms => {
-            return ((fallback, Some(Reason::DelayTooLong)), None);
+            return ((policy.long_delay_action, Some(Reason::DelayTooLong)), None);
         }
         Some(ProviderDelay::After(ms)) => (backoff.spread_provider_delay(ms, &mut s.rng), true),
         None => (backoff.delay_ms(done, previous, &mut s.rng), false),

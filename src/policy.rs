@@ -82,6 +82,8 @@ pub struct Policy {
     pub snippet: SnippetPolicy,
     /// A provider delay above this is not waited for.
     pub max_provider_delay_ms: u64,
+    /// What to answer then.
+    pub long_delay_action: Action,
     /// The tool breaker, unless disabled.
     pub tool_breaker: Option<ToolBreakerPolicy>,
     /// The retry budget, unless disabled.
@@ -127,6 +129,9 @@ impl Policy {
         if config.classify.text_limit < 64 || config.classify.text_limit > 1 << 20 {
             return Err(invalid("classify.text_limit", config.classify.text_limit, "must be between 64 and 1048576"));
         }
+        if matches!(config.retry.long_delay_action, Action::Continue | Action::Retry) {
+            return Err(invalid("retry.long_delay_action", config.retry.long_delay_action, "must not be continue or retry"));
+        }
         if config.retry.max_provider_delay_ms == 0 {
             return Err(invalid("retry.max_provider_delay_ms", 0, "must be above 0"));
         }
@@ -153,6 +158,7 @@ impl Policy {
                 context_errors: config.snippet.context_errors,
             },
             max_provider_delay_ms: config.retry.max_provider_delay_ms,
+            long_delay_action: config.retry.long_delay_action,
             tool_breaker: tool_breaker(config)?,
             retry_budget: retry_budget(config)?,
             shadow: config.breakers.shadow,

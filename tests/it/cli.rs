@@ -79,6 +79,10 @@ fn backoff_is_within_twenty_percent_and_retry_after_wins() {
     assert!((7000..=8400).contains(&d), "{d}");
     let d = out[5]["delay_ms"].as_u64().unwrap();
     assert!((1500..=1800).contains(&d), "{d}");
+    // A provider delay past the maximum (5 min) is not waited for: a human decides.
+    let long = json!({"session_id": "long", "tool": "slow_api", "http_status": 429, "headers": {"retry-after": "3600"}, "message": "quota window"});
+    let out_long = replay(&[long], &[]);
+    assert_eq!((out_long[0]["action"].as_str(), out_long[0]["breaker"]["reason"].as_str()), (Some("escalate"), Some("delay_too_long")));
     // The same seed gives the same delays.
     assert_eq!(out, replay(&lines, &["--config", config.to_str().unwrap()]));
 }
