@@ -275,6 +275,24 @@ impl ToolBreaker {
         }
     }
 
+    /// Opens the breaker until `until_ms` because another sidecar says the tool is down
+    /// (never shortens an open period already running).
+    pub fn force_open(&mut self, now_ms: u64, until_ms: u64, transitions: &mut Vec<BreakerState>) {
+        if until_ms <= now_ms || (self.state == BreakerState::Open && self.open_until_ms >= until_ms) {
+            return;
+        }
+        if self.state != BreakerState::Open {
+            transitions.push(BreakerState::Open);
+        }
+        self.state = BreakerState::Open;
+        self.open_until_ms = until_ms;
+        self.consecutive = 0;
+        self.window_bits = 0;
+        self.window_len = 0;
+        self.probes_out = 0;
+        self.probe_successes = 0;
+    }
+
     fn push_window(&mut self, failure: bool, window: u32) {
         let mask = if window >= 64 { u64::MAX } else { (1u64 << window) - 1 };
         self.window_bits = ((self.window_bits << 1) | u64::from(failure)) & mask;
@@ -353,6 +371,17 @@ impl ToolBreakers {
             (gate, ToolView { before, after: b.state, open_until_ms: b.open_until_ms, transitions })
         })
         .unwrap_or((Gate::Allowed, closed_view()))
+    }
+
+    /// Opens `tool`'s breaker until `until_ms` (shared state from another sidecar).
+    pub fn force_open(&self, tool: &str, now_ms: u64, until_ms: u64) -> Vec<BreakerState> {
+        self.with(tool, true, |b| {
+            let mut transitions = Vec::new();
+            b.state(now_ms, &mut transitions);
+            b.force_open(now_ms, until_ms, &mut transitions);
+            transitions
+        })
+        .unwrap_or_default()
     }
 
     /// Records an outcome of `tool`.

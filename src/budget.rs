@@ -57,6 +57,17 @@ impl RetryBudgets {
         }
     }
 
+    /// Sets `tool`'s tokens (the fleet's count, from shared state).
+    pub fn set(&self, tool: &str, tokens: f64, policy: &BudgetPolicy) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let tokens = tokens.clamp(0.0, policy.max_tokens);
+        if tokens >= policy.max_tokens {
+            buckets.remove(tool);
+        } else if buckets.contains_key(tool) || buckets.len() < self.max_tools {
+            buckets.insert(tool.to_string(), tokens);
+        }
+    }
+
     /// Tokens left for `tool`.
     pub fn tokens(&self, tool: &str, policy: &BudgetPolicy) -> f64 {
         self.buckets.lock().unwrap_or_else(|p| p.into_inner()).get(tool).copied().unwrap_or(policy.max_tokens)

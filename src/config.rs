@@ -33,6 +33,8 @@ pub struct Config {
     pub tool_breaker: ToolBreakerConfig,
     /// The per-tool retry budget across sessions.
     pub retry_budget: RetryBudgetConfig,
+    /// Where tool breakers and retry budgets live: this sidecar, or shared through Redis.
+    pub state: StateConfig,
     /// Per-tool retry policies, first match wins.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolRetryConfig>,
@@ -252,6 +254,48 @@ impl Default for ToolBreakerConfig {
     }
 }
 
+/// Where shared state lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// In this sidecar only.
+    #[default]
+    Memory,
+    /// Shared with other sidecars through Redis.
+    Redis,
+}
+
+/// `[state]` (at start only)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// `memory` (default) or `redis`.
+    pub backend: Backend,
+    /// `redis://[:password@]host:port[/db]` or `rediss://` for TLS.
+    pub redis_url: String,
+    /// An environment variable holding the Redis password (instead of the URL).
+    pub redis_password_env: String,
+    /// Prefix of every key Rebound writes.
+    pub key_prefix: String,
+    /// How often local changes are exchanged with Redis.
+    pub sync_interval_ms: u64,
+    /// How long one exchange may take before it counts as an error.
+    pub timeout_ms: u64,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            backend: Backend::Memory,
+            redis_url: "redis://127.0.0.1:6379".into(),
+            redis_password_env: String::new(),
+            key_prefix: "rebound:".into(),
+            sync_interval_ms: 200,
+            timeout_ms: 500,
+        }
+    }
+}
+
 /// `[retry_budget]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -346,8 +390,8 @@ pub enum ConfigError {
 
 /// The config sections that environment variables may override.
 /// Longest first, so `retry_budget` is not read as `retry` with key `budget_...`.
-const ENV_SECTIONS: [&str; 9] =
-    ["tool_breaker", "retry_budget", "breakers", "sessions", "classify", "snippet", "metrics", "server", "retry"];
+const ENV_SECTIONS: [&str; 10] =
+    ["tool_breaker", "retry_budget", "breakers", "sessions", "classify", "snippet", "metrics", "server", "retry", "state"];
 
 impl Config {
     /// Parses a config file's text; `origin` names it in errors.

@@ -131,6 +131,8 @@ pub struct EngineSettings {
     pub seed: u64,
     /// Tools tracked by tool breakers and retry budgets.
     pub max_tools: usize,
+    /// Whether tool breakers and budgets are shared with other sidecars.
+    pub shared: bool,
 }
 
 impl EngineSettings {
@@ -139,6 +141,7 @@ impl EngineSettings {
         let sessions = &config.sessions;
         EngineSettings {
             max_tools: config.tool_breaker.max_tools,
+            shared: config.state.backend == crate::config::Backend::Redis,
             capacity: sessions.capacity,
             shards: sessions.shards,
             idle_expiry_ms: sessions.idle_expiry_ms,
@@ -159,6 +162,8 @@ pub struct Engine {
     settings: EngineSettings,
     tools: ToolBreakers,
     budgets: RetryBudgets,
+    /// Changes waiting to be shared, when state is shared.
+    shared: Option<crate::shared::Pending>,
 }
 
 impl Engine {
@@ -171,6 +176,7 @@ impl Engine {
             metrics,
             tools: ToolBreakers::new(settings.max_tools),
             budgets: RetryBudgets::new(settings.max_tools),
+            shared: settings.shared.then(crate::shared::Pending::default),
             settings,
         }
     }
@@ -340,7 +346,35 @@ impl Engine {
             }
             _ => true,
         };
+        if let Some(pending) = &self.shared {
+            let opened = view.transitions.contains(&BreakerState::Open).then(|| view.open_until_ms.saturating_sub(now));
+            let closed = view.transitions.contains(&BreakerState::Closed);
+            let retryable = judged.is_some_and(|j| j.classification.retryable);
+            pending.note(&o.tool, health, retryable, opened, closed);
+        }
         ToolGate { view, budget_ok }
+    }
+
+    /// Changes since the last exchange with shared state.
+    pub fn take_shared_pending(&self) -> std::collections::HashMap<String, crate::shared::ToolDelta> {
+        self.shared.as_ref().map(crate::shared::Pending::take).unwrap_or_default()
+    }
+
+    /// Opens `tool`'s breaker for `remaining_ms` because another sidecar says it is down.
+    pub fn open_tool_for(&self, tool: &str, remaining_ms: u64) {
+        if self.policy().tool_breaker.is_none() {
+            return;
+        }
+        let now = self.clock.now_ms();
+        let transitions = self.tools.force_open(tool, now, now + remaining_ms);
+        self.metrics.breaker_transitions(tool, &transitions);
+    }
+
+    /// Sets `tool`'s retry budget to the fleet's count.
+    pub fn set_budget_tokens(&self, tool: &str, tokens: f64) {
+        if let Some(b) = &self.policy().retry_budget {
+            self.budgets.set(tool, tokens, b);
+        }
     }
 
     fn record(&self, v: &Verdict) {

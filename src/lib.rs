@@ -14,6 +14,7 @@
 //! - `redact`: secrets out of every text Rebound writes.
 //! - `compact`: the `<error>` snippet and the Context text.
 //! - `session`: one run's state, and the sharded store with expiry and eviction.
+//! - `shared`: tool breakers and retry budgets shared across sidecars through Redis, fail-open.
 //! - `engine`: outcome in, verdict out; ties the above together.
 //! - `config`: the TOML file and `REBOUND_*` overrides; `policy`: its values checked and compiled.
 //! - `metrics`: metric names and stored handles.
@@ -41,6 +42,7 @@ pub mod replay;
 pub mod rng;
 pub mod server;
 pub mod session;
+pub mod shared;
 pub mod sidecar;
 
 /// Code generated from `proto/rebound/v1/rebound.proto`.

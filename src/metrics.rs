@@ -36,6 +36,9 @@ pub const RETRY_BUDGET_EXHAUSTED_TOTAL: &str = "rebound_retry_budget_exhausted_t
 /// Admit answers by tool and decision (allowed, probe, denied, shadow_denied).
 pub const ADMIT_TOTAL: &str = "rebound_admit_total";
 
+/// Failed exchanges with the shared state backend (Redis).
+pub const STATE_BACKEND_ERRORS_TOTAL: &str = "rebound_state_backend_errors_total";
+
 /// The value the tool label takes past the cap.
 pub const OTHER_TOOL: &str = "_other";
 
@@ -87,6 +90,7 @@ fn describe() {
     metrics::describe_counter!(BREAKER_TRANSITIONS_TOTAL, "Tool breaker transitions, by tool and new state.");
     metrics::describe_counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "Retries refused by the retry budget, by tool.");
     metrics::describe_counter!(ADMIT_TOTAL, "Admit answers, by tool and decision.");
+    metrics::describe_counter!(STATE_BACKEND_ERRORS_TOTAL, "Failed exchanges with the shared state backend.");
 }
 
 /// Stored metric handles and the capped tool label.
@@ -247,6 +251,11 @@ impl Metrics {
         let counter = metrics::counter!(ADMIT_TOTAL, "tool" => key.0.to_string(), "decision" => decision);
         counter.increment(1);
         self.admits.write().unwrap_or_else(|p| p.into_inner()).insert(key, counter);
+    }
+
+    /// Counts a failed exchange with the shared state backend.
+    pub fn backend_error(&self) {
+        metrics::counter!(STATE_BACKEND_ERRORS_TOTAL).increment(1);
     }
 
     /// Counts a config reload.

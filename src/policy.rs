@@ -207,6 +207,23 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
             return Err(invalid(field, value, &format!("must be between {min} and {max}")));
         }
     }
+    let st = &config.state;
+    if config.state.backend == crate::config::Backend::Redis {
+        let url = st.redis_url.as_str();
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            let shown = crate::redact::redact(url).into_owned();
+            return Err(invalid("state.redis_url", format!("{shown:?}"), "must start with redis:// or rediss://"));
+        }
+        if st.sync_interval_ms < 10 || st.sync_interval_ms > 60_000 {
+            return Err(invalid("state.sync_interval_ms", st.sync_interval_ms, "must be between 10 and 60000"));
+        }
+        if st.timeout_ms < 10 || st.timeout_ms > 60_000 {
+            return Err(invalid("state.timeout_ms", st.timeout_ms, "must be between 10 and 60000"));
+        }
+        if st.key_prefix.len() > 64 {
+            return Err(invalid("state.key_prefix", format!("{:?}", st.key_prefix), "at most 64 bytes"));
+        }
+    }
     if config.sessions.idempotency_window > 1000 {
         return Err(invalid("sessions.idempotency_window", config.sessions.idempotency_window, "must be at most 1000"));
     }

@@ -39,6 +39,8 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
     };
     let metrics_task = tokio::spawn(server::serve_metrics(metrics_listener, handle, metrics_stop));
     let reload_task = config_path.map(|path| tokio::spawn(watch_config(path, config.clone(), engine.clone())));
+    let shared_task = (config.state.backend == crate::config::Backend::Redis)
+        .then(|| tokio::spawn(crate::shared::run(engine.clone(), config.state.clone())));
 
     // The one line on stdout: tests and supervisors read it to learn the ports.
     let ready = serde_json::json!({"event": "ready", "grpc": grpc.address(), "metrics": metrics_address});
@@ -52,7 +54,7 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
     let result = server::run(grpc, engine, &config.server, termination()).await;
     let _ = stop_tx.send(true);
     let _ = metrics_task.await;
-    if let Some(task) = reload_task {
+    for task in reload_task.into_iter().chain(shared_task) {
         task.abort();
     }
     tracing::info!("rebound stopped");

@@ -5,4 +5,5 @@ mod cli;
 mod common;
 mod reload;
 mod rpc;
+mod shared;
 mod vectors;
