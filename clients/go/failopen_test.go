@@ -1,0 +1,334 @@
+package rebound
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rebound-dev/rebound/clients/go/internal/sidecar"
+)
+
+// fastPolicy is the seed policy with short delays, so that fallback retries do not slow the tests.
+func fastPolicy() FallbackPolicy {
+	p := DefaultFallbackPolicy()
+	p.BaseDelay, p.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
+	return p
+}
+
+// The sidecar stops mid-run: the client answers locally (and says so once in
+// its log), then uses the sidecar again once it is back on the same socket.
+func TestFailOpenWhenTheSidecarStopsAndReturns(t *testing.T) {
+	// A short directory: a Unix socket path must fit in about 100 bytes.
+	dir, err := os.MkdirTemp("", "rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	addr := "unix:" + filepath.Join(dir, "rebound.sock")
+
+	first, err := sidecar.Start(sidecarBin, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	c, err := Dial(context.Background(), addr, WithLogger(logs.logger()), WithFallbackPolicy(fastPolicy()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(sessionID(t, "s"), WithTools("search"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	unavailable := &HTTPError{StatusCode: 503}
+
+	v, err := s.Report(ctx, "search", unavailable)
+	if err != nil || v.Fallback {
+		t.Fatalf("with the sidecar up: %v, %v; want its verdict", v, err)
+	}
+	if _, err := s.Report(ctx, "search", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := first.Stop(); err != nil {
+		t.Errorf("stopping the sidecar: %v", err)
+	}
+
+	// Report: the local policy retries a 503 with the fast backoff.
+	start := time.Now()
+	v, err = s.Report(ctx, "search", unavailable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Fallback || v.Action != ActionRetry || v.Delay() < 8*time.Millisecond || v.Delay() > 12*time.Millisecond {
+		t.Fatalf("sidecar down: fallback=%v action=%s delay=%s; want a local retry after 10 ms ±20 %%",
+			v.Fallback, v.Action, v.Delay())
+	}
+	if elapsed := time.Since(start); elapsed > 2*time.Second {
+		t.Errorf("the fallback verdict took %s: the agent was held up", elapsed)
+	}
+	if c.Fallbacks() != 1 {
+		t.Errorf("fallbacks = %d, want 1", c.Fallbacks())
+	}
+
+	// Do: the failure above counts, so this call fails once more and then succeeds.
+	var calls int
+	err = s.Do(ctx, "search", func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return unavailable
+		}
+		return nil
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("Do while the sidecar is down = %v after %d calls, want success after 2", err, calls)
+	}
+	// Three failures of one tool in a row escalate locally.
+	_, _ = s.Report(ctx, "fetch", unavailable)
+	_, _ = s.Report(ctx, "fetch", unavailable)
+	err = s.Do(ctx, "fetch", func(context.Context) error { return unavailable })
+	var esc *EscalationError
+	if !errors.As(err, &esc) || !esc.Verdict.Fallback || !strings.Contains(esc.Report(), "3 times in a row") {
+		t.Fatalf("third fetch failure while down = %v, want a local escalation", err)
+	}
+
+	// The other calls answer locally too.
+	r, err := s.Reporter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.Report(ctx, "search", nil); err != nil || !v.Fallback || v.Action != ActionContinue {
+		t.Errorf("Reporter while down = %v, %v; want a local continue", v, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cx, err := s.Context(ctx); err != nil || !strings.Contains(cx.GetText(), "tool: fetch") {
+		t.Errorf("Context while down = %v, %v; want the local error context", cx, err)
+	}
+	if adm, err := s.Admit(ctx, "search"); err != nil || !adm.GetAllowed() {
+		t.Errorf("Admit while down = %v, %v; want allowed", adm, err)
+	}
+	if n := logs.count("level=WARN"); n != 1 {
+		t.Errorf("%d warnings logged, want exactly 1:\n%s", n, logs.String())
+	}
+	before := c.Fallbacks()
+	if before < 8 {
+		t.Errorf("fallbacks = %d, want one per local decision (at least 8)", before)
+	}
+
+	// Back on the same socket: the client reconnects by itself and uses it again.
+	second, err := sidecar.Start(sidecarBin, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := second.Stop(); err != nil {
+			t.Errorf("stopping the sidecar: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v, err = s.Report(ctx, "search", unavailable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Fallback || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if v.Fallback {
+		t.Fatal("the client did not use the restarted sidecar within 15 s")
+	}
+	if strings.HasPrefix(v.GetClassification().GetRule(), "fallback.") {
+		t.Errorf("a sidecar verdict with a fallback rule: %s", v.GetClassification().GetRule())
+	}
+	if !strings.Contains(logs.String(), "sidecar reachable again") {
+		t.Errorf("no log line for the sidecar coming back:\n%s", logs.String())
+	}
+	// The declaration was sent again: the restarted sidecar knows the session's tools.
+	v, err = s.Report(ctx, "serch", errors.New("Tool serch not found"), WithKind(KindUnknownTool))
+	if err != nil || v.Fallback || v.Action != ActionReclassify || !strings.Contains(v.GetSnippet(), "search") {
+		t.Errorf("unknown tool after the restart = %v, %v; want reclassify suggesting search", v, err)
+	}
+	if n := logs.count("level=WARN"); n != 1 {
+		t.Errorf("%d warnings logged, want still 1", n)
+	}
+}
+
+// A sidecar that accepts connections but never answers: every call gives up
+// at the call timeout and the fallback decides.
+func TestFailOpenWhenTheSidecarHangs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			// Hold the connection open and silent until the test ends.
+			defer conn.Close()
+		}
+	}()
+
+	var logs logBuffer
+	c, err := Dial(context.Background(), l.Addr().String(), WithLogger(logs.logger()), WithCallTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(sessionID(t, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		v, err := s.Report(context.Background(), "search", &HTTPError{StatusCode: 401})
+		elapsed := time.Since(start)
+		if err != nil || !v.Fallback || v.Action != ActionEscalate {
+			t.Fatalf("report %d = %v, %v; want a local escalation", i, v, err)
+		}
+		if elapsed > time.Second {
+			t.Errorf("report %d took %s with a 100 ms call timeout", i, elapsed)
+		}
+	}
+	if accepted.Load() == 0 {
+		t.Error("the client never connected to the silent listener")
+	}
+	if c.Fallbacks() != 3 || logs.count("level=WARN") != 1 {
+		t.Errorf("fallbacks = %d, warnings = %d; want 3 and 1:\n%s", c.Fallbacks(), logs.count("level=WARN"), logs.String())
+	}
+}
+
+// Nothing listens at all: Dial still succeeds and every answer is local.
+func TestFailOpenWhenNothingListens(t *testing.T) {
+	var logs logBuffer
+	c, err := Dial(context.Background(), refusedAddr(t), WithLogger(logs.logger()))
+	if err != nil {
+		t.Fatalf("Dial = %v: a missing sidecar must not stop the agent", err)
+	}
+	defer c.Close()
+	s, err := c.Session(sessionID(t, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Report(context.Background(), "llm", rateLimitedFor("2"))
+	if err != nil || !v.Fallback || v.Action != ActionRetry || v.Delay() < 2*time.Second || v.Delay() > 2400*time.Millisecond {
+		t.Fatalf("Report = %v, %v; want a local retry after the provider's 2 s", v, err)
+	}
+	sum, err := s.End(context.Background())
+	if err != nil || sum.GetCalls() != 1 || sum.GetRetries() != 1 {
+		t.Errorf("End = %v, %v; want the local summary", sum, err)
+	}
+}
+
+func rateLimitedFor(seconds string) error {
+	return &HTTPError{StatusCode: 429, Header: map[string][]string{"Retry-After": {seconds}}}
+}
+
+// The sidecar freezes (SIGSTOP) with connections and a stream open: unary
+// reports and streamed ones give up at the call timeout and the fallback
+// decides; once it thaws, both are answered by the sidecar again.
+func TestFailOpenWhenTheSidecarFreezes(t *testing.T) {
+	p, err := sidecar.Start(sidecarBin, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = p.Resume()
+		if err := p.Stop(); err != nil {
+			t.Errorf("stopping the sidecar: %v", err)
+		}
+	}()
+	var logs logBuffer
+	c, err := Dial(context.Background(), p.GRPC, WithLogger(logs.logger()), WithCallTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(sessionID(t, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := s.Reporter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if v, err := r.Report(ctx, "search", nil); err != nil || v.Fallback {
+		t.Fatalf("streamed report before the freeze = %v, %v; want the sidecar's verdict", v, err)
+	}
+
+	if err := p.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	unavailable := &HTTPError{StatusCode: 503}
+	timed := func(what string, report func() (*Verdict, error)) {
+		t.Helper()
+		start := time.Now()
+		v, err := report()
+		if err != nil || !v.Fallback || v.Action != ActionRetry {
+			t.Fatalf("%s while frozen = %v, %v; want a local retry", what, v, err)
+		}
+		if elapsed := time.Since(start); elapsed > time.Second {
+			t.Errorf("%s while frozen took %s with a 100 ms call timeout", what, elapsed)
+		}
+	}
+	timed("Report", func() (*Verdict, error) { return s.Report(ctx, "search", unavailable) })
+	timed("Reporter.Report", func() (*Verdict, error) { return r.Report(ctx, "fetch", unavailable) })
+	// Several in flight on one stream: all answered locally, in about one timeout.
+	var pending []*Pending
+	for i := 0; i < 3; i++ {
+		// One tool each: three failures of one tool in a row would escalate.
+		pd, err := r.Send("db"+strconv.Itoa(i), &HTTPError{StatusCode: 502})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, pd)
+	}
+	for i, pd := range pending {
+		timed("pending "+strconv.Itoa(i), func() (*Verdict, error) { return pd.Wait(ctx) })
+	}
+
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	back := func(what string, report func() (*Verdict, error)) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			v, err := report()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !v.Fallback {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still answered locally 10 s after the sidecar thawed", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	back("Report", func() (*Verdict, error) { return s.Report(ctx, "search", nil) })
+	back("Reporter.Report", func() (*Verdict, error) { return r.Report(ctx, "search", nil) })
+	if n := logs.count("level=WARN"); n != 1 {
+		t.Errorf("%d warnings logged, want 1:\n%s", n, logs.String())
+	}
+}

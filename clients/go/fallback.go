@@ -1,0 +1,351 @@
+package rebound
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rebound-dev/rebound/clients/go/reboundpb"
+)
+
+// FallbackPolicy is the local policy that decides when the sidecar cannot be
+// reached within the call deadline. DefaultFallbackPolicy holds the sidecar's
+// seed defaults. It classifies only coarse signals: timeouts, connection
+// errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated), cancellation
+// (aborted); anything else is handed back to the LLM (recover).
+type FallbackPolicy struct {
+	// BaseDelay is the first retry's backoff delay.
+	BaseDelay time.Duration
+	// Multiplier grows the backoff delay with each further retry.
+	Multiplier float64
+	// MaxDelay caps a backoff delay, jitter included.
+	MaxDelay time.Duration
+	// MaxRetries is how many retries in a row one tool gets before the failure goes to the LLM.
+	MaxRetries int
+	// Jitter spreads backoff delays by ±Jitter (0.2 is ±20 %) and stretches provider delays by up to +Jitter.
+	Jitter float64
+	// MaxConsecutiveFailures of one tool in a session escalate; 0 turns the breaker off.
+	MaxConsecutiveFailures int
+	// MaxProviderDelay is the longest Retry-After honoured; a longer one recovers instead of sleeping.
+	MaxProviderDelay time.Duration
+}
+
+// DefaultFallbackPolicy returns the seed defaults: backoff 1 s ×2 capped at 10 s,
+// 3 retries, ±20 % jitter, 3 consecutive failures of a tool escalate.
+func DefaultFallbackPolicy() FallbackPolicy {
+	return FallbackPolicy{
+		BaseDelay:              time.Second,
+		Multiplier:             2,
+		MaxDelay:               10 * time.Second,
+		MaxRetries:             3,
+		Jitter:                 0.2,
+		MaxConsecutiveFailures: 3,
+		MaxProviderDelay:       time.Minute,
+	}
+}
+
+// Validate reports the first impossible value, naming the field.
+func (p FallbackPolicy) Validate() error {
+	switch {
+	case p.BaseDelay <= 0:
+		return fmt.Errorf("%w: FallbackPolicy.BaseDelay = %s: must be positive", ErrInvalidInput, p.BaseDelay)
+	case math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0) || p.Multiplier < 1:
+		return fmt.Errorf("%w: FallbackPolicy.Multiplier = %v: must be a finite number of at least 1", ErrInvalidInput, p.Multiplier)
+	case p.MaxDelay < p.BaseDelay:
+		return fmt.Errorf("%w: FallbackPolicy.MaxDelay = %s: must be at least BaseDelay (%s)", ErrInvalidInput, p.MaxDelay, p.BaseDelay)
+	case p.MaxRetries < 0:
+		return fmt.Errorf("%w: FallbackPolicy.MaxRetries = %d: must not be negative", ErrInvalidInput, p.MaxRetries)
+	case math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter >= 1:
+		return fmt.Errorf("%w: FallbackPolicy.Jitter = %v: must be in [0, 1)", ErrInvalidInput, p.Jitter)
+	case p.MaxConsecutiveFailures < 0:
+		return fmt.Errorf("%w: FallbackPolicy.MaxConsecutiveFailures = %d: must not be negative", ErrInvalidInput, p.MaxConsecutiveFailures)
+	case p.MaxProviderDelay <= 0:
+		return fmt.Errorf("%w: FallbackPolicy.MaxProviderDelay = %s: must be positive", ErrInvalidInput, p.MaxProviderDelay)
+	}
+	return nil
+}
+
+// fallbackInput is what the policy needs beyond the outcome; time and
+// randomness come in from outside so that tests are exact.
+type fallbackInput struct {
+	// consecutive counts the failures of the outcome's tool in a row in the session, this one included.
+	consecutive int
+	// now resolves a Retry-After given as an HTTP date.
+	now time.Time
+	// random is uniform in [0, 1) and drives the jitter.
+	random float64
+}
+
+// retryableCategories are the ones the seed policy retries.
+var retryableCategories = map[Category]bool{
+	reboundpb.Category_CATEGORY_TIMEOUT:      true,
+	reboundpb.Category_CATEGORY_NETWORK:      true,
+	reboundpb.Category_CATEGORY_UNAVAILABLE:  true,
+	reboundpb.Category_CATEGORY_RATE_LIMITED: true,
+}
+
+// networkCodes are errno names (and Node's DNS codes) that mean the connection failed.
+var networkCodes = map[string]bool{
+	"ECONNREFUSED": true, "ECONNRESET": true, "ECONNABORTED": true, "EPIPE": true,
+	"EHOSTUNREACH": true, "ENETUNREACH": true, "ENETDOWN": true, "EHOSTDOWN": true,
+	"ENOTCONN": true, "ENOTFOUND": true, "EAI_AGAIN": true,
+}
+
+// decide is the whole fallback policy: one outcome in, one verdict out.
+func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundpb.Verdict {
+	v := &reboundpb.Verdict{
+		CallId:    o.GetCallId(),
+		SessionId: o.GetSessionId(),
+		Enforced:  true,
+		Breaker: &reboundpb.BreakerStatus{
+			SessionState:        reboundpb.SessionState_SESSION_STATE_ACTIVE,
+			ConsecutiveFailures: uint32(max(in.consecutive, 0)),
+		},
+	}
+	if o.GetOk() {
+		v.Action = ActionContinue
+		v.Classification = &reboundpb.Classification{Rule: "fallback.success"}
+		return v
+	}
+	category, rule := classifyCoarse(o)
+	retryable := retryableCategories[category]
+	v.Classification = &reboundpb.Classification{
+		Category:   category,
+		Retryable:  retryable,
+		Rule:       rule,
+		Suggestion: suggestions[category],
+	}
+
+	switch {
+	case category == reboundpb.Category_CATEGORY_CANCELLED:
+		p.stop(v, ActionAbort, reboundpb.Reason_REASON_CATEGORY_POLICY)
+	case category == reboundpb.Category_CATEGORY_AUTH || category == reboundpb.Category_CATEGORY_PERMISSION_DENIED:
+		p.stop(v, ActionEscalate, reboundpb.Reason_REASON_CATEGORY_POLICY)
+		v.Escalation = escalation(o, fmt.Sprintf("%s for tool %q needs a human", categoryName(category), o.GetTool()))
+	case p.MaxConsecutiveFailures > 0 && in.consecutive >= p.MaxConsecutiveFailures:
+		p.stop(v, ActionEscalate, reboundpb.Reason_REASON_CONSECUTIVE_FAILURES)
+		v.Escalation = escalation(o, fmt.Sprintf("tool %q failed %d times in a row", o.GetTool(), in.consecutive))
+	case retryable:
+		p.retry(v, o, in)
+	default:
+		v.Action = ActionRecover
+	}
+	v.Snippet = snippet(o, category, v.Action)
+	return v
+}
+
+// stop sets an action that takes the session out of the active state.
+func (p FallbackPolicy) stop(v *reboundpb.Verdict, a Action, reason reboundpb.Reason) {
+	v.Action = a
+	v.Breaker.Reason = reason
+	if a == ActionAbort {
+		v.Breaker.SessionState = reboundpb.SessionState_SESSION_STATE_STOPPED
+	} else {
+		v.Breaker.SessionState = reboundpb.SessionState_SESSION_STATE_ESCALATED
+	}
+}
+
+// retry plans the next attempt: the provider's delay when it gave one, else
+// exponential backoff; recover when the retries are used up or the provider
+// asks for too long a wait.
+func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fallbackInput) {
+	// Which retry this would be: the caller's attempt number when it counts, else the run of failures.
+	n := int(o.GetAttempt())
+	if n == 0 {
+		n = in.consecutive
+	}
+	n = max(n, 1)
+	if n > p.MaxRetries {
+		v.Action = ActionRecover
+		v.Breaker.Reason = reboundpb.Reason_REASON_RETRIES_EXHAUSTED
+		return
+	}
+	var delay time.Duration
+	provided, ok := providerDelay(o.GetHeaders(), in.now)
+	if ok {
+		if provided > p.MaxProviderDelay {
+			v.Action = ActionRecover
+			v.Breaker.Reason = reboundpb.Reason_REASON_DELAY_TOO_LONG
+			return
+		}
+		// Never earlier than the provider asked; spread upwards only.
+		delay = time.Duration(float64(provided) * (1 + p.Jitter*in.random))
+	} else {
+		d := math.Min(float64(p.BaseDelay)*math.Pow(p.Multiplier, float64(n-1)), float64(p.MaxDelay))
+		d *= 1 + p.Jitter*(2*in.random-1)
+		delay = time.Duration(math.Min(d, float64(p.MaxDelay)))
+	}
+	v.Action = ActionRetry
+	v.Retry = &reboundpb.RetryPlan{
+		DelayMs:       uint64(delay.Round(time.Millisecond) / time.Millisecond),
+		Attempt:       uint32(n),
+		AttemptsLeft:  uint32(p.MaxRetries - n),
+		ProviderDelay: ok,
+	}
+}
+
+// classifyCoarse maps the structured signals a fallback can trust to a
+// category; structured signals win over the exception type's wording.
+func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
+	switch s := o.GetHttpStatus(); {
+	case s == http.StatusUnauthorized:
+		return reboundpb.Category_CATEGORY_AUTH, "fallback.http_401"
+	case s == http.StatusForbidden:
+		return reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.http_403"
+	case s == http.StatusTooManyRequests:
+		return reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.http_429"
+	case s == http.StatusRequestTimeout:
+		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.http_408"
+	case s >= 500 && s <= 599:
+		return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_5xx"
+	}
+	switch o.GetKind() {
+	case KindTimeout:
+		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.kind_timeout"
+	case KindCancelled:
+		return reboundpb.Category_CATEGORY_CANCELLED, "fallback.kind_cancelled"
+	}
+	if o.GrpcCode != nil {
+		// The numbers are gRPC's status codes, fixed by the gRPC spec.
+		switch o.GetGrpcCode() {
+		case 1:
+			return reboundpb.Category_CATEGORY_CANCELLED, "fallback.grpc_cancelled"
+		case 4:
+			return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"
+		case 7:
+			return reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"
+		case 14:
+			return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"
+		case 16:
+			return reboundpb.Category_CATEGORY_AUTH, "fallback.grpc_unauthenticated"
+		}
+	}
+	code := strings.ToUpper(o.GetCode())
+	switch {
+	case code == "ETIMEDOUT":
+		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.code_etimedout"
+	case networkCodes[code]:
+		return reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"
+	}
+	typ := strings.ToLower(o.GetExceptionType())
+	switch {
+	case strings.Contains(typ, "timeout") || strings.Contains(typ, "deadlineexceeded"):
+		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.type_timeout"
+	case strings.Contains(typ, "connectionerror") || strings.Contains(typ, "connecterror") ||
+		strings.Contains(typ, "connectionrefused") || strings.Contains(typ, "connectionreset"):
+		return reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"
+	}
+	return reboundpb.Category_CATEGORY_UNKNOWN, "fallback.default"
+}
+
+// providerDelay reads the Retry-After family the fallback honours:
+// retry-after-ms (milliseconds) and Retry-After (seconds or an HTTP date).
+func providerDelay(headers map[string]string, now time.Time) (time.Duration, bool) {
+	if v, ok := header(headers, "retry-after-ms"); ok {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	if v, ok := header(headers, "retry-after"); ok {
+		v = strings.TrimSpace(v)
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && !math.IsInf(s, 0) {
+			// Anything above a day is nonsense; clamping keeps the Duration from overflowing.
+			return time.Duration(math.Min(s, 86400) * float64(time.Second)), true
+		}
+		if at, err := http.ParseTime(v); err == nil {
+			return max(at.Sub(now), 0), true
+		}
+	}
+	return 0, false
+}
+
+// header looks a header up case-insensitively, as HTTP does.
+func header(headers map[string]string, name string) (string, bool) {
+	for k, v := range headers {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// suggestions are the fallback's advice per category, in the sidecar's spirit.
+var suggestions = map[Category]string{
+	reboundpb.Category_CATEGORY_TIMEOUT:           "Try a simpler query or a smaller input.",
+	reboundpb.Category_CATEGORY_RATE_LIMITED:      "Wait before calling this tool again.",
+	reboundpb.Category_CATEGORY_NETWORK:           "The service could not be reached; it may come back shortly.",
+	reboundpb.Category_CATEGORY_UNAVAILABLE:       "The service is unavailable; it may come back shortly.",
+	reboundpb.Category_CATEGORY_AUTH:              "Credentials are missing or invalid; a human must fix them.",
+	reboundpb.Category_CATEGORY_PERMISSION_DENIED: "The agent is not allowed to do this; a human must decide.",
+	reboundpb.Category_CATEGORY_CANCELLED:         "The run was cancelled.",
+	reboundpb.Category_CATEGORY_UNKNOWN:           "The error was not recognised; its message may say what went wrong.",
+}
+
+// instructions close the snippet: what the LLM should make of the error.
+var instructions = map[Action]string{
+	ActionRetry:    "This is a transient failure; the same call will be retried.",
+	ActionRecover:  "Do not repeat the same call unchanged: check the arguments or choose another approach.",
+	ActionEscalate: "This needs a human: stop and report the error.",
+	ActionAbort:    "The run is over: stop.",
+}
+
+// maxSnippetMessage is how much of the message the snippet keeps, as the sidecar's default.
+const maxSnippetMessage = 200
+
+// snippet is the fallback's <error> block for the LLM's next turn.
+func snippet(o *reboundpb.Outcome, category Category, a Action) string {
+	var b strings.Builder
+	b.WriteString("<error>\n")
+	fmt.Fprintf(&b, "tool: %s\n", o.GetTool())
+	if t := errorType(o); t != "" {
+		fmt.Fprintf(&b, "type: %s\n", t)
+	}
+	fmt.Fprintf(&b, "category: %s\n", categoryName(category))
+	if m := cut(o.GetMessage(), maxSnippetMessage); m != "" {
+		fmt.Fprintf(&b, "message: %s\n", m)
+	}
+	if s := suggestions[category]; s != "" {
+		fmt.Fprintf(&b, "suggestion: %s\n", s)
+	}
+	b.WriteString("</error>\n")
+	b.WriteString(instructions[a])
+	return b.String()
+}
+
+// errorType names the failure for the snippet from the most telling field set.
+func errorType(o *reboundpb.Outcome) string {
+	switch {
+	case o.GetExceptionType() != "":
+		return o.GetExceptionType()
+	case o.GetHttpStatus() != 0:
+		return "HTTP " + strconv.Itoa(int(o.GetHttpStatus()))
+	case o.GetCode() != "":
+		return o.GetCode()
+	case o.ExitCode != nil:
+		return "exit " + strconv.Itoa(int(o.GetExitCode()))
+	}
+	return ""
+}
+
+// cut shortens s to at most n runes, marking the cut.
+func cut(s string, n int) string {
+	s = strings.TrimSpace(s)
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// escalation is the fallback's report for a human.
+func escalation(o *reboundpb.Outcome, why string) *reboundpb.EscalationReport {
+	summary := why + " (decided by the client's local fallback policy: the Rebound sidecar did not answer)"
+	text := summary
+	if m := cut(o.GetMessage(), maxSnippetMessage); m != "" {
+		text += "\nlast error: " + m
+	}
+	return &reboundpb.EscalationReport{Summary: summary, Text: text}
+}

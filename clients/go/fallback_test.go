@@ -1,0 +1,279 @@
+package rebound
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rebound-dev/rebound/clients/go/reboundpb"
+)
+
+func i32(v int32) *int32 { return &v }
+
+// now is a fixed instant so that HTTP-date Retry-After values are exact.
+var now = time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
+
+func TestFallbackDecide(t *testing.T) {
+	p := DefaultFallbackPolicy()
+	tests := []struct {
+		name        string
+		outcome     *reboundpb.Outcome
+		consecutive int
+		random      float64
+		action      Action
+		category    Category
+		retryable   bool
+		delay       time.Duration // checked when the action is retry
+		reason      reboundpb.Reason
+		provider    bool
+	}{
+		{name: "success continues", outcome: &reboundpb.Outcome{Tool: "search", Ok: true},
+			action: ActionContinue},
+		{name: "429 with Retry-After seconds waits what the provider asked, jitter upwards",
+			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"Retry-After": "7"}},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_RATE_LIMITED,
+			retryable: true, delay: 7700 * time.Millisecond, provider: true},
+		{name: "retry-after-ms wins over Retry-After",
+			outcome: &reboundpb.Outcome{Tool: "llm", HttpStatus: 429,
+				Headers: map[string]string{"retry-after-ms": "250", "retry-after": "7"}},
+			consecutive: 1, random: 0, action: ActionRetry, category: reboundpb.Category_CATEGORY_RATE_LIMITED,
+			retryable: true, delay: 250 * time.Millisecond, provider: true},
+		{name: "Retry-After as an HTTP date",
+			outcome: &reboundpb.Outcome{Tool: "llm", HttpStatus: 503,
+				Headers: map[string]string{"RETRY-AFTER": "Fri, 14 Mar 2025 12:00:30 GMT"}},
+			consecutive: 1, random: 0, action: ActionRetry, category: reboundpb.Category_CATEGORY_UNAVAILABLE,
+			retryable: true, delay: 30 * time.Second, provider: true},
+		{name: "Retry-After too long hands back to the LLM",
+			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"Retry-After": "3600"}},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_RATE_LIMITED, retryable: true,
+			reason: reboundpb.Reason_REASON_DELAY_TOO_LONG},
+		{name: "an unparsable Retry-After falls back to backoff",
+			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"Retry-After": "soon"}},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_RATE_LIMITED,
+			retryable: true, delay: time.Second},
+		{name: "503 first retry: base delay, jitter low end",
+			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 503},
+			consecutive: 1, random: 0, action: ActionRetry, category: reboundpb.Category_CATEGORY_UNAVAILABLE,
+			retryable: true, delay: 800 * time.Millisecond},
+		{name: "second retry doubles, jitter high end",
+			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 502, Attempt: 2},
+			consecutive: 2, random: 0.999999, action: ActionRetry, category: reboundpb.Category_CATEGORY_UNAVAILABLE,
+			retryable: true, delay: 2400 * time.Millisecond},
+		{name: "the attempt number drives the backoff when given",
+			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 500, Attempt: 3},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_UNAVAILABLE,
+			retryable: true, delay: 4 * time.Second},
+		{name: "retries used up hand back to the LLM",
+			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 503, Attempt: 4},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNAVAILABLE, retryable: true,
+			reason: reboundpb.Reason_REASON_RETRIES_EXHAUSTED},
+		{name: "third failure in a row escalates",
+			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 503},
+			consecutive: 3, action: ActionEscalate, category: reboundpb.Category_CATEGORY_UNAVAILABLE, retryable: true,
+			reason: reboundpb.Reason_REASON_CONSECUTIVE_FAILURES},
+		{name: "third unclassified failure in a row escalates too",
+			outcome:     &reboundpb.Outcome{Tool: "widget", Message: "the frobnicator declined"},
+			consecutive: 3, action: ActionEscalate, category: reboundpb.Category_CATEGORY_UNKNOWN,
+			reason: reboundpb.Reason_REASON_CONSECUTIVE_FAILURES},
+		{name: "401 escalates at once", outcome: &reboundpb.Outcome{Tool: "llm", HttpStatus: 401},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_AUTH,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "403 escalates at once", outcome: &reboundpb.Outcome{Tool: "github", HttpStatus: 403},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_PERMISSION_DENIED,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "timeout kind retries", outcome: &reboundpb.Outcome{Tool: "fetch", Kind: KindTimeout},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_TIMEOUT,
+			retryable: true, delay: time.Second},
+		{name: "ECONNREFUSED retries as network", outcome: &reboundpb.Outcome{Tool: "db", Code: "ECONNREFUSED"},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_NETWORK,
+			retryable: true, delay: time.Second},
+		{name: "ETIMEDOUT retries as timeout", outcome: &reboundpb.Outcome{Tool: "db", Code: "etimedout"},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_TIMEOUT,
+			retryable: true, delay: time.Second},
+		{name: "gRPC UNAVAILABLE retries", outcome: &reboundpb.Outcome{Tool: "rpc", GrpcCode: i32(14)},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_UNAVAILABLE,
+			retryable: true, delay: time.Second},
+		{name: "gRPC UNAUTHENTICATED escalates", outcome: &reboundpb.Outcome{Tool: "rpc", GrpcCode: i32(16)},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_AUTH,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "a timeout exception type retries",
+			outcome:     &reboundpb.Outcome{Tool: "fetch", ExceptionType: "requests.exceptions.ReadTimeout"},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_TIMEOUT,
+			retryable: true, delay: time.Second},
+		{name: "a connection exception type retries",
+			outcome:     &reboundpb.Outcome{Tool: "fetch", ExceptionType: "httpx.ConnectError"},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_NETWORK,
+			retryable: true, delay: time.Second},
+		{name: "cancellation aborts", outcome: &reboundpb.Outcome{Tool: "search", Kind: KindCancelled},
+			consecutive: 1, action: ActionAbort, category: reboundpb.Category_CATEGORY_CANCELLED,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "HTTP status wins over the kind", outcome: &reboundpb.Outcome{Tool: "llm", Kind: KindTimeout, HttpStatus: 401},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_AUTH,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "404 is not a coarse signal: recover", outcome: &reboundpb.Outcome{Tool: "fetch", HttpStatus: 404},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNKNOWN},
+		{name: "an unknown tool recovers (the sidecar would reclassify)",
+			outcome:     &reboundpb.Outcome{Tool: "serch", Kind: KindUnknownTool, Message: "Tool serch not found"},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNKNOWN},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.outcome.SessionId, tt.outcome.CallId = "s-1", "c-1"
+			v := p.decide(tt.outcome, fallbackInput{consecutive: tt.consecutive, now: now, random: tt.random})
+			if v.GetAction() != tt.action {
+				t.Fatalf("action = %s, want %s", v.GetAction(), tt.action)
+			}
+			if c := v.GetClassification().GetCategory(); c != tt.category {
+				t.Errorf("category = %s, want %s", c, tt.category)
+			}
+			if r := v.GetClassification().GetRetryable(); r != tt.retryable {
+				t.Errorf("retryable = %v, want %v", r, tt.retryable)
+			}
+			if r := v.GetBreaker().GetReason(); r != tt.reason {
+				t.Errorf("reason = %s, want %s", r, tt.reason)
+			}
+			if v.GetCallId() != "c-1" || v.GetSessionId() != "s-1" {
+				t.Errorf("ids = %q/%q, want the outcome's", v.GetSessionId(), v.GetCallId())
+			}
+			if !strings.HasPrefix(v.GetClassification().GetRule(), "fallback.") {
+				t.Errorf("rule = %q, want a fallback.* rule", v.GetClassification().GetRule())
+			}
+			if tt.action == ActionRetry {
+				got := time.Duration(v.GetRetry().GetDelayMs()) * time.Millisecond
+				if got != tt.delay {
+					t.Errorf("delay = %s, want %s", got, tt.delay)
+				}
+				if v.GetRetry().GetProviderDelay() != tt.provider {
+					t.Errorf("provider_delay = %v, want %v", v.GetRetry().GetProviderDelay(), tt.provider)
+				}
+			} else if v.GetRetry() != nil {
+				t.Errorf("a %s verdict carries a retry plan %v", tt.action, v.GetRetry())
+			}
+			switch {
+			case tt.action == ActionContinue && v.GetSnippet() != "":
+				t.Errorf("a success has a snippet: %q", v.GetSnippet())
+			case tt.action != ActionContinue && !strings.Contains(v.GetSnippet(), "tool: "+tt.outcome.GetTool()):
+				t.Errorf("snippet does not name the tool: %q", v.GetSnippet())
+			}
+			if (tt.action == ActionEscalate) != (v.GetEscalation() != nil) {
+				t.Errorf("escalation report = %v for action %s", v.GetEscalation(), tt.action)
+			}
+		})
+	}
+}
+
+// The delay never leaves [base×mult^(n-1) ×(1±jitter)] and never exceeds the cap, over the whole jitter range.
+func TestFallbackBackoffBounds(t *testing.T) {
+	p := DefaultFallbackPolicy()
+	p.MaxRetries = 10
+	p.MaxConsecutiveFailures = 0
+	for n := 1; n <= 10; n++ {
+		for _, r := range []float64{0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.999999} {
+			v := p.decide(&reboundpb.Outcome{Tool: "t", HttpStatus: 503, Attempt: uint32(n)},
+				fallbackInput{consecutive: 1, now: now, random: r})
+			got := time.Duration(v.GetRetry().GetDelayMs()) * time.Millisecond
+			nominal := min(time.Duration(float64(time.Second)*float64(int(1)<<(n-1))), 10*time.Second)
+			lo, hi := time.Duration(float64(nominal)*0.8), min(time.Duration(float64(nominal)*1.2), 10*time.Second)
+			if got < lo-time.Millisecond || got > hi+time.Millisecond {
+				t.Errorf("retry %d, random %v: delay %s outside [%s, %s]", n, r, got, lo, hi)
+			}
+			if left := v.GetRetry().GetAttemptsLeft(); int(left) != 10-n {
+				t.Errorf("retry %d: attempts_left = %d, want %d", n, left, 10-n)
+			}
+		}
+	}
+}
+
+func TestFallbackPolicyValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(*FallbackPolicy)
+		field string // empty: valid
+	}{
+		{"defaults", func(*FallbackPolicy) {}, ""},
+		{"no jitter", func(p *FallbackPolicy) { p.Jitter = 0 }, ""},
+		{"breaker off", func(p *FallbackPolicy) { p.MaxConsecutiveFailures = 0 }, ""},
+		{"zero base", func(p *FallbackPolicy) { p.BaseDelay = 0 }, "BaseDelay"},
+		{"shrinking", func(p *FallbackPolicy) { p.Multiplier = 0.5 }, "Multiplier"},
+		{"cap below base", func(p *FallbackPolicy) { p.MaxDelay = time.Millisecond }, "MaxDelay"},
+		{"negative retries", func(p *FallbackPolicy) { p.MaxRetries = -1 }, "MaxRetries"},
+		{"jitter of 1", func(p *FallbackPolicy) { p.Jitter = 1 }, "Jitter"},
+		{"negative breaker", func(p *FallbackPolicy) { p.MaxConsecutiveFailures = -3 }, "MaxConsecutiveFailures"},
+		{"no provider delay", func(p *FallbackPolicy) { p.MaxProviderDelay = 0 }, "MaxProviderDelay"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := DefaultFallbackPolicy()
+			tt.edit(&p)
+			err := p.Validate()
+			switch {
+			case tt.field == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.field != "" && (err == nil || !strings.Contains(err.Error(), tt.field)):
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestProviderDelay(t *testing.T) {
+	tests := []struct {
+		headers map[string]string
+		want    time.Duration
+		ok      bool
+	}{
+		{map[string]string{"Retry-After": "7"}, 7 * time.Second, true},
+		{map[string]string{"retry-after": "1.5"}, 1500 * time.Millisecond, true},
+		{map[string]string{"Retry-After-Ms": "120"}, 120 * time.Millisecond, true},
+		{map[string]string{"Retry-After": "Fri, 14 Mar 2025 12:01:00 GMT"}, time.Minute, true},
+		{map[string]string{"Retry-After": "Fri, 14 Mar 2025 11:00:00 GMT"}, 0, true}, // in the past: go now
+		{map[string]string{"Retry-After": "-5"}, 0, false},
+		{map[string]string{"Retry-After": "later"}, 0, false},
+		{map[string]string{"X-Other": "7"}, 0, false},
+		{nil, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := providerDelay(tt.headers, now)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("providerDelay(%v) = %s, %v; want %s, %v", tt.headers, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestLocalContextShowsLatestUnresolved(t *testing.T) {
+	l := newLocalState(now)
+	fail := func(tool, msg string) {
+		o := &reboundpb.Outcome{Tool: tool, Message: msg}
+		l.observe(o)
+		l.record(o, &reboundpb.Verdict{Action: ActionRecover,
+			Classification: &reboundpb.Classification{Category: reboundpb.Category_CATEGORY_UNKNOWN}})
+	}
+	fail("a", "first")
+	fail("b", "second")
+	fail("c", "third")
+	fail("d", "fourth")
+	fail("d", "fourth")
+	// A success of "b" resolves its error.
+	l.observe(&reboundpb.Outcome{Tool: "b", Ok: true})
+
+	c := l.context()
+	if c.GetErrorsShown() != 3 || c.GetErrorsHidden() != 0 {
+		t.Fatalf("shown/hidden = %d/%d, want 3/0:\n%s", c.GetErrorsShown(), c.GetErrorsHidden(), c.GetText())
+	}
+	for _, want := range []string{"tool: a", "tool: c", "tool: d", "repeated: 2 times", "category: unknown"} {
+		if !strings.Contains(c.GetText(), want) {
+			t.Errorf("context lacks %q:\n%s", want, c.GetText())
+		}
+	}
+	if strings.Contains(c.GetText(), "tool: b") {
+		t.Errorf("context shows the resolved error of b:\n%s", c.GetText())
+	}
+	fail("e", "fifth")
+	if c := l.context(); c.GetErrorsHidden() != 1 || !strings.Contains(c.GetText(), "1 earlier unresolved") {
+		t.Errorf("want one hidden error after a fourth tool fails:\n%s", c.GetText())
+	}
+	s := l.snapshot(now.Add(2 * time.Second))
+	if s.GetCalls() != 7 || s.GetErrors() != 6 || s.GetErrorsByCategory()["unknown"] != 6 || s.GetDurationMs() != 2000 {
+		t.Errorf("summary = %v", s)
+	}
+}

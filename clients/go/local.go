@@ -1,0 +1,172 @@
+package rebound
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rebound-dev/rebound/clients/go/reboundpb"
+)
+
+// localState is what a session remembers on the client side, always, so that
+// the fallback policy can carry on where the sidecar left off: failures in a
+// row per tool, unresolved errors for the context, and the summary counters.
+type localState struct {
+	mu          sync.Mutex
+	started     time.Time
+	consecutive map[string]int
+	// unresolved holds the latest error of each tool whose last call failed, oldest first.
+	unresolved []localError
+	summary    counters
+}
+
+// counters are the summary's numbers (a plain struct: a protobuf message must not be copied or embedded).
+type counters struct {
+	Calls, Errors, Retries, Escalations uint32
+	Cost                                float64
+	ErrorsByCategory                    map[string]uint32
+	State                               reboundpb.SessionState
+}
+
+type localError struct {
+	tool, kind, message string
+	count               uint32
+	category            Category
+}
+
+// maxUnresolved bounds the local error list; the sidecar keeps the full history.
+const maxUnresolved = 64
+
+// contextShown is how many errors the local context shows as blocks, as the sidecar's default.
+const contextShown = 3
+
+func newLocalState(now time.Time) *localState {
+	return &localState{started: now, consecutive: map[string]int{}}
+}
+
+// observe counts an outcome before it is judged and returns the failures of
+// its tool in a row, this one included.
+func (l *localState) observe(o *reboundpb.Outcome) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.summary.Calls++
+	l.summary.Cost += o.GetCost()
+	tool := o.GetTool()
+	idx := -1
+	for i, e := range l.unresolved {
+		if e.tool == tool {
+			idx = i
+			break
+		}
+	}
+	if o.GetOk() {
+		delete(l.consecutive, tool)
+		if idx >= 0 {
+			// A success of the same tool resolves its error, as on the sidecar.
+			l.unresolved = append(l.unresolved[:idx], l.unresolved[idx+1:]...)
+		}
+		return 0
+	}
+	l.summary.Errors++
+	l.consecutive[tool]++
+	e := localError{tool: tool, kind: errorType(o), message: cut(o.GetMessage(), maxSnippetMessage), count: 1}
+	if idx >= 0 {
+		if prev := l.unresolved[idx]; prev.message == e.message {
+			e.count = prev.count + 1
+		}
+		l.unresolved = append(l.unresolved[:idx], l.unresolved[idx+1:]...)
+	}
+	if len(l.unresolved) >= maxUnresolved {
+		l.unresolved = l.unresolved[1:]
+	}
+	l.unresolved = append(l.unresolved, e)
+	return l.consecutive[tool]
+}
+
+// record counts what a verdict decided.
+func (l *localState) record(o *reboundpb.Outcome, v *reboundpb.Verdict) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch v.GetAction() {
+	case ActionRetry:
+		l.summary.Retries++
+	case ActionEscalate:
+		l.summary.Escalations++
+		l.summary.State = reboundpb.SessionState_SESSION_STATE_ESCALATED
+	case ActionAbort:
+		l.summary.State = reboundpb.SessionState_SESSION_STATE_STOPPED
+	}
+	if o.GetOk() {
+		return
+	}
+	category := v.GetClassification().GetCategory()
+	if l.summary.ErrorsByCategory == nil {
+		l.summary.ErrorsByCategory = map[string]uint32{}
+	}
+	l.summary.ErrorsByCategory[categoryName(category)]++
+	for i := range l.unresolved {
+		if l.unresolved[i].tool == o.GetTool() {
+			l.unresolved[i].category = category
+		}
+	}
+}
+
+// context builds the error context from the unresolved errors: the latest
+// few as <error> blocks, the older ones counted in a summary line.
+func (l *localState) context() *reboundpb.ContextResponse {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	shown := l.unresolved[max(len(l.unresolved)-contextShown, 0):]
+	hidden := len(l.unresolved) - len(shown)
+	var b strings.Builder
+	if hidden > 0 {
+		fmt.Fprintf(&b, "%d earlier unresolved error(s) not shown.\n", hidden)
+	}
+	for _, e := range shown {
+		b.WriteString("<error>\n")
+		fmt.Fprintf(&b, "tool: %s\n", e.tool)
+		if e.kind != "" {
+			fmt.Fprintf(&b, "type: %s\n", e.kind)
+		}
+		if e.category != 0 {
+			fmt.Fprintf(&b, "category: %s\n", categoryName(e.category))
+		}
+		if e.message != "" {
+			fmt.Fprintf(&b, "message: %s\n", e.message)
+		}
+		if e.count > 1 {
+			fmt.Fprintf(&b, "repeated: %d times\n", e.count)
+		}
+		b.WriteString("</error>\n")
+	}
+	return &reboundpb.ContextResponse{
+		Text:         strings.TrimSuffix(b.String(), "\n"),
+		ErrorsShown:  uint32(len(shown)),
+		ErrorsHidden: uint32(hidden),
+	}
+}
+
+// snapshot is the locally kept session summary.
+func (l *localState) snapshot(now time.Time) *reboundpb.SessionSummary {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	byCategory := make(map[string]uint32, len(l.summary.ErrorsByCategory))
+	for k, v := range l.summary.ErrorsByCategory {
+		byCategory[k] = v
+	}
+	state := l.summary.State
+	if state == reboundpb.SessionState_SESSION_STATE_UNSPECIFIED {
+		state = reboundpb.SessionState_SESSION_STATE_ACTIVE
+	}
+	return &reboundpb.SessionSummary{
+		Calls:            l.summary.Calls,
+		Errors:           l.summary.Errors,
+		ErrorsByCategory: byCategory,
+		Retries:          l.summary.Retries,
+		Escalations:      l.summary.Escalations,
+		Cost:             l.summary.Cost,
+		DurationMs:       uint64(max(now.Sub(l.started), 0) / time.Millisecond),
+		State:            state,
+	}
+}

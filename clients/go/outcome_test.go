@@ -1,0 +1,245 @@
+package rebound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-dev/rebound/clients/go/reboundpb"
+)
+
+// refusedAddr is a loopback address where nothing listens: a port just freed.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestOutcomeFromRealErrors(t *testing.T) {
+	// A server that never answers in time, for real client timeouts.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer slow.Close()
+
+	dialRefused := func() error {
+		_, err := net.DialTimeout("tcp", refusedAddr(t), time.Second)
+		return err
+	}
+	httpTimeout := func() error {
+		c := &http.Client{Timeout: 50 * time.Millisecond}
+		_, err := c.Get(slow.URL)
+		return err
+	}
+	httpRefused := func() error {
+		_, err := http.Get("http://" + refusedAddr(t) + "/")
+		return err
+	}
+	ctxTimeout := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancel()
+		<-ctx.Done()
+		return fmt.Errorf("searching: %w", ctx.Err())
+	}
+	ctxCancelled := func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx.Err()
+	}
+	commandFailed := func() error {
+		_, err := exec.Command("sh", "-c", "echo 'rg: command not found' >&2; exit 127").Output()
+		return err
+	}
+	commandTimedOut := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		err := exec.CommandContext(ctx, "sleep", "5").Run()
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		return err
+	}
+	rateLimited := func() error {
+		return fmt.Errorf("calling the API: %w", &HTTPError{StatusCode: 429,
+			Header: http.Header{"Retry-After": {"7"}, "X-Multi": {"a", "b"}}, Body: "slow down"})
+	}
+	grpcUnavailable := func() error {
+		return fmt.Errorf("lookup: %w", status.Error(codes.Unavailable, "connection refused"))
+	}
+	dnsNotFound := func() error {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "api.invalid", IsNotFound: true}}
+	}
+
+	tests := []struct {
+		name  string
+		err   func() error
+		check func(t *testing.T, o *reboundpb.Outcome)
+	}{
+		{"connection refused", dialRefused, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "code", o.GetCode(), "ECONNREFUSED")
+			want(t, "type", o.GetExceptionType(), "syscall.Errno")
+			want(t, "kind", o.GetKind(), reboundpb.OutcomeKind_OUTCOME_KIND_UNSPECIFIED)
+		}},
+		{"http client timeout", httpTimeout, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "kind", o.GetKind(), KindTimeout)
+		}},
+		{"http connection refused (*url.Error)", httpRefused, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "code", o.GetCode(), "ECONNREFUSED")
+		}},
+		{"context deadline", ctxTimeout, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "kind", o.GetKind(), KindTimeout)
+			want(t, "type", o.GetExceptionType(), "context.deadlineExceededError")
+			want(t, "message", o.GetMessage(), "searching: context deadline exceeded")
+		}},
+		{"context cancelled", ctxCancelled, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "kind", o.GetKind(), KindCancelled)
+		}},
+		{"command exit 127", commandFailed, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "exit code", o.GetExitCode(), int32(127))
+			want(t, "detail", strings.TrimSpace(o.GetDetail()), "rg: command not found")
+		}},
+		{"command killed at its deadline", commandTimedOut, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "kind", o.GetKind(), KindTimeout)
+			if o.ExitCode != nil {
+				t.Errorf("a killed command has exit code %d, want none", o.GetExitCode())
+			}
+		}},
+		{"HTTP 429 with headers", rateLimited, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "status", o.GetHttpStatus(), int32(429))
+			want(t, "Retry-After", o.GetHeaders()["Retry-After"], "7")
+			want(t, "X-Multi", o.GetHeaders()["X-Multi"], "a, b")
+			want(t, "type", o.GetExceptionType(), "rebound.HTTPError")
+		}},
+		{"gRPC status", grpcUnavailable, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "grpc code", o.GetGrpcCode(), int32(codes.Unavailable))
+		}},
+		{"DNS not found", dnsNotFound, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "code", o.GetCode(), "ENOTFOUND")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.err()
+			if err == nil {
+				t.Fatal("the scripted failure did not fail")
+			}
+			o, berr := OutcomeFromError("tool", err)
+			if berr != nil {
+				t.Fatal(berr)
+			}
+			if o.GetOk() || o.GetMessage() != err.Error() {
+				t.Errorf("ok=%v message=%q, want a failure with the error's message", o.GetOk(), o.GetMessage())
+			}
+			tt.check(t, o)
+		})
+	}
+}
+
+func want[T comparable](t *testing.T, what string, got, wanted T) {
+	t.Helper()
+	if got != wanted {
+		t.Errorf("%s = %v, want %v", what, got, wanted)
+	}
+}
+
+func TestOutcomeOptionsOverrideTheError(t *testing.T) {
+	resp := &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"2"}}}
+	o, err := OutcomeFromError("search", errors.New("boom"),
+		WithResponse(resp), WithKind(KindProviderError), WithCode("overloaded"), WithExitCode(3),
+		WithGRPCCode(codes.Internal), WithMessage("replaced"), WithExceptionType(""), WithDetail("trace"),
+		WithCost(0.25), WithDuration(1500*time.Millisecond), WithAttempt(2), WithCallID("call-9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "status", o.GetHttpStatus(), int32(503))
+	want(t, "header", o.GetHeaders()["Retry-After"], "2")
+	want(t, "kind", o.GetKind(), KindProviderError)
+	want(t, "code", o.GetCode(), "overloaded")
+	want(t, "exit", o.GetExitCode(), int32(3))
+	want(t, "grpc", o.GetGrpcCode(), int32(codes.Internal))
+	want(t, "message", o.GetMessage(), "replaced")
+	want(t, "type", o.GetExceptionType(), "")
+	want(t, "detail", o.GetDetail(), "trace")
+	want(t, "cost", o.GetCost(), 0.25)
+	want(t, "duration", o.GetDurationMs(), uint64(1500))
+	want(t, "attempt", o.GetAttempt(), uint32(2))
+	want(t, "call id", o.GetCallId(), "call-9")
+
+	plain, err := OutcomeFromError("search", errors.New("the frobnicator declined"))
+	if err != nil || plain.GetExceptionType() != "" || plain.GetMessage() != "the frobnicator declined" {
+		t.Errorf("errors.New: %v, %v; want the message and no type", plain, err)
+	}
+	ok, err := OutcomeFromError("search", nil)
+	if err != nil || !ok.GetOk() || ok.GetMessage() != "" {
+		t.Errorf("nil error: %v, %v; want a bare success", ok, err)
+	}
+}
+
+func TestInputsAreValidated(t *testing.T) {
+	long := strings.Repeat("x", 257)
+	tests := []struct {
+		name string
+		run  func() error
+	}{
+		{"empty tool", func() error { _, err := OutcomeFromError(" ", nil); return err }},
+		{"tool too long", func() error { _, err := OutcomeFromError(long, nil); return err }},
+		{"control character in tool", func() error { _, err := OutcomeFromError("a\nb", nil); return err }},
+		{"HTTP status 42", func() error { _, err := OutcomeFromError("t", nil, WithHTTPStatus(42)); return err }},
+		{"negative cost", func() error { _, err := OutcomeFromError("t", nil, WithCost(-1)); return err }},
+		{"gRPC code 17", func() error { _, err := OutcomeFromError("t", nil, WithGRPCCode(17)); return err }},
+		{"unknown kind", func() error { _, err := OutcomeFromError("t", nil, WithKind(99)); return err }},
+		{"negative attempt", func() error { _, err := OutcomeFromError("t", nil, WithAttempt(-1)); return err }},
+		{"empty call id", func() error { _, err := OutcomeFromError("t", nil, WithCallID("")); return err }},
+		{"nil response", func() error { _, err := OutcomeFromError("t", nil, WithResponse(nil)); return err }},
+		{"nil option", func() error { _, err := OutcomeFromError("t", nil, nil); return err }},
+		{"bad address", func() error { _, err := Dial(context.Background(), "localhost"); return err }},
+		{"bad port", func() error { _, err := Dial(context.Background(), "127.0.0.1:99999"); return err }},
+		{"empty unix path", func() error { _, err := Dial(context.Background(), "unix:"); return err }},
+		{"zero call timeout", func() error {
+			_, err := Dial(context.Background(), "127.0.0.1:1", WithCallTimeout(0))
+			return err
+		}},
+		{"bad fallback policy", func() error {
+			p := DefaultFallbackPolicy()
+			p.Jitter = 2
+			_, err := Dial(context.Background(), "127.0.0.1:1", WithFallbackPolicy(p))
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.run(); !errors.Is(err, ErrInvalidInput) {
+				t.Fatalf("error = %v, want ErrInvalidInput", err)
+			}
+		})
+	}
+}
+
+func TestTextIsMadeSafeToSend(t *testing.T) {
+	o := &reboundpb.Outcome{Tool: "shell", Message: "bad byte \xff here", Detail: strings.Repeat("é", maxTextBytes)}
+	if err := checkOutcome(o); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "message", o.GetMessage(), "bad byte \uFFFD here")
+	if len(o.GetDetail()) > maxTextBytes || !utf8Valid(o.GetDetail()) {
+		t.Errorf("detail: %d bytes, valid UTF-8 %v", len(o.GetDetail()), utf8Valid(o.GetDetail()))
+	}
+}

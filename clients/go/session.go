@@ -1,0 +1,397 @@
+package rebound
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rebound-dev/rebound/clients/go/reboundpb"
+)
+
+// Session is one agent run on one client. It is safe for concurrent use.
+type Session struct {
+	c  *Client
+	id string
+	// declare is sent as StartSession before the first report; nil when there is nothing to declare.
+	declare *reboundpb.StartSessionRequest
+	// declared is true once the sidecar has accepted declare. A fallback clears it, because
+	// the sidecar may have restarted and forgotten the session.
+	declared atomic.Bool
+
+	callPrefix string
+	calls      atomic.Uint64
+	local      *localState
+}
+
+// SessionOption declares something about a session to the sidecar.
+type SessionOption func(*reboundpb.StartSessionRequest) error
+
+// WithTools names the tools the agent has, so that an unknown tool's verdict can suggest the nearest.
+func WithTools(names ...string) SessionOption {
+	return func(r *reboundpb.StartSessionRequest) error {
+		if len(r.Tools)+len(names) > maxTools {
+			return fmt.Errorf("%w: %d tools: at most %d", ErrInvalidInput, len(r.Tools)+len(names), maxTools)
+		}
+		for _, n := range names {
+			if err := checkID("tool", n); err != nil {
+				return err
+			}
+		}
+		r.Tools = append(r.Tools, names...)
+		return nil
+	}
+}
+
+// WithStepLimit caps the outcomes the session may report; 0 keeps the sidecar's default.
+func WithStepLimit(n int) SessionOption {
+	return func(r *reboundpb.StartSessionRequest) error {
+		if n < 0 || n > math.MaxUint32 {
+			return fmt.Errorf("%w: step limit %d: must be 0 to %d", ErrInvalidInput, n, uint32(math.MaxUint32))
+		}
+		r.StepLimit = uint32(n)
+		return nil
+	}
+}
+
+// WithCostLimit caps the cost the session may report; 0 keeps the sidecar's default.
+func WithCostLimit(cost float64) SessionOption {
+	return func(r *reboundpb.StartSessionRequest) error {
+		if err := checkCost("cost limit", cost); err != nil {
+			return err
+		}
+		r.CostLimit = cost
+		return nil
+	}
+}
+
+// WithErrorLimit sets how many errors escalate the session; 0 keeps the sidecar's default.
+func WithErrorLimit(n int) SessionOption {
+	return func(r *reboundpb.StartSessionRequest) error {
+		if n < 0 || n > math.MaxUint32 {
+			return fmt.Errorf("%w: error limit %d: must be 0 to %d", ErrInvalidInput, n, uint32(math.MaxUint32))
+		}
+		r.ErrorLimit = uint32(n)
+		return nil
+	}
+}
+
+// WithProfile selects a named policy profile from the sidecar's config.
+func WithProfile(name string) SessionOption {
+	return func(r *reboundpb.StartSessionRequest) error {
+		if err := checkID("profile", name); err != nil {
+			return err
+		}
+		r.Profile = name
+		return nil
+	}
+}
+
+// WithLabels attaches free labels to the session (merged with earlier ones).
+func WithLabels(labels map[string]string) SessionOption {
+	return func(r *reboundpb.StartSessionRequest) error {
+		if r.Labels == nil {
+			r.Labels = make(map[string]string, len(labels))
+		}
+		for k, v := range labels {
+			if err := checkID("label key", k); err != nil {
+				return err
+			}
+			if len(v) > maxLabelValueBytes || !utf8Valid(v) {
+				return fmt.Errorf("%w: label %q: the value must be valid UTF-8 of at most %d bytes", ErrInvalidInput, k, maxLabelValueBytes)
+			}
+			r.Labels[k] = v
+		}
+		if len(r.Labels) > maxLabels {
+			return fmt.Errorf("%w: %d labels: at most %d", ErrInvalidInput, len(r.Labels), maxLabels)
+		}
+		return nil
+	}
+}
+
+// The sidecar's limits on a session declaration.
+const (
+	maxTools           = 1000
+	maxLabels          = 64
+	maxLabelValueBytes = 1024
+)
+
+func newSession(c *Client, id string, declare *reboundpb.StartSessionRequest) *Session {
+	var b [6]byte
+	// Call ids only need to be unique within the session; a random prefix keeps two
+	// processes that reuse a session id apart.
+	_, _ = rand.Read(b[:])
+	return &Session{
+		c:          c,
+		id:         id,
+		declare:    declare,
+		callPrefix: hex.EncodeToString(b[:]),
+		local:      newLocalState(c.cfg.now()),
+	}
+}
+
+// ID is the session's id.
+func (s *Session) ID() string { return s.id }
+
+// Start declares the session to the sidecar now (StartSession; idempotent)
+// and returns the limits in force. Without it, the declaration goes with the
+// first report. When the sidecar does not answer, Start returns a nil
+// response and no error: the declaration is sent again later.
+func (s *Session) Start(ctx context.Context) (*reboundpb.StartSessionResponse, error) {
+	req := s.declare
+	if req == nil {
+		req = &reboundpb.StartSessionRequest{SessionId: s.id}
+	}
+	rctx, cancel := s.c.rpcContext(ctx)
+	defer cancel()
+	resp, err := s.c.rpc.StartSession(rctx, req)
+	if err != nil {
+		return nil, s.c.failed("StartSession", err)
+	}
+	s.c.answered()
+	s.declared.Store(true)
+	return resp, nil
+}
+
+// Report reports the outcome of one call of tool (a failure when err is not
+// nil) and returns the verdict. The outcome is built from err (see
+// OutcomeFromError) and then from opts. Report returns an error only for bad
+// input; when the sidecar does not answer in time, the local fallback policy
+// decides and the verdict says so (Verdict.Fallback).
+func (s *Session) Report(ctx context.Context, tool string, err error, opts ...ReportOption) (*Verdict, error) {
+	o, berr := OutcomeFromError(tool, err, opts...)
+	if berr != nil {
+		return nil, berr
+	}
+	return s.ReportOutcome(ctx, o)
+}
+
+// ReportOutcome reports an outcome built by hand, for failures that are no Go
+// error (the LLM made no tool call, or named an unknown tool). It fills in the
+// session id and, when empty, a call id; o must not be changed concurrently.
+func (s *Session) ReportOutcome(ctx context.Context, o *reboundpb.Outcome) (*Verdict, error) {
+	consecutive, err := s.prepare(o)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := s.ensureDeclared(ctx); err != nil {
+		return nil, err
+	} else if !ok {
+		// The sidecar just failed to answer: do not make the agent wait a second deadline.
+		return s.fallback(o, consecutive), nil
+	}
+	rctx, cancel := s.c.rpcContext(ctx)
+	pv, err := s.c.rpc.Report(rctx, o)
+	cancel()
+	if err != nil {
+		if err := s.c.failed("Report", err); err != nil {
+			return nil, err
+		}
+		return s.fallback(o, consecutive), nil
+	}
+	s.c.answered()
+	s.local.record(o, pv)
+	return &Verdict{Verdict: pv}, nil
+}
+
+// prepare checks an outcome, fills in the session and call ids, and counts it
+// locally; it returns the failures of its tool in a row.
+func (s *Session) prepare(o *reboundpb.Outcome) (int, error) {
+	if o == nil {
+		return 0, fmt.Errorf("%w: nil outcome", ErrInvalidInput)
+	}
+	if o.SessionId != "" && o.SessionId != s.id {
+		return 0, fmt.Errorf("%w: outcome for session %q reported to session %q", ErrInvalidInput, o.SessionId, s.id)
+	}
+	if err := checkOutcome(o); err != nil {
+		return 0, err
+	}
+	o.SessionId = s.id
+	if o.CallId == "" {
+		o.CallId = s.callPrefix + "-" + strconv.FormatUint(s.calls.Add(1), 10)
+	}
+	return s.local.observe(o), nil
+}
+
+// ensureDeclared sends the session's declaration if the sidecar has not
+// accepted it yet; false means the sidecar did not answer.
+func (s *Session) ensureDeclared(ctx context.Context) (bool, error) {
+	if s.declare == nil || s.declared.Load() {
+		return true, nil
+	}
+	if _, err := s.Start(ctx); err != nil {
+		return false, err
+	}
+	return s.declared.Load(), nil
+}
+
+// fallback answers an outcome with the local policy.
+func (s *Session) fallback(o *reboundpb.Outcome, consecutive int) *Verdict {
+	s.c.fallbacks.Add(1)
+	s.declared.Store(false)
+	pv := s.c.cfg.policy.decide(o, fallbackInput{
+		consecutive: consecutive,
+		now:         s.c.cfg.now(),
+		random:      s.c.cfg.random(),
+	})
+	s.local.record(o, pv)
+	return &Verdict{Verdict: pv, Fallback: true}
+}
+
+// Do runs fn as one call of tool and acts on the verdicts: it reports each
+// outcome, sleeps and calls fn again while the verdict says retry (returning
+// early with ctx's error when ctx is done), and returns nil once a call
+// succeeds. Otherwise it returns a *RecoverError (recover, replan,
+// reclassify: give its Snippet to the LLM), an *EscalationError or an
+// *AbortError, each wrapping fn's error. opts apply to every outcome.
+func (s *Session) Do(ctx context.Context, tool string, fn func(ctx context.Context) error, opts ...ReportOption) error {
+	if fn == nil {
+		return fmt.Errorf("%w: Do(%q) with a nil function", ErrInvalidInput, tool)
+	}
+	if err := checkID("tool", tool); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		start := time.Now()
+		callErr := fn(ctx)
+		elapsed := time.Since(start)
+
+		// The caller's options come last so that they can override the attempt and duration.
+		v, err := s.Report(ctx, tool, callErr, append([]ReportOption{WithAttempt(attempt), WithDuration(elapsed)}, opts...)...)
+		if err != nil {
+			return errors.Join(err, callErr)
+		}
+		switch v.Action {
+		case ActionContinue:
+			return callErr
+		case ActionRetry:
+			if callErr == nil {
+				return nil
+			}
+			if attempt >= s.c.cfg.maxAttempts {
+				return &RecoverError{Tool: tool, Action: ActionRecover, Snippet: v.Snippet, Verdict: v,
+					Err: fmt.Errorf("gave up after %d attempts: %w", attempt, callErr)}
+			}
+			if err := sleep(ctx, v.Delay()); err != nil {
+				return fmt.Errorf("rebound: waiting to retry %q: %w (last error: %w)", tool, err, callErr)
+			}
+		case ActionEscalate:
+			return &EscalationError{Tool: tool, Verdict: v, Err: callErr}
+		case ActionAbort:
+			return &AbortError{Tool: tool, Verdict: v, Err: callErr}
+		default:
+			// Recover, replan, reclassify, and any action newer than this client: back to the LLM.
+			return &RecoverError{Tool: tool, Action: v.Action, Snippet: v.Snippet, Verdict: v, Err: callErr}
+		}
+	}
+}
+
+// sleep waits for d or until ctx is done, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Admit asks whether tool may be called now (its breaker may be open, the
+// session stopped). When the sidecar does not answer, the call is allowed.
+func (s *Session) Admit(ctx context.Context, tool string) (*reboundpb.AdmitResponse, error) {
+	if err := checkID("tool", tool); err != nil {
+		return nil, err
+	}
+	rctx, cancel := s.c.rpcContext(ctx)
+	defer cancel()
+	resp, err := s.c.rpc.Admit(rctx, &reboundpb.AdmitRequest{SessionId: s.id, Tool: tool})
+	if err != nil {
+		if err := s.c.failed("Admit", err); err != nil {
+			return nil, err
+		}
+		s.c.fallbacks.Add(1)
+		return &reboundpb.AdmitResponse{
+			Allowed:      true,
+			SessionState: reboundpb.SessionState_SESSION_STATE_ACTIVE,
+			Message:      "allowed by the local fallback: the Rebound sidecar did not answer",
+		}, nil
+	}
+	s.c.answered()
+	return resp, nil
+}
+
+// ContextOption shapes the error context Session.Context asks for.
+type ContextOption func(*reboundpb.ContextRequest) error
+
+// WithMaxTokens sets a token budget for the context text; the oldest errors go first to fit.
+func WithMaxTokens(n int) ContextOption {
+	return func(r *reboundpb.ContextRequest) error {
+		if n < 0 || n > math.MaxUint32 {
+			return fmt.Errorf("%w: max tokens %d: must be 0 to %d", ErrInvalidInput, n, uint32(math.MaxUint32))
+		}
+		r.MaxTokens = uint32(n)
+		return nil
+	}
+}
+
+// Context returns the compacted error context for the session's next LLM
+// turn (empty text when nothing is unresolved). When the sidecar does not
+// answer, the text is built locally from the errors this client has seen
+// (without a token budget).
+func (s *Session) Context(ctx context.Context, opts ...ContextOption) (*reboundpb.ContextResponse, error) {
+	req := &reboundpb.ContextRequest{SessionId: s.id}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil ContextOption", ErrInvalidInput)
+		}
+		if err := opt(req); err != nil {
+			return nil, err
+		}
+	}
+	rctx, cancel := s.c.rpcContext(ctx)
+	defer cancel()
+	resp, err := s.c.rpc.Context(rctx, req)
+	if err != nil {
+		if err := s.c.failed("Context", err); err != nil {
+			return nil, err
+		}
+		s.c.fallbacks.Add(1)
+		return s.local.context(), nil
+	}
+	s.c.answered()
+	return resp, nil
+}
+
+// End ends the session on the sidecar and returns its summary. When the
+// sidecar does not answer, the summary is the one this client kept locally.
+func (s *Session) End(ctx context.Context) (*reboundpb.SessionSummary, error) {
+	rctx, cancel := s.c.rpcContext(ctx)
+	defer cancel()
+	resp, err := s.c.rpc.EndSession(rctx, &reboundpb.EndSessionRequest{SessionId: s.id})
+	if err != nil {
+		if err := s.c.failed("EndSession", err); err != nil {
+			return nil, err
+		}
+		s.c.fallbacks.Add(1)
+		return s.local.snapshot(s.c.cfg.now()), nil
+	}
+	s.c.answered()
+	if !resp.GetFound() {
+		// Expired on the sidecar (or it restarted): what this client saw is the best summary left.
+		return s.local.snapshot(s.c.cfg.now()), nil
+	}
+	return resp.GetSummary(), nil
+}
