@@ -11,7 +11,8 @@
 
 use crate::model::{Action, Category, Outcome, OutcomeKind};
 use globset::{Glob, GlobMatcher};
-use regex::{RegexSet, RegexSetBuilder};
+use regex::bytes::{RegexSet, RegexSetBuilder};
+use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -230,8 +231,81 @@ pub struct Classifier {
     messages: RegexSet,
     /// Which rule each pattern in `messages` belongs to.
     pattern_rule: Vec<usize>,
+    /// Rules indexed by the first structured signal they name, so a classification
+    /// looks only at rules that can match (message-only rules come from `messages`).
+    index: SignalIndex,
     categories: BTreeMap<Category, CategoryDefaults>,
     text_limit: usize,
+}
+
+/// Rules by the value of the first structured signal each names.
+#[derive(Debug, Default)]
+struct SignalIndex {
+    kind: HashMap<OutcomeKind, Vec<usize>>,
+    code: HashMap<String, Vec<usize>>,
+    exception: HashMap<String, Vec<usize>>,
+    grpc_code: HashMap<i32, Vec<usize>>,
+    http_status: HashMap<u16, Vec<usize>>,
+    http_range: Vec<(u16, u16, usize)>,
+    exit_code: HashMap<i32, Vec<usize>>,
+}
+
+impl SignalIndex {
+    fn add(&mut self, i: usize, rule: &Rule) {
+        fn push<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<usize>>, key: K, i: usize) {
+            let list = map.entry(key).or_default();
+            if list.last() != Some(&i) {
+                list.push(i);
+            }
+        }
+        if !rule.kind.is_empty() {
+            rule.kind.iter().for_each(|k| push(&mut self.kind, *k, i));
+        } else if !rule.code.is_empty() {
+            rule.code.iter().for_each(|c| push(&mut self.code, c.to_ascii_lowercase(), i));
+        } else if !rule.exception.is_empty() {
+            rule.exception.iter().for_each(|e| push(&mut self.exception, e.clone(), i));
+        } else if !rule.grpc_code.is_empty() {
+            rule.grpc_code.iter().for_each(|g| push(&mut self.grpc_code, *g, i));
+        } else if !rule.http_status.is_empty() {
+            for m in &rule.http_status {
+                match *m {
+                    StatusMatch::One(s) => push(&mut self.http_status, s, i),
+                    StatusMatch::Range(lo, hi) => self.http_range.push((lo, hi, i)),
+                }
+            }
+        } else if !rule.exit_code.is_empty() {
+            rule.exit_code.iter().for_each(|c| push(&mut self.exit_code, *c, i));
+        }
+        // Otherwise the rule names a message: it is a candidate when its pattern matches.
+    }
+
+    /// Rules whose first structured signal matches the outcome (may repeat a rule).
+    fn candidates(&self, o: &Outcome, exception: &str, exception_last: &str, out: &mut Vec<usize>) {
+        let mut extend = |list: Option<&Vec<usize>>| out.extend(list.into_iter().flatten().copied());
+        if let Some(kind) = o.kind {
+            extend(self.kind.get(&kind));
+        }
+        let code = o.code.trim();
+        if !code.is_empty() {
+            extend(self.code.get(&code.to_ascii_lowercase()));
+        }
+        if !exception.is_empty() {
+            extend(self.exception.get(exception));
+            if exception_last != exception {
+                extend(self.exception.get(exception_last));
+            }
+        }
+        if let Some(g) = o.grpc_code {
+            extend(self.grpc_code.get(&g));
+        }
+        if let Some(status) = o.http_status {
+            extend(self.http_status.get(&status));
+            out.extend(self.http_range.iter().filter(|(lo, hi, _)| (*lo..=*hi).contains(&status)).map(|(_, _, i)| *i));
+        }
+        if let Some(c) = o.exit_code {
+            out.extend(self.exit_code.get(&c).into_iter().flatten().copied());
+        }
+    }
 }
 
 /// The rule id used when nothing matches.
@@ -247,24 +321,33 @@ impl Classifier {
     ) -> Result<Self, RuleError> {
         let merged = merge_rules(defaults, user)?;
         let mut rules = Vec::with_capacity(merged.len());
+        // One pattern per rule (its alternatives joined): a set of fewer, larger
+        // patterns is markedly faster to match than one pattern per alternative.
         let mut patterns = Vec::new();
         let mut pattern_rule = Vec::new();
         for (index, spec) in merged.iter().enumerate() {
             for pattern in &spec.message {
-                // Check each pattern alone so the error names the rule.
-                regex::RegexBuilder::new(pattern)
+                // Check each pattern alone so the error names the rule and the pattern.
+                regex::bytes::RegexBuilder::new(pattern)
                     .case_insensitive(true)
+                    .unicode(false)
                     .size_limit(1 << 20)
                     .build()
                     .map_err(|e| bad(&spec.id, "message", pattern, e.to_string()))?;
-                patterns.push(pattern.clone());
+            }
+            if !spec.message.is_empty() {
+                let joined: Vec<String> = spec.message.iter().map(|p| format!("(?:{p})")).collect();
+                patterns.push(joined.join("|"));
                 pattern_rule.push(index);
             }
             rules.push(compile_rule(spec)?);
         }
         let messages = RegexSetBuilder::new(&patterns)
             .case_insensitive(true)
+            // ASCII semantics keep the set on the fast DFA path (a Unicode \b would not).
+            .unicode(false)
             .size_limit(64 << 20)
+            .dfa_size_limit(64 << 20)
             .build()
             .map_err(|e| RuleError::BadField {
                 id: "(all)".into(),
@@ -272,12 +355,16 @@ impl Classifier {
                 value: format!("{} patterns", patterns.len()),
                 problem: e.to_string(),
             })?;
-        Ok(Classifier { rules, messages, pattern_rule, categories, text_limit })
+        let mut index = SignalIndex::default();
+        for (i, rule) in rules.iter().enumerate() {
+            index.add(i, rule);
+        }
+        Ok(Classifier { rules, messages, pattern_rule, index, categories, text_limit })
     }
 
     /// The classifier with only the built-in rules and the given category defaults.
     pub fn with_defaults(categories: BTreeMap<Category, CategoryDefaults>) -> Result<Self, RuleError> {
-        Self::build(&default_rules()?, &[], categories, 2048)
+        Self::build(&default_rules()?, &[], categories, 1024)
     }
 
     /// How many rules are loaded.
@@ -340,23 +427,29 @@ impl Classifier {
     /// The winning rule index and, when `collect`, every match as (index, category, score).
     fn best(&self, outcome: &Outcome, collect: bool) -> (Option<usize>, Vec<(usize, Category, i32)>) {
         let text = match_text(outcome, self.text_limit);
-        let mut message_hits = vec![false; self.rules.len()];
-        if !text.is_empty() && !self.messages.is_empty() {
-            for pattern in self.messages.matches(&text).iter() {
-                message_hits[self.pattern_rule[pattern]] = true;
-            }
-        }
         let exception = outcome.exception_type.trim();
         let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
+        let mut candidates = Vec::with_capacity(16);
+        self.index.candidates(outcome, exception, exception_last, &mut candidates);
+        let mut message_hits: Vec<usize> = Vec::new();
+        if !text.is_empty() && !self.messages.is_empty() {
+            message_hits.extend(self.messages.matches(text.as_bytes()).iter().map(|p| self.pattern_rule[p]));
+            candidates.extend(message_hits.iter().copied());
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
         let mut best: Option<(usize, i32)> = None;
         let mut all = Vec::new();
-        for (i, rule) in self.rules.iter().enumerate() {
-            let Some(score) = rule.score(outcome, exception, exception_last, message_hits[i]) else {
+        for i in candidates {
+            let rule = &self.rules[i];
+            let hit = message_hits.contains(&i);
+            let Some(score) = rule.score(outcome, exception, exception_last, hit) else {
                 continue;
             };
             if collect {
                 all.push((i, rule.category, score));
             }
+            // Candidates come in rule order, so on equal scores the earlier rule stays.
             if best.is_none_or(|(_, s)| score > s) {
                 best = Some((i, score));
             }

@@ -196,7 +196,7 @@ pub struct ClassifyConfig {
 
 impl Default for ClassifyConfig {
     fn default() -> Self {
-        ClassifyConfig { text_limit: 2048 }
+        ClassifyConfig { text_limit: 1024 }
     }
 }
 
