@@ -51,10 +51,13 @@ impl Pending {
     /// the open period a local breaker just started, and whether one just closed.
     pub fn note(&self, tool: &str, health: Health, retryable_failure: bool, opened_ms: Option<u64>, closed: bool) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= 100_000 && !map.contains_key(tool) {
-            return;
+        if !map.contains_key(tool) {
+            if map.len() >= 100_000 {
+                return;
+            }
+            map.insert(tool.to_string(), ToolDelta::default());
         }
-        let d = map.entry(tool.to_string()).or_default();
+        let d = map.get_mut(tool).expect("inserted above");
         match health {
             Health::Success => {
                 d.had_success = true;
