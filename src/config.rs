@@ -62,7 +62,10 @@ pub struct ServerConfig {
     pub keepalive_interval_ms: u64,
     /// How long a keepalive ping may go unanswered.
     pub keepalive_timeout_ms: u64,
-    /// How long open streams may drain after SIGTERM.
+    /// After SIGTERM, how long health says NOT_SERVING while still serving (so probes
+    /// and load balancers notice) before new streams are refused.
+    pub shutdown_delay_ms: u64,
+    /// Then, how long open streams may drain.
     pub shutdown_grace_ms: u64,
     /// Verdicts buffered per `Observe` stream before the server waits for the client.
     pub stream_buffer: usize,
@@ -77,6 +80,7 @@ impl Default for ServerConfig {
             max_concurrent_streams: 256,
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 10_000,
+            shutdown_delay_ms: 2_000,
             shutdown_grace_ms: 10_000,
             stream_buffer: 64,
         }

@@ -232,11 +232,16 @@ pub async fn run(
     let sweeper = spawn_idle_sweeper(engine.clone());
     let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
     let health_on_shutdown = health.clone();
+    let delay = Duration::from_millis(config.shutdown_delay_ms);
     let signal = async move {
         shutdown.await;
-        tracing::info!("shutting down: health NOT_SERVING, draining open streams");
+        tracing::info!(delay_ms = delay.as_millis() as u64, "shutting down: health NOT_SERVING");
         health_on_shutdown.set_service_status("", tonic_health::ServingStatus::NotServing).await;
         health_on_shutdown.set_service_status(SERVICE_NAME, tonic_health::ServingStatus::NotServing).await;
+        // Keep serving a moment so probes and load balancers see NOT_SERVING and stop
+        // sending new work; only then refuse new streams and drain the open ones.
+        tokio::time::sleep(delay).await;
+        tracing::info!("refusing new streams, draining open ones");
         let _ = started_tx.send(());
     };
 

@@ -3,6 +3,7 @@
 mod breakers;
 mod cli;
 mod common;
+mod deploy;
 mod reload;
 mod rpc;
 mod shared;

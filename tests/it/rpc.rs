@@ -248,7 +248,7 @@ async fn sigterm_reports_not_serving_drains_and_exits_zero() {
 async fn sigterm_with_an_idle_open_stream_exits_after_the_grace_period() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("c.toml");
-    std::fs::write(&config, "[server]\nshutdown_grace_ms = 500\n").unwrap();
+    std::fs::write(&config, "[server]\nshutdown_delay_ms = 1500\nshutdown_grace_ms = 500\n").unwrap();
     let mut sidecar = Sidecar::spawn(&["--config", config.to_str().unwrap()]);
     let channel = crate::common::connect(&sidecar.grpc).await;
     let mut client = pb::rebound_client::ReboundClient::new(channel.clone());
@@ -260,7 +260,7 @@ async fn sigterm_with_an_idle_open_stream_exits_after_the_grace_period() {
     sidecar.signal("TERM");
     // Health turns NOT_SERVING while the stream keeps the server draining.
     let mut not_serving = false;
-    for _ in 0..20 {
+    for _ in 0..50 {
         match health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await {
             Ok(r) if r.get_ref().status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 => {
                 not_serving = true;
