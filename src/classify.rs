@@ -427,9 +427,19 @@ impl Classifier {
     /// The winning rule index and, when `collect`, every match as (index, category, score).
     fn best(&self, outcome: &Outcome, collect: bool) -> (Option<usize>, Vec<(usize, Category, i32)>) {
         let text = match_text(outcome, self.text_limit);
-        let exception = outcome.exception_type.trim();
+        let derived = if outcome.exception_type.trim().is_empty() { exception_in_trace(&outcome.detail) } else { None };
+        let exception = derived.unwrap_or_else(|| outcome.exception_type.trim());
         let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
         let mut candidates = Vec::with_capacity(16);
+        let derived_grpc = if outcome.grpc_code.is_none() { grpc_code_in_message(&outcome.message) } else { None };
+        let with_code;
+        let outcome = match derived_grpc {
+            Some(code) => {
+                with_code = Outcome { grpc_code: Some(code), ..outcome.clone() };
+                &with_code
+            }
+            None => outcome,
+        };
         self.index.candidates(outcome, exception, exception_last, &mut candidates);
         let mut message_hits: Vec<usize> = Vec::new();
         if !text.is_empty() && !self.messages.is_empty() {
@@ -530,6 +540,25 @@ impl Rule {
         }
         Some(self.priority.unwrap_or(score))
     }
+}
+
+/// The exception type a stack trace names, when the outcome did not say: the
+/// last `Name: message` line of a Python traceback, or the first line of a
+/// Java, Node or .NET trace (`java.net.ConnectException: ...`).
+fn exception_in_trace(detail: &str) -> Option<&str> {
+    if detail.is_empty() {
+        return None;
+    }
+    fn name_of(line: &str) -> Option<&str> {
+        let line = line.trim();
+        let end = line.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(line.len());
+        let name = &line[..end];
+        let rest = &line[end..];
+        let looks_like_type = ["Error", "Exception", "Interrupt", "Exit", "Timeout"].iter().any(|s| name.ends_with(s));
+        (looks_like_type && (rest.is_empty() || rest.starts_with(':'))).then_some(name)
+    }
+    let tail = suffix(detail, 2048);
+    tail.lines().rev().filter(|l| !l.trim().is_empty()).take(6).find_map(name_of).or_else(|| detail.lines().next().and_then(name_of))
 }
 
 /// The text message rules look at: a bounded prefix of the message, and the
@@ -683,6 +712,13 @@ fn parse_range(text: &str) -> Option<StatusMatch> {
     (100 <= lo && lo <= hi && hi <= 599).then_some(StatusMatch::Range(lo, hi))
 }
 
+/// The gRPC code a grpc-go error string names: `rpc error: code = Unavailable desc = ...`.
+fn grpc_code_in_message(message: &str) -> Option<i32> {
+    let rest = &message[message.find("rpc error: code = ")? + "rpc error: code = ".len()..];
+    let name: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+    grpc_code_from_name(&name)
+}
+
 /// The gRPC code names, in code order (0 = OK).
 pub const GRPC_CODE_NAMES: [&str; 17] = [
     "OK",
@@ -706,7 +742,16 @@ pub const GRPC_CODE_NAMES: [&str; 17] = [
 
 /// A gRPC code from its name, in any case, with or without spaces (`"Deadline Exceeded"`).
 pub fn grpc_code_from_name(name: &str) -> Option<i32> {
-    let normal: String = name.trim().chars().map(|c| if c == ' ' { '_' } else { c.to_ascii_uppercase() }).collect();
+    // CamelCase (Go's DeadlineExceeded) gets underscores between its words.
+    let name = name.trim();
+    let mut spaced = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if i > 0 && c.is_ascii_uppercase() && name[..i].chars().last().is_some_and(|p| p.is_ascii_lowercase()) {
+            spaced.push('_');
+        }
+        spaced.push(c);
+    }
+    let normal: String = spaced.chars().map(|c| if c == ' ' { '_' } else { c.to_ascii_uppercase() }).collect();
     let normal = if normal == "CANCELED" { "CANCELLED".to_string() } else { normal };
     GRPC_CODE_NAMES.iter().position(|n| *n == normal).map(|i| i as i32)
 }
@@ -762,6 +807,19 @@ mod tests {
         let got = c.classify(&o);
         assert_eq!(got.category, Category::Timeout);
         assert!(got.retryable);
+    }
+
+    #[test]
+    fn a_trace_names_its_exception_when_the_outcome_does_not() {
+        let c = classifier();
+        let py = Outcome {
+            detail: "Traceback (most recent call last):\n  File \"a.py\", line 3, in run\n    x = d['k']\nKeyError: 'k'\n".into(),
+            ..failure("")
+        };
+        assert_eq!(c.classify(&py).category, Category::Validation);
+        let java = Outcome { detail: "java.net.ConnectException: Connection refused\n\tat x.y(Z.java:1)\n".into(), ..failure("") };
+        assert_eq!(c.classify(&java).category, Category::Network);
+        assert_eq!(exception_in_trace("no trace here\njust words"), None);
     }
 
     #[test]
@@ -835,6 +893,9 @@ mod tests {
         assert_eq!(grpc_code_from_name("UNAVAILABLE"), Some(14));
         assert_eq!(grpc_code_from_name("Deadline Exceeded"), Some(4));
         assert_eq!(grpc_code_from_name("canceled"), Some(1));
+        assert_eq!(grpc_code_from_name("DeadlineExceeded"), Some(4));
+        assert_eq!(grpc_code_in_message("rpc error: code = PermissionDenied desc = no"), Some(7));
+        assert_eq!(grpc_code_in_message("no code here"), None);
         assert_eq!(grpc_code_from_name("nope"), None);
     }
 

@@ -1,6 +1,7 @@
 //! Integration tests: the real server on ephemeral ports, the real binary.
 
 mod breakers;
+mod classification;
 mod cli;
 mod common;
 mod deploy;
