@@ -40,13 +40,39 @@ pub struct ErrorView<'a> {
     pub suggestion: &'a str,
     /// How many times in a row it happened.
     pub count: u32,
+    /// Where it happened (a collapsed stack trace), or empty.
+    pub location: &'a str,
 }
 
-/// A message made safe and short: redacted, whitespace folded, cut to `max_chars` with an ellipsis.
+/// A message made safe and short: redacted, whitespace folded, its middle elided past `max_chars`.
 pub fn clean_message(message: &str, max_chars: usize) -> String {
     let redacted = redact(message);
     let folded = redacted.split_whitespace().collect::<Vec<_>>().join(" ");
-    cut(&folded, max_chars)
+    elide_middle(&folded, max_chars)
+}
+
+/// `text` shortened to at most `max_chars` characters by keeping its head and
+/// tail with `[… N characters elided …]` between: tool output puts its noise in
+/// the middle and its verdict at the end.
+pub fn elide_middle(text: &str, max_chars: usize) -> String {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.to_string();
+    }
+    let marker_len = format!(" [… {total} characters elided …] ").chars().count();
+    if max_chars < marker_len + 20 {
+        return cut(text, max_chars);
+    }
+    let keep = max_chars - marker_len;
+    let head = keep * 3 / 5;
+    let tail = keep - head;
+    let elided = total - head - tail;
+    let marker = format!(" [… {elided} characters elided …] ");
+    let pad = marker_len - marker.chars().count();
+    let mut out: String = text.chars().take(head + pad).collect();
+    out.push_str(&marker);
+    out.extend(text.chars().skip(total - tail));
+    out
 }
 
 /// `text` cut to at most `max_chars` characters, the last one an ellipsis when cut.
@@ -67,7 +93,10 @@ pub fn cut(text: &str, max_chars: usize) -> String {
 pub fn headline(message: &str, exception_type: &str, detail: &str) -> String {
     let message = message.trim();
     let base = if message.is_empty() {
-        detail.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string()
+        match crate::trace::collapse(detail, 0) {
+            Some(trace) => trace.exception,
+            None => detail.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string(),
+        }
     } else {
         message.to_string()
     };
@@ -97,11 +126,36 @@ pub fn error_block(view: &ErrorView<'_>) -> String {
     } else {
         let _ = writeln!(out, "message: {}", view.message);
     }
+    if !view.location.is_empty() {
+        let _ = writeln!(out, "where: {}", view.location);
+    }
     if !view.suggestion.is_empty() {
         let _ = writeln!(out, "suggestion: {}", view.suggestion);
     }
     out.push_str("</error>");
     out
+}
+
+/// The general nudge that opens every recovery instruction.
+pub const NUDGE: &str = "Please analyze what went wrong and try a different approach.";
+
+/// The recovery instruction given with a snippet, by action and outcome kind, in
+/// the manner of the designs Rebound grew from: the nudge, then specific advice.
+/// `None` when the agent is not meant to hand the snippet to its model (retry,
+/// escalate, abort).
+pub fn instruction(action: crate::model::Action, kind: Option<crate::model::OutcomeKind>) -> Option<String> {
+    use crate::model::{Action, OutcomeKind};
+    let specific = match (action, kind) {
+        (Action::Recover, Some(OutcomeKind::NoToolCall)) => "You must respond with a tool call.",
+        (Action::Recover, Some(OutcomeKind::InvalidToolCall)) => {
+            "Make the tool call's arguments valid JSON that matches the tool's schema."
+        }
+        (Action::Reclassify, _) => "Use one of the available tools instead.",
+        (Action::Replan, _) => "Change the plan: this request cannot succeed as it is.",
+        (Action::Recover, _) => "The error above says what failed; do not repeat the same call unchanged.",
+        _ => return None,
+    };
+    Some(format!("{NUDGE} {specific}"))
 }
 
 /// The `Context` text: a summary of older errors (those not shown, and `dropped`
@@ -146,7 +200,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn view<'a>(tool: &'a str, message: &'a str) -> ErrorView<'a> {
-        ErrorView { tool, category: Category::Timeout, message, suggestion: "Try a smaller input.", count: 1 }
+        ErrorView { tool, category: Category::Timeout, message, suggestion: "Try a smaller input.", count: 1, location: "" }
     }
 
     #[test]
@@ -160,10 +214,11 @@ mod tests {
 
     #[test]
     fn long_messages_are_cut_to_the_limit() {
-        let long = "x".repeat(1000);
+        let long = format!("HEAD {} TAIL", "x".repeat(1000));
         let cleaned = clean_message(&long, 200);
         assert_eq!(cleaned.chars().count(), 200);
-        assert!(cleaned.ends_with('…'));
+        assert!(cleaned.starts_with("HEAD ") && cleaned.ends_with(" TAIL"), "{cleaned}");
+        assert!(cleaned.contains("characters elided …]"), "{cleaned}");
         assert_eq!(clean_message("short\n\n  message", 200), "short message");
     }
 

@@ -111,6 +111,8 @@ struct Judged {
     classification: Classification,
     fingerprint: u64,
     message: String,
+    /// Where it happened, from a stack trace in the detail (or the message), or empty.
+    location: String,
     provider: Option<ProviderDelay>,
 }
 
@@ -280,6 +282,9 @@ impl Engine {
                 policy.snippet.message_chars,
             ),
             provider: provider_delay(&outcome.headers, self.clock.wall_ms()),
+            location: crate::trace::collapse(if outcome.detail.is_empty() { &outcome.message } else { &outcome.detail }, 2)
+                .map(|t| compact::clean_message(&t.location(), policy.snippet.message_chars))
+                .unwrap_or_default(),
         });
         let window = self.settings.idempotency_window;
         let history = self.settings.history;
@@ -465,6 +470,7 @@ impl Engine {
                     message: &e.message,
                     suggestion: &e.suggestion,
                     count: e.count,
+                    location: "",
                 })
                 .collect();
             let (text, shown, hidden) = compact::context_text(&views, s.dropped_unresolved, &policy.snippet);
@@ -734,7 +740,12 @@ fn decide(
         message: &j.message,
         suggestion: &suggestion,
         count: 1,
+        location: &j.location,
     });
+    if let Some(instruction) = compact::instruction(action, o.kind) {
+        verdict.snippet.push('\n');
+        verdict.snippet.push_str(&instruction);
+    }
     fill_counters(&mut verdict.breaker, s, consecutive);
     if action == Action::Escalate {
         verdict.escalation = Some(escalation_report(s, o, reason.unwrap_or(Reason::CategoryPolicy), category, now));

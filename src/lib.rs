@@ -12,7 +12,7 @@
 //! - `budget`: per-tool retry budgets (token buckets).
 //! - `fingerprint`: what makes two error messages "the same".
 //! - `redact`: secrets out of every text Rebound writes.
-//! - `compact`: the `<error>` snippet and the Context text.
+//! - `compact`: the `<error>` snippet and the Context text; `trace`: stack traces collapsed.
 //! - `session`: one run's state, and the sharded store with expiry and eviction.
 //! - `shared`: tool breakers and retry budgets shared across sidecars through Redis, fail-open.
 //! - `engine`: outcome in, verdict out; ties the above together.
@@ -42,6 +42,7 @@ pub mod replay;
 pub mod rng;
 pub mod server;
 pub mod session;
+pub mod trace;
 pub mod shared;
 pub mod sidecar;
 

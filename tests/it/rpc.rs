@@ -278,3 +278,29 @@ async fn sigterm_with_an_idle_open_stream_exits_after_the_grace_period() {
     assert!(status.expect("exited").success());
     drop(tx);
 }
+
+#[tokio::test]
+async fn user_rules_from_the_config_override_defaults_and_add_new_ones_through_the_server() {
+    let config = rebound::config::Config::parse(
+        r#"
+[[rules]]
+id = "http.404"
+http_status = [404]
+category = "unavailable"
+
+[[rules]]
+id = "acme.frobnicator"
+message = ["frobnicator declined"]
+category = "rate_limited"
+"#,
+        "test",
+    )
+    .unwrap();
+    let mut server = TestServer::start_with(config).await;
+    let v = server.client.report(pb::Outcome { http_status: 404, ..failure("rules", "a", "Not Found") }).await.unwrap().into_inner();
+    let c = v.classification.unwrap();
+    assert_eq!((c.category, c.rule.as_str()), (pb::Category::Unavailable as i32, "http.404"));
+    let v = server.client.report(failure("rules", "b", "the frobnicator declined")).await.unwrap().into_inner();
+    assert_eq!(v.classification.unwrap().rule, "acme.frobnicator");
+    server.stop().await;
+}
