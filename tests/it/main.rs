@@ -5,6 +5,7 @@ mod classification;
 mod cli;
 mod common;
 mod deploy;
+mod redaction;
 mod reload;
 mod rpc;
 mod shared;
