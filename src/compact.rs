@@ -9,18 +9,33 @@ use crate::redact::redact;
 use std::fmt::Write;
 
 /// Limits for snippets, validated with the rest of the policy.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SnippetPolicy {
     /// The most characters of a message shown.
     pub message_chars: usize,
     /// The most error blocks in a `Context`.
     pub context_errors: usize,
+    /// Token budget per snippet.
+    pub max_tokens: Option<u32>,
+    /// Token budget per Context.
+    pub context_max_tokens: Option<u32>,
+    /// The tokenizer, loaded only when a budget is set.
+    pub tokenizer: Option<crate::templates::Tokenizer>,
+    /// User templates, if any.
+    pub templates: Option<crate::templates::Templates>,
 }
 
 impl Default for SnippetPolicy {
-    /// The seed defaults: 200 characters, 3 errors.
+    /// The seed defaults: 200 characters, 3 errors, no budgets, built-in format.
     fn default() -> Self {
-        SnippetPolicy { message_chars: 200, context_errors: 3 }
+        SnippetPolicy {
+            message_chars: 200,
+            context_errors: 3,
+            max_tokens: None,
+            context_max_tokens: None,
+            tokenizer: None,
+            templates: None,
+        }
     }
 }
 
@@ -95,7 +110,14 @@ pub fn headline(message: &str, exception_type: &str, detail: &str) -> String {
     let base = if message.is_empty() {
         match crate::trace::collapse(detail, 0) {
             Some(trace) => trace.exception,
-            None => detail.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string(),
+            // Tool output: the last line that reports a failure, else the last line.
+            None => {
+                let lines = || detail.lines().rev().map(str::trim).filter(|l| !l.is_empty());
+                const MARKS: [&str; 6] = ["error", "err!", "failed", "fatal", "exception", "panic"];
+                let starts = |l: &&str| MARKS.iter().any(|w| l.to_ascii_lowercase().starts_with(w));
+                let mentions = |l: &&str| MARKS.iter().any(|w| l.to_ascii_lowercase().contains(w));
+                lines().find(starts).or_else(|| lines().find(mentions)).or_else(|| lines().next()).unwrap_or("").to_string()
+            }
         }
     } else {
         message.to_string()
@@ -114,7 +136,21 @@ pub fn headline(message: &str, exception_type: &str, detail: &str) -> String {
     }
 }
 
-/// The `<error>` block for one failure.
+/// The `<error>` block for one failure, from the user's template if there is one.
+pub fn render_block(view: &ErrorView<'_>, templates: Option<&crate::templates::Templates>) -> String {
+    if let Some(t) = templates {
+        let ctx = minijinja::context! {
+            tool => view.tool, type => view.category.as_str(), message => view.message,
+            suggestion => view.suggestion, count => view.count, location => view.location,
+        };
+        if let Some(out) = t.render("error_block", ctx) {
+            return out;
+        }
+    }
+    error_block(view)
+}
+
+/// The `<error>` block for one failure, in the built-in format.
 pub fn error_block(view: &ErrorView<'_>) -> String {
     let tool = cut(&view.tool.split_whitespace().collect::<Vec<_>>().join(" "), TOOL_CHARS);
     let mut out = String::with_capacity(96 + view.message.len() + view.suggestion.len());
@@ -158,6 +194,25 @@ pub fn instruction(action: crate::model::Action, kind: Option<crate::model::Outc
     Some(format!("{NUDGE} {specific}"))
 }
 
+/// The instruction, from the user's template if there is one.
+pub fn render_instruction(
+    action: crate::model::Action,
+    kind: Option<crate::model::OutcomeKind>,
+    templates: Option<&crate::templates::Templates>,
+) -> Option<String> {
+    let text = instruction(action, kind)?;
+    if let Some(t) = templates {
+        let advice = text.trim_start_matches(NUDGE).trim();
+        let ctx = minijinja::context! {
+            nudge => NUDGE, advice => advice, action => action.as_str(), kind => kind.map(|k| k.as_str()),
+        };
+        if let Some(out) = t.render("instruction", ctx) {
+            return Some(out);
+        }
+    }
+    Some(text)
+}
+
 /// The `Context` text: a summary of older errors (those not shown, and `dropped`
 /// ones no longer in the history), then the newest blocks, newest last.
 pub fn context_text(unresolved: &[ErrorView<'_>], dropped: u32, policy: &SnippetPolicy) -> (String, u32, u32) {
@@ -177,18 +232,29 @@ pub fn context_text(unresolved: &[ErrorView<'_>], dropped: u32, policy: &Snippet
             parts.push(format!("older: {dropped}"));
         }
         let total: u32 = by_category.iter().map(|(_, n)| n).sum::<u32>() + dropped;
-        let _ = writeln!(
-            out,
-            "<error_summary>{total} earlier unresolved error{} not shown ({})</error_summary>",
-            if total == 1 { "" } else { "s" },
-            parts.join(", ")
-        );
+        let rendered = policy.templates.as_ref().and_then(|t| {
+            t.render("summary", minijinja::context! { total => total, parts => parts.join(", ") })
+        });
+        match rendered {
+            Some(line) => {
+                out.push_str(&line);
+                out.push('\n');
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "<error_summary>{total} earlier unresolved error{} not shown ({})</error_summary>",
+                    if total == 1 { "" } else { "s" },
+                    parts.join(", ")
+                );
+            }
+        }
     }
     for (i, view) in unresolved[unresolved.len() - shown..].iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&error_block(view));
+        out.push_str(&render_block(view, policy.templates.as_ref()));
     }
     let hidden_count: u32 = hidden.iter().map(|e| e.count.max(1)).sum::<u32>() + dropped;
     (out, shown as u32, hidden_count)

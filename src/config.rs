@@ -182,11 +182,27 @@ pub struct SnippetConfig {
     pub message_chars: usize,
     /// The most error blocks in a Context.
     pub context_errors: usize,
+    /// A token budget per snippet (0: none); the message is shortened to fit.
+    pub max_tokens: u32,
+    /// A token budget per Context answer (0: none); the oldest errors go first to fit.
+    pub context_max_tokens: u32,
+    /// The tokenizer for budgets: o200k_base, cl100k_base, p50k_base or r50k_base.
+    pub encoding: String,
+    /// User templates by name (error_block, summary, instruction); left out: the built-in format.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub templates: BTreeMap<String, String>,
 }
 
 impl Default for SnippetConfig {
     fn default() -> Self {
-        SnippetConfig { message_chars: 200, context_errors: 3 }
+        SnippetConfig {
+            message_chars: 200,
+            context_errors: 3,
+            max_tokens: 0,
+            context_max_tokens: 0,
+            encoding: "o200k_base".into(),
+            templates: BTreeMap::new(),
+        }
     }
 }
 

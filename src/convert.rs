@@ -204,7 +204,7 @@ pub fn verdict(v: model::Verdict) -> pb::Verdict {
         enforced: v.enforced,
         shadow_action: v.shadow_action.map_or(pb::Action::Unspecified, action) as i32,
         replayed: v.replayed,
-        snippet_tokens: 0,
+        snippet_tokens: v.snippet_tokens,
         shadow_reason: reason(v.shadow_reason) as i32,
     }
 }
@@ -247,7 +247,7 @@ pub fn admission(a: Admission) -> pb::AdmitResponse {
 
 /// The Context answer.
 pub fn context(c: ContextText) -> pb::ContextResponse {
-    pb::ContextResponse { text: c.text, errors_shown: c.errors_shown, errors_hidden: c.errors_hidden, tokens: 0 }
+    pb::ContextResponse { text: c.text, errors_shown: c.errors_shown, errors_hidden: c.errors_hidden, tokens: c.tokens }
 }
 
 /// The EndSession answer.

@@ -104,6 +104,8 @@ pub struct ContextText {
     pub errors_shown: u32,
     /// Older unresolved errors only counted.
     pub errors_hidden: u32,
+    /// The text's tokens, when a budget applied.
+    pub tokens: u32,
 }
 
 /// What the engine worked out about a failure before touching its session.
@@ -111,6 +113,8 @@ struct Judged {
     classification: Classification,
     fingerprint: u64,
     message: String,
+    /// The message before cleaning, to shorten again under a token budget.
+    headline: String,
     /// Where it happened, from a stack trace in the detail (or the message), or empty.
     location: String,
     provider: Option<ProviderDelay>,
@@ -275,6 +279,7 @@ impl Engine {
         let now = self.clock.now_ms();
         // Classify before taking the session's lock: it is the costly part and needs no state.
         let judged = (!outcome.ok).then(|| Judged {
+            headline: compact::headline(&outcome.message, &outcome.exception_type, &outcome.detail),
             classification: policy.classifier.classify(outcome),
             fingerprint: fingerprint(if outcome.message.is_empty() { &outcome.detail } else { &outcome.message }),
             message: compact::clean_message(
@@ -454,8 +459,9 @@ impl Engine {
         })
     }
 
-    /// The compacted error context for the session's next LLM turn.
-    pub fn context(&self, session_id: &str) -> Result<ContextText, EngineError> {
+    /// The compacted error context for the session's next LLM turn; `max_tokens`
+    /// overrides the configured budget (the oldest errors go first to fit).
+    pub fn context(&self, session_id: &str, max_tokens: Option<u32>) -> Result<ContextText, EngineError> {
         check_id("session_id", session_id)?;
         let policy = self.policy();
         let now = self.clock.now_ms();
@@ -473,8 +479,22 @@ impl Engine {
                     location: "",
                 })
                 .collect();
-            let (text, shown, hidden) = compact::context_text(&views, s.dropped_unresolved, &policy.snippet);
-            ContextText { text, errors_shown: shown, errors_hidden: hidden }
+            let budget = max_tokens.filter(|n| *n > 0).or(policy.snippet.context_max_tokens);
+            let tokenizer = match (budget, policy.snippet.tokenizer) {
+                (Some(_), Some(t)) => Some(t),
+                (Some(_), None) => crate::templates::Tokenizer::by_name("o200k_base"),
+                _ => None,
+            };
+            let mut shape = policy.snippet.clone();
+            loop {
+                let (text, shown, hidden) = compact::context_text(&views, s.dropped_unresolved, &shape);
+                let tokens = tokenizer.map_or(0, |t| t.count(&text));
+                let over = budget.is_some_and(|b| tokens > b);
+                if !over || shape.context_errors <= 1 {
+                    return ContextText { text, errors_shown: shown, errors_hidden: hidden, tokens };
+                }
+                shape.context_errors = (shown as usize).min(shape.context_errors) - 1;
+            }
         });
         Ok(text.unwrap_or_default())
     }
@@ -617,6 +637,7 @@ fn decide(
         shadow_action: None,
         shadow_reason: None,
         replayed: false,
+        snippet_tokens: 0,
     };
     if s.state == SessionState::Stopped {
         verdict.action = Action::Abort;
@@ -734,17 +755,44 @@ fn decide(
         },
         history,
     );
-    verdict.snippet = compact::error_block(&ErrorView {
-        tool: &o.tool,
-        category,
-        message: &j.message,
-        suggestion: &suggestion,
-        count: 1,
-        location: &j.location,
-    });
-    if let Some(instruction) = compact::instruction(action, o.kind) {
-        verdict.snippet.push('\n');
-        verdict.snippet.push_str(&instruction);
+    // `trim` 0 is the whole snippet; under a token budget, higher levels drop the
+    // instruction, then the location, then the suggestion.
+    let snippet_with = |message: &str, trim: u8| {
+        let templates = policy.snippet.templates.as_ref();
+        let view = ErrorView {
+            tool: &o.tool,
+            category,
+            message,
+            suggestion: if trim >= 3 { "" } else { &suggestion },
+            count: 1,
+            location: if trim >= 2 { "" } else { &j.location },
+        };
+        let mut text = compact::render_block(&view, templates);
+        if trim == 0 {
+            if let Some(instruction) = compact::render_instruction(action, o.kind, templates) {
+                text.push('\n');
+                text.push_str(&instruction);
+            }
+        }
+        text
+    };
+    verdict.snippet = snippet_with(&j.message, 0);
+    if let (Some(budget), Some(tokenizer)) = (policy.snippet.max_tokens, policy.snippet.tokenizer) {
+        // Shorten the message first, then drop the optional parts, until the snippet fits.
+        let (mut chars, mut trim) = (policy.snippet.message_chars, 0u8);
+        let mut message = j.message.clone();
+        let mut tokens = tokenizer.count(&verdict.snippet);
+        while tokens > budget && (chars > 20 || trim < 3) {
+            if chars > 20 {
+                chars = (chars * 3 / 4).max(20);
+                message = compact::clean_message(&j.headline, chars);
+            } else {
+                trim += 1;
+            }
+            verdict.snippet = snippet_with(&message, trim);
+            tokens = tokenizer.count(&verdict.snippet);
+        }
+        verdict.snippet_tokens = tokens;
     }
     fill_counters(&mut verdict.breaker, s, consecutive);
     if action == Action::Escalate {
@@ -973,10 +1021,10 @@ mod tests {
         e.report(&fail("s", "a", "boom one")).unwrap();
         e.report(&fail("s", "b", "boom two")).unwrap();
         e.report(&ok("s", "a")).unwrap();
-        let c = e.context("s").unwrap();
+        let c = e.context("s", None).unwrap();
         assert_eq!(c.errors_shown, 1);
         assert!(c.text.contains("tool: b") && !c.text.contains("tool: a"), "{}", c.text);
-        assert_eq!(e.context("nobody").unwrap(), ContextText::default());
+        assert_eq!(e.context("nobody", None).unwrap(), ContextText::default());
     }
 
     #[test]

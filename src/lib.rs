@@ -12,7 +12,8 @@
 //! - `budget`: per-tool retry budgets (token buckets).
 //! - `fingerprint`: what makes two error messages "the same".
 //! - `redact`: secrets out of every text Rebound writes.
-//! - `compact`: the `<error>` snippet and the Context text; `trace`: stack traces collapsed.
+//! - `compact`: the `<error>` snippet and the Context text; `trace`: stack traces collapsed;
+//!   `templates`: user snippet templates and token counting for budgets.
 //! - `session`: one run's state, and the sharded store with expiry and eviction.
 //! - `shared`: tool breakers and retry budgets shared across sidecars through Redis, fail-open.
 //! - `engine`: outcome in, verdict out; ties the above together.
@@ -42,6 +43,7 @@ pub mod replay;
 pub mod rng;
 pub mod server;
 pub mod session;
+pub mod templates;
 pub mod trace;
 pub mod shared;
 pub mod sidecar;

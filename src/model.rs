@@ -364,6 +364,8 @@ pub struct Verdict {
     pub shadow_reason: Option<Reason>,
     /// True when returned again for a repeated call_id.
     pub replayed: bool,
+    /// The snippet's length in tokens, when a snippet budget is set.
+    pub snippet_tokens: u32,
 }
 
 /// What happened in a session, for EndSession.

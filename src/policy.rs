@@ -153,10 +153,7 @@ impl Policy {
                 step_limit: (b.step_limit > 0).then_some(b.step_limit),
                 cost_limit: (b.cost_limit > 0.0).then_some(b.cost_limit),
             },
-            snippet: SnippetPolicy {
-                message_chars: config.snippet.message_chars,
-                context_errors: config.snippet.context_errors,
-            },
+            snippet: snippet_policy(&config.snippet)?,
             max_provider_delay_ms: config.retry.max_provider_delay_ms,
             long_delay_action: config.retry.long_delay_action,
             tool_breaker: tool_breaker(config)?,
@@ -240,6 +237,34 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
         }
     }
     Ok(())
+}
+
+fn snippet_policy(s: &crate::config::SnippetConfig) -> Result<SnippetPolicy, PolicyError> {
+    let budget = |n: u32| (n > 0).then_some(n);
+    let (max_tokens, context_max_tokens) = (budget(s.max_tokens), budget(s.context_max_tokens));
+    for (field, value) in [("snippet.max_tokens", s.max_tokens), ("snippet.context_max_tokens", s.context_max_tokens)] {
+        if value > 0 && value < 16 {
+            return Err(invalid(field, value, "must be 0 (no budget) or at least 16"));
+        }
+    }
+    if !crate::templates::ENCODINGS.contains(&s.encoding.as_str()) {
+        return Err(invalid("snippet.encoding", format!("{:?}", s.encoding), "must be o200k_base, cl100k_base, p50k_base or r50k_base"));
+    }
+    let templates = crate::templates::Templates::build(&s.templates)
+        .map_err(|e| PolicyError::Invalid { field: "snippet.templates".into(), value: String::new(), problem: e.to_string() })?;
+    Ok(SnippetPolicy {
+        message_chars: s.message_chars,
+        context_errors: s.context_errors,
+        max_tokens,
+        context_max_tokens,
+        // The encoding is loaded (once per process) only when a budget needs it.
+        tokenizer: if max_tokens.is_some() || context_max_tokens.is_some() {
+            crate::templates::Tokenizer::by_name(&s.encoding)
+        } else {
+            None
+        },
+        templates,
+    })
 }
 
 fn tool_breaker(config: &Config) -> Result<Option<ToolBreakerPolicy>, PolicyError> {

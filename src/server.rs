@@ -174,7 +174,8 @@ impl Rebound for Service {
     async fn context(&self, request: Request<pb::ContextRequest>) -> Result<Response<pb::ContextResponse>, Status> {
         let start = Instant::now();
         let req = request.into_inner();
-        let result = self.engine.context(&req.session_id).map_err(convert::status);
+        let budget = (req.max_tokens > 0).then_some(req.max_tokens);
+        let result = self.engine.context(&req.session_id, budget).map_err(convert::status);
         self.timed("Context", start, result.map(|c| Response::new(convert::context(c))))
     }
 

@@ -7,7 +7,8 @@ use regex::Regex;
 use std::sync::LazyLock;
 
 /// Paths and names that mark a frame as library code, not the caller's.
-const LIBRARY_MARKS: [&str; 22] = [
+const LIBRARY_MARKS: [&str; 23] = [
+    "System.",
     "site-packages",
     "dist-packages",
     "/lib/python3",
@@ -47,7 +48,7 @@ static FRAME: LazyLock<Regex> = LazyLock::new(|| {
 
 /// A line that names an exception: `Type: message`, `Type`, `panic: ...`, `thread '...' panicked at ...`.
 static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:[A-Za-z_][\w.$]*(?:Error|Exception|Interrupt|Exit|Timeout|Failure|Fault|Warning)\b(?::.*)?|Caused by: .+|panic: .+|thread '.*' panicked at .+|Unhandled exception\. .+|[A-Z]\w*Error: .+)$")
+    Regex::new(r"^(?:[A-Za-z_][\w.$]*(?:Error|Exception|Interrupt|Exit|Timeout|Failure|Fault|Warning)\b(?::.*)?|Caused by: .+|panic: .+|thread '.*' panicked at .+|Unhandled exception\. .+|Exception in thread .+|[A-Z]\w*Error: .+)$")
         .expect("the exception pattern is tested")
 });
 
@@ -89,7 +90,10 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
     let mut exceptions: Vec<&str> = Vec::new();
     let mut go_function: Option<&str> = None;
     for line in &lines {
-        if let Some(caps) = FRAME.captures(line) {
+        let t = line.trim_start();
+        // Cheap test first: frame lines start with one of these.
+        let maybe_frame = t.starts_with("File \"") || t.starts_with("at ") || t.starts_with('/') || t.starts_with(|c: char| c.is_ascii_digit());
+        if let Some(caps) = maybe_frame.then(|| FRAME.captures(line)).flatten() {
             let (shown, raw) = if let Some(file) = caps.name("py") {
                 let f = format!("{}:{} in {}", file.as_str(), &caps["pyline"], caps["pyfn"].trim());
                 (f, file.as_str().to_string())
@@ -112,7 +116,7 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
             continue;
         }
         let trimmed = line.trim_end();
-        if !trimmed.starts_with([' ', '\t']) && EXCEPTION.is_match(trimmed) {
+        if !trimmed.is_empty() && !trimmed.starts_with([' ', '\t']) && trimmed.contains(|c: char| c == ':' || c == '.') && EXCEPTION.is_match(trimmed) {
             exceptions.push(trimmed);
         } else if trimmed.ends_with(')') && trimmed.contains('(') && !trimmed.starts_with(' ') && text.contains("goroutine ") {
             // A Go function line: the file line that follows says where.

@@ -9,4 +9,6 @@ mod redaction;
 mod reload;
 mod rpc;
 mod shared;
+mod snippets;
+mod traces;
 mod vectors;

@@ -1,0 +1,59 @@
+//! Snippet templates and token budgets through the real server.
+
+use crate::common::{failure, TestServer};
+use rebound::config::Config;
+use rebound::pb;
+
+#[tokio::test]
+async fn a_custom_template_from_the_config_changes_the_snippet() {
+    let config = Config::parse(
+        r#"
+[snippet.templates]
+error_block = "[{{ type }}] {{ tool }} failed: {{ message }}{% if suggestion %} (hint: {{ suggestion }}){% endif %}"
+instruction = "NEXT: {{ advice }}"
+"#,
+        "test",
+    )
+    .unwrap();
+    let mut server = TestServer::start_with(config).await;
+    let v = server
+        .client
+        .report(pb::Outcome { http_status: 404, ..failure("tpl", "fetch", "404 Client Error: Not Found") })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(v.snippet.starts_with("[not_found] fetch failed: 404 Client Error: Not Found (hint: "), "{}", v.snippet);
+    assert!(v.snippet.ends_with("NEXT: The error above says what failed; do not repeat the same call unchanged."), "{}", v.snippet);
+    server.stop().await;
+}
+
+#[test]
+fn a_template_with_an_unknown_variable_is_refused_at_load() {
+    let config = Config::parse("[snippet.templates]\nerror_block = \"{{ tool }} {{ stack }}\"\n", "t").unwrap();
+    let err = rebound::policy::Policy::from_config(&config).unwrap_err().to_string();
+    assert!(err.contains("error_block") && err.contains("`stack`"), "{err}");
+}
+
+#[tokio::test]
+async fn token_budgets_shorten_snippets_and_drop_the_oldest_context() {
+    let mut config = Config::default();
+    config.snippet.max_tokens = 60;
+    config.snippet.context_errors = 10;
+    config.breakers.session_errors = 100;
+    let mut server = TestServer::start_with(config).await;
+    let long = "the upstream inventory service returned an error while listing warehouse stock levels ".repeat(8);
+    let mut last = None;
+    for i in 0..6 {
+        let o = pb::Outcome { http_status: 404, ..failure("budget", &format!("tool{i}"), &long) };
+        last = Some(server.client.report(o).await.unwrap().into_inner());
+    }
+    let v = last.unwrap();
+    assert!(v.snippet_tokens > 0 && v.snippet_tokens <= 60, "{} tokens: {}", v.snippet_tokens, v.snippet);
+    let all = server.client.context(pb::ContextRequest { session_id: "budget".into(), max_tokens: 0 }).await.unwrap().into_inner();
+    let fitted = server.client.context(pb::ContextRequest { session_id: "budget".into(), max_tokens: 150 }).await.unwrap().into_inner();
+    assert!(fitted.tokens <= 150 || fitted.errors_shown == 1, "{} tokens", fitted.tokens);
+    assert!(fitted.errors_shown < all.errors_shown, "{} vs {}", fitted.errors_shown, all.errors_shown);
+    assert!(fitted.text.contains("tool5"), "the newest error stays: {}", fitted.text);
+    assert!(fitted.text.contains("<error_summary>"), "{}", fitted.text);
+    server.stop().await;
+}
