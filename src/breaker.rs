@@ -128,15 +128,17 @@ pub struct ToolBreakerPolicy {
 }
 
 impl Default for ToolBreakerPolicy {
+    /// The config file's defaults (one source of truth).
     fn default() -> Self {
+        let c = crate::config::ToolBreakerConfig::default();
         ToolBreakerPolicy {
-            consecutive_failures: 5,
-            window: 20,
-            min_calls: 10,
-            failure_rate: 0.5,
-            open_base_ms: 30_000,
-            open_max_ms: 300_000,
-            probes: 2,
+            consecutive_failures: c.consecutive_failures,
+            window: c.window,
+            min_calls: c.min_calls,
+            failure_rate: c.failure_rate,
+            open_base_ms: c.open_base_ms,
+            open_max_ms: c.open_max_ms,
+            probes: c.probes,
         }
     }
 }

@@ -16,8 +16,10 @@ pub struct BudgetPolicy {
 }
 
 impl Default for BudgetPolicy {
+    /// The config file's defaults (one source of truth).
     fn default() -> Self {
-        BudgetPolicy { max_tokens: 50.0, token_ratio: 0.1 }
+        let c = crate::config::RetryBudgetConfig::default();
+        BudgetPolicy { max_tokens: c.max_tokens, token_ratio: c.token_ratio }
     }
 }
 
