@@ -33,18 +33,38 @@ const LIBRARY_MARKS: [&str; 23] = [
     "Microsoft.",
 ];
 
-/// A frame line of any of the languages, with the part worth showing captured.
-static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r#"(?x)^\s*(?:
-            File\ "(?P<py>[^"]+)",\ line\ (?P<pyline>\d+),\ in\ (?P<pyfn>.+)      # Python
-          | at\ (?P<at>.+)                                                    # Java, Kotlin, Node, .NET, Rust 'at file:line'
-          | (?P<go>/\S+\.go:\d+)(?:\ \+0x[0-9a-f]+)?                            # Go file line
-          | \d+:\ (?P<rs>\S.*)                                                 # Rust numbered frame
-        )\s*$"#,
-    )
-    .expect("the frame pattern is tested")
-});
+/// A frame line of any of the languages: what to show of it and the text that
+/// says whether it is library code. Plain string tests, no regex captures: a
+/// long trace has hundreds of these lines.
+fn frame(line: &str, go_function: &mut Option<String>) -> Option<(String, String)> {
+    let t = line.trim();
+    if let Some(rest) = t.strip_prefix("File \"") {
+        // Python: File "path", line N, in func
+        let (path, rest) = rest.split_once("\", line ")?;
+        let (number, func) = rest.split_once(", in ")?;
+        return Some((format!("{path}:{number} in {func}"), path.to_string()));
+    }
+    if let Some(at) = t.strip_prefix("at ") {
+        // Java, Kotlin, Node, .NET; Rust's `at ./src/main.rs:42:10`.
+        return Some((at.to_string(), at.to_string()));
+    }
+    if t.starts_with('/') && t.contains(".go:") {
+        // Go: the file line under its function line.
+        let location = t.split_whitespace().next()?;
+        let shown = match go_function.take() {
+            Some(func) => format!("{func} ({location})"),
+            None => location.to_string(),
+        };
+        return Some((shown.clone(), shown));
+    }
+    let digits = t.find(|c: char| !c.is_ascii_digit())?;
+    if digits > 0 && t[digits..].starts_with(": ") {
+        // Rust backtrace: `  3: crate::module::function`.
+        let name = t[digits + 2..].to_string();
+        return Some((name.clone(), name));
+    }
+    None
+}
 
 /// A line that names an exception: `Type: message`, `Type`, `panic: ...`, `thread '...' panicked at ...`.
 static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| {
@@ -85,29 +105,13 @@ impl Collapsed {
 pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
     let lines: Vec<&str> = text.lines().collect();
     let python = text.contains("Traceback (most recent call last):");
+    let go_trace = text.contains("goroutine ");
     let mut frames: Vec<String> = Vec::new();
     let mut library = 0;
     let mut exceptions: Vec<&str> = Vec::new();
-    let mut go_function: Option<&str> = None;
+    let mut go_function: Option<String> = None;
     for line in &lines {
-        let t = line.trim_start();
-        // Cheap test first: frame lines start with one of these.
-        let maybe_frame = t.starts_with("File \"") || t.starts_with("at ") || t.starts_with('/') || t.starts_with(|c: char| c.is_ascii_digit());
-        if let Some(caps) = maybe_frame.then(|| FRAME.captures(line)).flatten() {
-            let (shown, raw) = if let Some(file) = caps.name("py") {
-                let f = format!("{}:{} in {}", file.as_str(), &caps["pyline"], caps["pyfn"].trim());
-                (f, file.as_str().to_string())
-            } else if let Some(go) = caps.name("go") {
-                let f = match go_function.take() {
-                    Some(func) => format!("{} ({})", func.trim(), go.as_str()),
-                    None => go.as_str().to_string(),
-                };
-                (f.clone(), f)
-            } else if let Some(at) = caps.name("at").or_else(|| caps.name("rs")) {
-                (at.as_str().trim().to_string(), at.as_str().to_string())
-            } else {
-                continue;
-            };
+        if let Some((shown, raw)) = frame(line, &mut go_function) {
             if LIBRARY_MARKS.iter().any(|m| raw.contains(m)) {
                 library += 1;
             } else {
@@ -116,11 +120,11 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
             continue;
         }
         let trimmed = line.trim_end();
-        if !trimmed.is_empty() && !trimmed.starts_with([' ', '\t']) && trimmed.contains(|c: char| c == ':' || c == '.') && EXCEPTION.is_match(trimmed) {
+        if !trimmed.is_empty() && !trimmed.starts_with([' ', '\t']) && trimmed.contains([':', '.']) && EXCEPTION.is_match(trimmed) {
             exceptions.push(trimmed);
-        } else if trimmed.ends_with(')') && trimmed.contains('(') && !trimmed.starts_with(' ') && text.contains("goroutine ") {
+        } else if trimmed.ends_with(')') && trimmed.contains('(') && !trimmed.starts_with([' ', '\t']) && go_trace {
             // A Go function line: the file line that follows says where.
-            go_function = Some(trimmed);
+            go_function = Some(trimmed.to_string());
         }
     }
     if exceptions.is_empty() || (frames.is_empty() && library == 0) {
