@@ -220,6 +220,23 @@ impl Engine {
         }
     }
 
+    /// Compiles every lazily built pattern (classifier, redaction, fingerprint,
+    /// traces) so the first real Report is as fast as the rest; touches no session.
+    pub fn warm_up(&self) {
+        let policy = self.policy();
+        let sample = Outcome {
+            session_id: "warm-up".into(),
+            tool: "warm-up".into(),
+            message: "HTTPSConnectionPool(host='api.example.com', port=443): Read timed out. (read timeout=30) sk-proj-warmupwarmupwarmupwarmup".into(),
+            detail: "Traceback (most recent call last):\n  File \"/app/x.py\", line 1, in run\nValueError: warm up\n".into(),
+            ..Default::default()
+        };
+        let _ = policy.classifier.classify(&sample);
+        let _ = fingerprint(&sample.message);
+        let _ = compact::clean_message(&compact::headline(&sample.message, "", &sample.detail), policy.snippet.message_chars);
+        let _ = crate::trace::collapse(&sample.detail, 2);
+    }
+
     /// Declares a session (idempotent: a second call updates limits and tools).
     pub fn start_session(&self, req: &StartSession) -> Result<SessionInfo, EngineError> {
         check_id("session_id", &req.session_id)?;
@@ -490,10 +507,30 @@ impl Engine {
                 let (text, shown, hidden) = compact::context_text(&views, s.dropped_unresolved, &shape);
                 let tokens = tokenizer.map_or(0, |t| t.count(&text));
                 let over = budget.is_some_and(|b| tokens > b);
-                if !over || shape.context_errors <= 1 {
+                if !over || views.is_empty() {
                     return ContextText { text, errors_shown: shown, errors_hidden: hidden, tokens };
                 }
-                shape.context_errors = (shown as usize).min(shape.context_errors) - 1;
+                if shape.context_errors > 1 {
+                    shape.context_errors = (shown as usize).min(shape.context_errors) - 1;
+                    continue;
+                }
+                // Even the newest error alone is over: show it alone, its message
+                // and suggestion shortened until it fits.
+                let (budget, tokenizer) = (budget.unwrap_or(u32::MAX), tokenizer.expect("a budget has a tokenizer"));
+                let newest = &views[views.len() - 1];
+                let mut chars = policy.snippet.message_chars;
+                loop {
+                    let message = compact::cut(newest.message, chars);
+                    let suggestion = if chars <= 40 { "" } else { newest.suggestion };
+                    let view = ErrorView { message: &message, suggestion, ..newest.clone() };
+                    let text = compact::render_block(&view, shape.templates.as_ref());
+                    let tokens = tokenizer.count(&text);
+                    if tokens <= budget || chars <= 10 {
+                        let hidden = (views.len() - 1) as u32 + s.dropped_unresolved;
+                        return ContextText { text, errors_shown: 1, errors_hidden: hidden, tokens };
+                    }
+                    chars = chars * 2 / 3;
+                }
             }
         });
         Ok(text.unwrap_or_default())

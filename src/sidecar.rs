@@ -22,6 +22,7 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
     let metrics = Arc::new(Metrics::new(config.metrics.tool_label_cap));
     let settings = EngineSettings::from_config(&config, crate::rng::random_seed());
     let engine = Arc::new(Engine::new(policy, settings, Arc::new(SystemClock::new()), metrics));
+    engine.warm_up();
 
     let grpc = Listener::bind(&config.server.listen)
         .await
@@ -42,6 +43,8 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
     let shared_task = (config.state.backend == crate::config::Backend::Redis)
         .then(|| tokio::spawn(crate::shared::run(engine.clone(), config.state.clone())));
 
+    // Handlers first: a SIGTERM right after the ready line must drain, not kill.
+    let shutdown = termination()?;
     // The one line on stdout: tests and supervisors read it to learn the ports.
     let ready = serde_json::json!({"event": "ready", "grpc": grpc.address(), "metrics": metrics_address});
     {
@@ -51,7 +54,7 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
     }
     tracing::info!(grpc = %grpc.address(), metrics = %metrics_address, "rebound serving");
 
-    let result = server::run(grpc, engine, &config.server, termination()).await;
+    let result = server::run(grpc, engine, &config.server, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = metrics_task.await;
     for task in reload_task.into_iter().chain(shared_task) {
@@ -61,15 +64,17 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
     result
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn termination() {
+/// Installs the SIGTERM and SIGINT handlers now; the future resolves on either.
+fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
-    }
+    let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
+        }
+    })
 }
 
 /// Polls the config file's content; a change that loads replaces the policy,

@@ -38,7 +38,7 @@ func TestFailOpenWhenTheSidecarStopsAndReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	c, err := Dial(context.Background(), addr, WithLogger(logs.logger()), WithFallbackPolicy(fastPolicy()))
+	c, err := Dial(context.Background(), addr, WithLogger(logs.logger()), WithFallbackPolicy(fastPolicy()), WithCallTimeout(liveTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func TestSharedVectors(t *testing.T) {
 			t.Errorf("stopping the sidecar: %v", err)
 		}
 	}()
-	c, err := Dial(context.Background(), p.GRPC)
+	c, err := Dial(context.Background(), p.GRPC, WithCallTimeout(liveTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
