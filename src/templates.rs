@@ -187,7 +187,7 @@ mod tests {
         assert!(Tokenizer::by_name("nope").is_none());
         let text = "connection refused by upstream inventory service at 10.0.0.7:8080 ".repeat(20);
         let (fitted, n) = t.fit(&text, 30);
-        assert!(n <= 30 && n >= 25, "{n}: {fitted}");
+        assert!((25..=30).contains(&n), "{n}: {fitted}");
         assert_eq!(t.count(&fitted), n);
         assert!(fitted.ends_with('…'));
         assert_eq!(t.fit("short", 30), ("short".to_string(), 1));
