@@ -21,6 +21,8 @@ pub struct SnippetPolicy {
     pub context_max_tokens: Option<u32>,
     /// The tokenizer, loaded only when a budget is set.
     pub tokenizer: Option<crate::templates::Tokenizer>,
+    /// The encoding a per-call Context budget counts with when none is configured.
+    pub encoding: String,
     /// User templates, if any.
     pub templates: Option<crate::templates::Templates>,
 }
@@ -34,6 +36,7 @@ impl Default for SnippetPolicy {
             max_tokens: None,
             context_max_tokens: None,
             tokenizer: None,
+            encoding: "o200k_base".into(),
             templates: None,
         }
     }

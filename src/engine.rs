@@ -483,54 +483,49 @@ impl Engine {
         let policy = self.policy();
         let now = self.clock.now_ms();
         let text = self.sessions.with_existing(session_id, now, |s| {
-            let views: Vec<ErrorView<'_>> = s
-                .history
+            // Repeats of one error (same tool and fingerprint), even with others
+            // between them, show once, where the newest was, with their count.
+            let mut folded: Vec<(&HistoryEntry, u32)> = Vec::new();
+            for e in s.history.iter().filter(|e| !e.resolved) {
+                let earlier = folded.iter().position(|(f, _)| f.fingerprint == e.fingerprint && f.tool == e.tool);
+                let count = e.count + earlier.map_or(0, |i| folded.remove(i).1);
+                folded.push((e, count));
+            }
+            let views: Vec<ErrorView<'_>> = folded
                 .iter()
-                .filter(|e| !e.resolved)
-                .map(|e| ErrorView {
+                .map(|(e, count)| ErrorView {
                     tool: &e.tool,
                     category: e.category,
                     message: &e.message,
                     suggestion: &e.suggestion,
-                    count: e.count,
+                    count: *count,
                     location: "",
                 })
                 .collect();
             let budget = max_tokens.filter(|n| *n > 0).or(policy.snippet.context_max_tokens);
             let tokenizer = match (budget, policy.snippet.tokenizer) {
                 (Some(_), Some(t)) => Some(t),
-                (Some(_), None) => crate::templates::Tokenizer::by_name("o200k_base"),
+                // A per-call budget with none configured: the configured encoding, loaded on first use.
+                (Some(_), None) => crate::templates::Tokenizer::by_name(&policy.snippet.encoding),
                 _ => None,
             };
             let mut shape = policy.snippet.clone();
             loop {
                 let (text, shown, hidden) = compact::context_text(&views, s.dropped_unresolved, &shape);
-                let tokens = tokenizer.map_or(0, |t| t.count(&text));
-                let over = budget.is_some_and(|b| tokens > b);
-                if !over || views.is_empty() {
+                let (Some(budget), Some(tokenizer)) = (budget, tokenizer) else {
+                    return ContextText { text, errors_shown: shown, errors_hidden: hidden, tokens: 0 };
+                };
+                let tokens = tokenizer.count(&text);
+                if tokens <= budget {
                     return ContextText { text, errors_shown: shown, errors_hidden: hidden, tokens };
                 }
-                if shape.context_errors > 1 {
-                    shape.context_errors = (shown as usize).min(shape.context_errors) - 1;
-                    continue;
+                if shown <= 1 {
+                    // One block and the summary still too long: cut the text itself.
+                    let (text, tokens) = tokenizer.fit(&text, budget);
+                    return ContextText { text, errors_shown: shown, errors_hidden: hidden, tokens };
                 }
-                // Even the newest error alone is over: show it alone, its message
-                // and suggestion shortened until it fits.
-                let (budget, tokenizer) = (budget.unwrap_or(u32::MAX), tokenizer.expect("a budget has a tokenizer"));
-                let newest = &views[views.len() - 1];
-                let mut chars = policy.snippet.message_chars;
-                loop {
-                    let message = compact::cut(newest.message, chars);
-                    let suggestion = if chars <= 40 { "" } else { newest.suggestion };
-                    let view = ErrorView { message: &message, suggestion, ..newest.clone() };
-                    let text = compact::render_block(&view, shape.templates.as_ref());
-                    let tokens = tokenizer.count(&text);
-                    if tokens <= budget || chars <= 10 {
-                        let hidden = (views.len() - 1) as u32 + s.dropped_unresolved;
-                        return ContextText { text, errors_shown: 1, errors_hidden: hidden, tokens };
-                    }
-                    chars = chars * 2 / 3;
-                }
+                // The oldest shown error goes into the summary line.
+                shape.context_errors = shown as usize - 1;
             }
         });
         Ok(text.unwrap_or_default())
@@ -829,6 +824,10 @@ fn decide(
             verdict.snippet = snippet_with(&message, trim);
             tokens = tokenizer.count(&verdict.snippet);
         }
+        if tokens > budget {
+            // A long tool name or template text: cut the snippet itself, so it never exceeds its budget.
+            (verdict.snippet, tokens) = tokenizer.fit(&verdict.snippet, budget);
+        }
         verdict.snippet_tokens = tokens;
     }
     fill_counters(&mut verdict.breaker, s, consecutive);
@@ -947,6 +946,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::model::{Headers, OutcomeKind};
+    use crate::templates::Tokenizer;
 
     fn engine() -> (Engine, Arc<ManualClock>) {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
@@ -1062,6 +1062,78 @@ mod tests {
         assert_eq!(c.errors_shown, 1);
         assert!(c.text.contains("tool: b") && !c.text.contains("tool: a"), "{}", c.text);
         assert_eq!(e.context("nobody", None).unwrap(), ContextText::default());
+    }
+
+    #[test]
+    fn context_folds_repeats_even_with_others_between_them_newest_last() {
+        let (e, _) = engine();
+        e.report(&fail("s", "fetch", "GET /items/17 returned 404")).unwrap();
+        e.report(&fail("s", "parse", "unexpected token at line 3")).unwrap();
+        e.report(&fail("s", "fetch", "GET /items/18 returned 404")).unwrap();
+        let c = e.context("s", None).unwrap();
+        assert_eq!(c.errors_shown, 2, "{}", c.text);
+        assert_eq!(c.text.matches("tool: fetch").count(), 1, "{}", c.text);
+        assert!(c.text.contains("message: GET /items/18 returned 404 (×2)"), "{}", c.text);
+        // The repeat moved to where its newest occurrence was: after `parse`.
+        assert!(c.text.find("tool: parse") < c.text.find("tool: fetch"), "{}", c.text);
+    }
+
+    #[test]
+    fn a_context_budget_drops_the_oldest_errors_then_cuts() {
+        let mut config = crate::config::Config::default();
+        config.snippet.context_errors = 10;
+        config.breakers.session_errors = 100;
+        config.breakers.tool_consecutive_failures = 100;
+        let (e, _) = engine();
+        e.set_policy(Policy::from_config(&config).unwrap());
+        for i in 0..6 {
+            e.report(&fail("s", &format!("tool{i}"), &format!("failure number {i} of the inventory service"))).unwrap();
+        }
+        let all = e.context("s", None).unwrap();
+        assert_eq!((all.errors_shown, all.tokens), (6, 0), "no budget: nothing counted");
+        let fitted = e.context("s", Some(120)).unwrap();
+        assert!(fitted.tokens > 0 && fitted.tokens <= 120, "{}", fitted.tokens);
+        assert!(fitted.errors_shown < 6 && fitted.errors_hidden == 6 - fitted.errors_shown);
+        assert!(fitted.text.contains("tool: tool5") && !fitted.text.contains("tool: tool0"), "{}", fitted.text);
+        let tiny = e.context("s", Some(16)).unwrap();
+        assert!(tiny.tokens <= 16, "{}", tiny.tokens);
+    }
+
+    /// Engines with snippet budgets of 16, 24, 40 and 80 tokens, built once: a
+    /// policy takes seconds to build in a debug build, a case microseconds.
+    fn budget_engines() -> &'static [(u32, Engine); 4] {
+        static ENGINES: std::sync::OnceLock<[(u32, Engine); 4]> = std::sync::OnceLock::new();
+        ENGINES.get_or_init(|| {
+            [16, 24, 40, 80].map(|budget| {
+                let mut config = crate::config::Config::default();
+                config.snippet.max_tokens = budget;
+                let (e, _) = engine();
+                e.set_policy(Policy::from_config(&config).unwrap());
+                (budget, e)
+            })
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+        #[test]
+        fn a_snippet_never_exceeds_its_budget(
+            which in 0usize..4,
+            session in "[a-z]{12}",
+            tool in "[a-z_]{1,100}",
+            message in "\\PC{0,400}",
+            secret in "[A-Za-z0-9]{40}",
+        ) {
+            let (budget, e) = &budget_engines()[which];
+            let v = e.report(&Outcome {
+                kind: Some(OutcomeKind::InvalidToolCall),
+                ..fail(&session, &tool, &format!("{message} api_key={secret} {message}"))
+            }).unwrap();
+            let counted = Tokenizer::by_name("o200k_base").unwrap().count(&v.snippet);
+            proptest::prop_assert!(counted <= *budget, "{} > {}: {}", counted, budget, v.snippet);
+            proptest::prop_assert_eq!(counted, v.snippet_tokens);
+            proptest::prop_assert!(!v.snippet.contains(&secret));
+        }
     }
 
     #[test]

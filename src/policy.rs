@@ -263,6 +263,7 @@ fn snippet_policy(s: &crate::config::SnippetConfig) -> Result<SnippetPolicy, Pol
         } else {
             None
         },
+        encoding: s.encoding.clone(),
         templates,
     })
 }

@@ -123,6 +123,36 @@ impl Tokenizer {
     pub fn count(&self, text: &str) -> u32 {
         self.bpe.encode_with_special_tokens(text).len() as u32
     }
+
+    /// The encoding's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// `text` and its token count, cut (with an ellipsis) to the longest head
+    /// that fits in `budget` tokens: the last resort when dropping parts was not enough.
+    pub fn fit(&self, text: &str, budget: u32) -> (String, u32) {
+        let tokens = self.count(text);
+        if tokens <= budget {
+            return (text.to_string(), tokens);
+        }
+        // Binary search on characters: fewer characters never need more tokens
+        // than the budget allows once a prefix fits, and 0 characters always fit.
+        let (mut lo, mut hi) = (0usize, text.chars().count());
+        let mut best = (String::new(), 0);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let candidate = crate::compact::cut(text, mid);
+            let n = self.count(&candidate);
+            if n <= budget {
+                best = (candidate, n);
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        best
+    }
 }
 
 #[cfg(test)]
@@ -155,5 +185,11 @@ mod tests {
         let t = Tokenizer::by_name("cl100k_base").unwrap();
         assert_eq!(t.count("hello world"), 2);
         assert!(Tokenizer::by_name("nope").is_none());
+        let text = "connection refused by upstream inventory service at 10.0.0.7:8080 ".repeat(20);
+        let (fitted, n) = t.fit(&text, 30);
+        assert!((25..=30).contains(&n), "{n}: {fitted}");
+        assert_eq!(t.count(&fitted), n);
+        assert!(fitted.ends_with('…'));
+        assert_eq!(t.fit("short", 30), ("short".to_string(), 1));
     }
 }

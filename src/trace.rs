@@ -1,205 +1,476 @@
 //! Stack traces collapsed to what an LLM needs: the exception (and its root
 //! cause), and the innermost frames of the caller's own code; library frames
-//! are counted, not shown. Python (with chained exceptions), Java/Kotlin,
-//! Go panics, Node/V8, Rust backtraces and .NET are recognised.
+//! are counted by where they live ("… 23 frames in site-packages …"), not
+//! shown. Python (with chained exceptions), Java/Kotlin (`Caused by:`,
+//! `... N more`), Go panics and goroutine dumps, Node/V8 (with `cause:`), Rust
+//! panics and backtraces, and .NET (with `--->` inner exceptions) are recognised.
+//!
+//! Pure functions over text; one pass over the lines, no regex on the hot path.
 
-use regex::Regex;
-use std::sync::LazyLock;
-
-/// Paths and names that mark a frame as library code, not the caller's.
-const LIBRARY_MARKS: [&str; 23] = [
-    "System.",
-    "site-packages",
-    "dist-packages",
-    "/lib/python3",
-    "<frozen ",
-    "node_modules",
-    "node:internal",
-    "internal/",
-    "/usr/local/go/src",
-    "/usr/lib/go",
-    "/go/pkg/mod",
-    "runtime/",
-    "/rustc/",
-    ".cargo/registry",
-    "java.base/",
-    "jdk.internal",
-    "sun.",
-    "java.",
-    "kotlin.",
-    "org.springframework",
-    "okhttp3.",
-    "System.Private.CoreLib",
-    "Microsoft.",
+/// Where a library frame lives, by a mark in its path or its qualified name.
+/// Checked in order: the first match names the place.
+const PATH_PLACES: [(&str, &str); 14] = [
+    ("site-packages", "site-packages"),
+    ("dist-packages", "dist-packages"),
+    ("<frozen ", "the Python standard library"),
+    ("/lib/python3", "the Python standard library"),
+    ("node_modules", "node_modules"),
+    ("(node:", "Node internals"),
+    ("(internal/", "Node internals"),
+    ("/usr/local/go/src/", "the Go standard library"),
+    ("/usr/lib/go", "the Go standard library"),
+    ("/go/pkg/mod/", "Go modules"),
+    ("/rustc/", "the Rust standard library"),
+    (".cargo/registry", "crates"),
+    ("java.base/", "the JDK"),
+    ("System.Private.CoreLib", ".NET"),
 ];
 
-/// A frame line of any of the languages: what to show of it and the text that
-/// says whether it is library code. Plain string tests, no regex captures: a
-/// long trace has hundreds of these lines.
-fn frame(line: &str, go_function: &mut Option<String>) -> Option<(String, String)> {
-    let t = line.trim();
-    if let Some(rest) = t.strip_prefix("File \"") {
-        // Python: File "path", line N, in func
-        let (path, rest) = rest.split_once("\", line ")?;
-        let (number, func) = rest.split_once(", in ")?;
-        return Some((format!("{path}:{number} in {func}"), path.to_string()));
-    }
-    if let Some(at) = t.strip_prefix("at ") {
-        // Java, Kotlin, Node, .NET; Rust's `at ./src/main.rs:42:10`.
-        return Some((at.to_string(), at.to_string()));
-    }
-    if t.starts_with('/') && t.contains(".go:") {
-        // Go: the file line under its function line.
-        let location = t.split_whitespace().next()?;
-        let shown = match go_function.take() {
-            Some(func) => format!("{func} ({location})"),
-            None => location.to_string(),
-        };
-        return Some((shown.clone(), shown));
-    }
-    let digits = t.find(|c: char| !c.is_ascii_digit())?;
-    if digits > 0 && t[digits..].starts_with(": ") {
-        // Rust backtrace: `  3: crate::module::function`.
-        let name = t[digits + 2..].to_string();
-        return Some((name.clone(), name));
-    }
-    None
-}
-
-/// A line that names an exception: `Type: message`, `Type`, `panic: ...`, `thread '...' panicked at ...`.
-static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:[A-Za-z_][\w.$]*(?:Error|Exception|Interrupt|Exit|Timeout|Failure|Fault|Warning)\b(?::.*)?|Caused by: .+|panic: .+|thread '.*' panicked at .+|Unhandled exception\. .+|Exception in thread .+|[A-Z]\w*Error: .+)$")
-        .expect("the exception pattern is tested")
-});
+/// Qualified-name prefixes of library frames (Java/Kotlin packages, .NET
+/// namespaces, Rust crates, Go packages), for frames whose path says nothing.
+const NAME_PLACES: [(&str, &str); 24] = [
+    ("java.", "the JDK"),
+    ("javax.", "the JDK"),
+    ("jdk.", "the JDK"),
+    ("sun.", "the JDK"),
+    ("com.sun.", "the JDK"),
+    ("kotlin.", "the Kotlin runtime"),
+    ("kotlinx.", "the Kotlin runtime"),
+    ("org.springframework.", "libraries"),
+    ("org.apache.", "libraries"),
+    ("com.google.", "libraries"),
+    ("com.fasterxml.", "libraries"),
+    ("io.netty.", "libraries"),
+    ("okhttp3.", "libraries"),
+    ("reactor.", "libraries"),
+    ("System.", ".NET"),
+    ("Microsoft.", ".NET"),
+    ("std::", "the Rust standard library"),
+    ("core::", "the Rust standard library"),
+    ("alloc::", "the Rust standard library"),
+    ("rust_begin_unwind", "the Rust standard library"),
+    ("__rust", "the Rust standard library"),
+    ("tokio::", "crates"),
+    ("runtime.", "the Go runtime"),
+    ("node:", "Node internals"),
+];
 
 /// A collapsed trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Collapsed {
-    /// The exception line (the last one raised, for chained Python exceptions).
+    /// The exception line (the last one raised, for chained Python exceptions;
+    /// with its message joined on, for a Rust panic).
     pub exception: String,
-    /// The root cause when it differs (Java `Caused by:`, Python's first exception of a chain).
+    /// The root cause when it differs (Java `Caused by:`, .NET `--->`, Node
+    /// `cause:`, Python's first exception of a chain).
     pub cause: Option<String>,
     /// Innermost frames of the caller's own code, innermost first.
     pub own_frames: Vec<String>,
-    /// Library frames left out.
-    pub library_frames: usize,
-    /// Own frames left out.
+    /// Library frames left out, by place, in order of first appearance.
+    pub library: Vec<(&'static str, usize)>,
+    /// Own frames left out, plus Java's `... N more`.
     pub more_frames: usize,
+    /// Other goroutines of a Go dump, left out.
+    pub other_goroutines: usize,
 }
 
 impl Collapsed {
-    /// One short line for a snippet: where it happened and what was left out.
+    /// Library frames left out, all places together.
+    pub fn library_frames(&self) -> usize {
+        self.library.iter().map(|(_, n)| n).sum()
+    }
+
+    /// One short line for a snippet: the root cause when the exception does not
+    /// already say it, where it happened, and what was left out.
     pub fn location(&self) -> String {
-        let mut parts: Vec<String> = self.own_frames.clone();
+        let mut parts: Vec<String> = Vec::with_capacity(self.own_frames.len() + self.library.len() + 2);
+        if let Some(cause) = self.cause.as_deref().filter(|c| !self.exception.contains(cause_message(c))) {
+            parts.push(format!("caused by {cause}"));
+        }
+        parts.extend(self.own_frames.iter().cloned());
         if self.more_frames > 0 {
             parts.push(format!("… {} more frames …", self.more_frames));
         }
-        if self.library_frames > 0 {
-            parts.push(format!("… {} library frames …", self.library_frames));
+        for (place, n) in &self.library {
+            parts.push(format!("… {n} frame{} in {place} …", if *n == 1 { "" } else { "s" }));
+        }
+        if self.other_goroutines > 0 {
+            parts.push(format!("… {} other goroutines …", self.other_goroutines));
         }
         parts.join(" ← ")
     }
 }
 
-/// Collapses `text` if it holds a stack trace; `None` otherwise.
+/// The message part of `Type: message` (all of it when there is no type).
+fn cause_message(line: &str) -> &str {
+    line.split_once(": ").map_or(line, |(_, m)| m).trim()
+}
+
+/// The library place of a frame, from its path or its qualified name.
+fn library_place(frame: &str) -> Option<&'static str> {
+    if let Some((_, place)) = PATH_PLACES.iter().find(|(mark, _)| frame.contains(mark)) {
+        return Some(place);
+    }
+    let name = frame.trim_start_matches("async ");
+    NAME_PLACES.iter().find(|(prefix, _)| name.starts_with(prefix)).map(|(_, place)| *place)
+}
+
+/// The trace's runtime, from markers only it prints.
+#[derive(Clone, Copy, PartialEq)]
+enum Runtime {
+    Python,
+    Go,
+    Rust,
+    /// Java, Kotlin, Node and .NET: the exception first, `at …` frames after.
+    AtFrames,
+}
+
+/// Frames and exceptions as they are read.
+#[derive(Default)]
+struct Reading {
+    frames: Vec<String>,
+    library: Vec<(&'static str, usize)>,
+    more: usize,
+    exceptions: Vec<String>,
+    causes: Vec<String>,
+    goroutines: usize,
+}
+
+impl Reading {
+    /// Counts a library frame by place, or keeps an own frame as `shown` says.
+    fn frame(&mut self, raw: &str, shown: impl FnOnce() -> String) {
+        match library_place(raw) {
+            Some(place) => match self.library.iter_mut().find(|(p, _)| *p == place) {
+                Some((_, n)) => *n += 1,
+                None => self.library.push((place, 1)),
+            },
+            None => self.frames.push(shown()),
+        }
+    }
+
+    fn any_frames(&self) -> bool {
+        !self.frames.is_empty() || !self.library.is_empty()
+    }
+}
+
+/// The longest frame shown, in characters.
+const FRAME_CHARS: usize = 160;
+
+/// Collapses `text` if it holds a stack trace; `None` otherwise. At most
+/// `max_frames` own frames are kept, innermost first.
 pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
+    if !text.contains('\n') {
+        return None;
+    }
+    let runtime = if text.contains("Traceback (most recent call last):") {
+        Runtime::Python
+    } else if text.contains("' panicked at ") {
+        Runtime::Rust
+    } else if text.contains("goroutine ") && text.contains(".go:") {
+        Runtime::Go
+    } else {
+        Runtime::AtFrames
+    };
+    let mut r = Reading::default();
     let lines: Vec<&str> = text.lines().collect();
-    let python = text.contains("Traceback (most recent call last):");
-    let go_trace = text.contains("goroutine ");
-    let mut frames: Vec<String> = Vec::new();
-    let mut library = 0;
-    let mut exceptions: Vec<&str> = Vec::new();
-    let mut go_function: Option<String> = None;
-    for line in &lines {
-        if let Some((shown, raw)) = frame(line, &mut go_function) {
-            if LIBRARY_MARKS.iter().any(|m| raw.contains(m)) {
-                library += 1;
-            } else {
-                frames.push(shown);
+    match runtime {
+        Runtime::Python => read_python(&lines, &mut r),
+        Runtime::Go => read_go(&lines, &mut r),
+        Runtime::Rust => read_rust(&lines, &mut r),
+        Runtime::AtFrames => read_at_frames(&lines, &mut r),
+    }
+    if !r.any_frames() || r.exceptions.is_empty() {
+        return None;
+    }
+    let (exception, cause) = if runtime == Runtime::Python {
+        // Python prints the newest exception last and the root of the chain first.
+        let last = r.exceptions.pop().expect("not empty");
+        let first = r.exceptions.into_iter().next().filter(|f| *f != last);
+        r.frames.reverse();
+        (last, first)
+    } else {
+        (r.exceptions.swap_remove(0), r.causes.pop())
+    };
+    let own_total = r.frames.len();
+    r.frames.truncate(max_frames);
+    Some(Collapsed {
+        exception,
+        cause,
+        more_frames: own_total - r.frames.len() + r.more,
+        own_frames: r.frames.into_iter().map(|f| crate::compact::cut(&f, FRAME_CHARS)).collect(),
+        library: r.library,
+        other_goroutines: r.goroutines.saturating_sub(1),
+    })
+}
+
+/// `File "path", line N, in function` frames; the exception is the first
+/// unindented line after each traceback's frames.
+fn read_python(lines: &[&str], r: &mut Reading) {
+    let mut after_frames = false;
+    for line in lines {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix("File \"") {
+            if let Some((path, rest)) = rest.split_once("\", line ") {
+                let (number, function) = rest.split_once(", in ").unwrap_or((rest, "?"));
+                r.frame(path, || format!("{path}:{number} in {}", function.trim()));
+                after_frames = true;
             }
             continue;
         }
-        let trimmed = line.trim_end();
-        if !trimmed.is_empty() && !trimmed.starts_with([' ', '\t']) && trimmed.contains([':', '.']) && EXCEPTION.is_match(trimmed) {
-            exceptions.push(trimmed);
-        } else if trimmed.ends_with(')') && trimmed.contains('(') && !trimmed.starts_with([' ', '\t']) && go_trace {
-            // A Go function line: the file line that follows says where.
-            go_function = Some(trimmed.to_string());
+        if line.starts_with([' ', '\t']) || t.is_empty() {
+            continue;
+        }
+        if t.starts_with("Traceback (most recent call last)")
+            || t.starts_with("During handling of the above exception")
+            || t.starts_with("The above exception was the direct cause")
+        {
+            after_frames = false;
+            continue;
+        }
+        if after_frames {
+            r.exceptions.push(t.trim_end().to_string());
+            after_frames = false;
         }
     }
-    if exceptions.is_empty() || (frames.is_empty() && library == 0) {
-        return None;
+}
+
+/// Go: `panic: …` (or the log line before the first goroutine), then per
+/// goroutine a function line and a tab-indented `path.go:N +0x…` line; only
+/// the first goroutine (the one that panicked) is read, the others counted.
+fn read_go(lines: &[&str], r: &mut Reading) {
+    let mut function: Option<&str> = None;
+    let mut headline: Option<&str> = None;
+    for line in lines {
+        let t = line.trim();
+        if t.starts_with("goroutine ") && t.ends_with(':') {
+            r.goroutines += 1;
+            continue;
+        }
+        if r.goroutines == 0 {
+            if t.starts_with("panic: ") || t.starts_with("fatal error: ") {
+                r.exceptions.push(t.to_string());
+            } else if headline.is_none() && !t.is_empty() && !t.starts_with('[') {
+                headline = Some(t);
+            }
+            continue;
+        }
+        if r.goroutines > 1 || t.is_empty() {
+            continue;
+        }
+        if line.starts_with('\t') && t.contains(".go:") {
+            let path = t.split(" +0x").next().unwrap_or(t);
+            let name = function.take().unwrap_or("");
+            let shown = || if name.is_empty() { path.to_string() } else { format!("{name} ({path})") };
+            // The Go standard library is told by its path; without GOROOT in it, by its package.
+            if library_place(path).is_none() && !name.is_empty() && go_std_package(name) {
+                r.frame("runtime.", shown);
+            } else {
+                r.frame(path, shown);
+            }
+        } else if !line.starts_with([' ', '\t']) && !t.starts_with("created by ") {
+            // `pkg.(*T).Method(0x0, {…})`: the arguments are noise.
+            function = Some(t.rfind('(').map_or(t, |i| &t[..i]));
+        }
     }
-    // Python prints the newest exception last and its innermost frame last;
-    // the others print the exception first and the innermost frame first.
-    let (exception, cause) = if python {
-        let last = exceptions[exceptions.len() - 1];
-        let first = exceptions[0];
-        (last, (first != last).then_some(first))
-    } else {
-        let first = exceptions[0];
-        let root = exceptions.iter().rev().find(|e| e.starts_with("Caused by: ")).copied();
-        (first, root.map(|r| r.trim_start_matches("Caused by: ")))
-    };
-    if python {
-        frames.reverse();
+    if r.exceptions.is_empty() {
+        r.exceptions.extend(headline.map(str::to_string));
     }
-    let own_total = frames.len();
-    frames.truncate(max_frames);
-    Some(Collapsed {
-        exception: exception.to_string(),
-        cause: cause.map(str::to_string),
-        more_frames: own_total - frames.len(),
-        own_frames: frames,
-        library_frames: library,
-    })
+}
+
+/// A Go function of the standard library: its import path's first element has no dot
+/// (`net/http.(*Client).do`, `runtime.gopanic`) and it is not `main`.
+fn go_std_package(function: &str) -> bool {
+    let path = function.split(['(', '.']).next().unwrap_or("");
+    let first = function.split('/').next().unwrap_or("");
+    path != "main" && !first.contains('.') || function.starts_with("runtime.")
+}
+
+/// Rust: `thread 'x' panicked at path:line:col:` with the message on the next
+/// lines (joined on), then `N: function` frames with an optional `at path` line.
+fn read_rust(lines: &[&str], r: &mut Reading) {
+    let mut i = 0;
+    while i < lines.len() {
+        let t = lines[i].trim();
+        if t.starts_with("thread '") && t.contains("' panicked at ") {
+            let mut exception = t.to_string();
+            // Rust 1.73+ puts the message on the lines after the location.
+            while let Some(next) = lines.get(i + 1).map(|l| l.trim()) {
+                if next.is_empty() || next.starts_with("note:") || next.starts_with("stack backtrace:") {
+                    break;
+                }
+                exception.push(' ');
+                exception.push_str(next);
+                i += 1;
+            }
+            r.exceptions.push(exception);
+        } else if let Some(function) = rust_frame(t) {
+            let at = lines.get(i + 1).and_then(|l| l.trim().strip_prefix("at "));
+            if at.is_some() {
+                i += 1;
+            }
+            match at {
+                // A frame with a path is told by it; one without, by its crate.
+                Some(path) if library_place(path).is_some() => r.frame(path, String::new),
+                Some(path) => r.frame(function, || format!("{function} ({path})")),
+                None => r.frame(function, || function.to_string()),
+            }
+        }
+        i += 1;
+    }
+}
+
+/// `12: app::run` → `app::run`.
+fn rust_frame(t: &str) -> Option<&str> {
+    let (number, function) = t.split_once(": ")?;
+    (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(function.trim())
+}
+
+/// Java, Kotlin, Node, .NET: the exception is the last unindented line before
+/// the first `at …` frame; causes are `Caused by:`, ` ---> ` and `cause:` lines.
+fn read_at_frames(lines: &[&str], r: &mut Reading) {
+    let mut candidate: Option<&str> = None;
+    for line in lines {
+        let t = line.trim();
+        if let Some(frame) = t.strip_prefix("at ") {
+            if r.exceptions.is_empty() {
+                r.exceptions.extend(candidate.map(str::to_string));
+            }
+            // Java's `at java.base/…`, Node's `at fn (path:line:col)`, .NET's `at N.M() in path:line 3`.
+            r.frame(frame, || frame.trim_end_matches(" {").to_string());
+        } else if let Some(rest) = t.strip_prefix("... ").and_then(|s| s.strip_suffix(" more")) {
+            r.more += rest.parse::<usize>().unwrap_or(0);
+        } else if let Some(cause) = t
+            .strip_prefix("Caused by: ")
+            .or_else(|| t.strip_prefix("---> "))
+            .or_else(|| t.strip_prefix("[cause]: "))
+            .or_else(|| t.strip_prefix("cause: "))
+        {
+            r.causes.push(cause.trim_end_matches(" {").to_string());
+        } else if !t.is_empty() && !line.starts_with([' ', '\t']) && r.exceptions.is_empty() {
+            candidate = Some(t);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const PY_CHAINED: &str = "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.11/site-packages/httpx/_transports/default.py\", line 69, in map_httpcore_exceptions\n    yield\n  File \"/usr/local/lib/python3.11/site-packages/httpcore/_sync/connection_pool.py\", line 216, in handle_request\n    raise exc from None\nhttpcore.ConnectError: [Errno 111] Connection refused\n\nThe above exception was the direct cause of the following exception:\n\nTraceback (most recent call last):\n  File \"/app/agent/tools/search.py\", line 41, in run\n    r = client.get(self.url)\n  File \"/app/agent/tools/http.py\", line 12, in get\n    return self.client.get(url)\n  File \"/usr/local/lib/python3.11/site-packages/httpx/_client.py\", line 1054, in get\n    return self.request(\nhttpx.ConnectError: [Errno 111] Connection refused\n";
+    /// A file of the trace set (real formats; see tests/data/traces/README.md).
+    fn data(name: &str) -> String {
+        std::fs::read_to_string(format!("{}/tests/data/traces/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    }
 
     #[test]
     fn python_chained_keeps_the_last_exception_its_cause_and_own_frames_innermost_first() {
-        let c = collapse(PY_CHAINED, 2).unwrap();
+        let c = collapse(&data("01-py-httpx.txt"), 2).unwrap();
         assert_eq!(c.exception, "httpx.ConnectError: [Errno 111] Connection refused");
         assert_eq!(c.cause.as_deref(), Some("httpcore.ConnectError: [Errno 111] Connection refused"));
-        assert_eq!(c.own_frames, vec!["/app/agent/tools/http.py:12 in get", "/app/agent/tools/search.py:41 in run"]);
-        assert_eq!(c.library_frames, 3);
-        assert!(c.location().contains("… 3 library frames …"));
+        assert_eq!(c.own_frames, vec!["/app/agent/tools/search.py:41 in run"]);
+        assert_eq!(c.library, vec![("site-packages", 5)]);
+        // The cause says nothing the exception does not: left out of the line.
+        assert_eq!(c.location(), "/app/agent/tools/search.py:41 in run ← … 5 frames in site-packages …");
     }
 
     #[test]
-    fn java_keeps_the_first_line_and_the_root_cause() {
-        let java = "org.springframework.web.client.ResourceAccessException: I/O error on GET request: Connection refused\n\tat org.springframework.web.client.RestTemplate.doExecute(RestTemplate.java:895)\n\tat com.acme.agent.tools.InventoryTool.items(InventoryTool.java:44)\nCaused by: java.net.ConnectException: Connection refused\n\tat java.base/sun.nio.ch.Net.pollConnect(Native Method)\n\t... 12 more\n";
-        let c = collapse(java, 3).unwrap();
-        assert!(c.exception.starts_with("org.springframework.web.client.ResourceAccessException"));
+    fn python_during_handling_and_custom_exception_types() {
+        let c = collapse(&data("06-py-timeout.txt"), 2).unwrap();
+        assert!(c.exception.starts_with("requests.exceptions.ReadTimeout: HTTPSConnectionPool"), "{}", c.exception);
+        assert_eq!(c.cause.as_deref(), Some("TimeoutError: The read operation timed out"));
+        assert!(c.location().starts_with("caused by TimeoutError: The read operation timed out ← /app/agent/tools/fetch.py:22 in fetch"), "{}", c.location());
+        let custom = "Traceback (most recent call last):\n  File \"/app/run.py\", line 3, in <module>\n    main()\napp.errors.ToolFailed: the index is empty\n";
+        assert_eq!(collapse(custom, 2).unwrap().exception, "app.errors.ToolFailed: the index is empty");
+        let c = collapse(&data("09-py-cancel.txt"), 2).unwrap();
+        assert_eq!(c.exception, "asyncio.exceptions.CancelledError");
+        assert_eq!(c.library, vec![("the Python standard library", 1)]);
+    }
+
+    #[test]
+    fn java_keeps_the_first_line_the_root_cause_and_counts_more() {
+        let c = collapse(&data("11-java-conn.txt"), 3).unwrap();
+        assert!(c.exception.starts_with("org.springframework.web.client.ResourceAccessException: I/O error"));
         assert_eq!(c.cause.as_deref(), Some("java.net.ConnectException: Connection refused"));
         assert_eq!(c.own_frames, vec!["com.acme.agent.tools.InventoryTool.items(InventoryTool.java:44)"]);
-        assert_eq!(c.library_frames, 2);
+        assert_eq!(c.library, vec![("libraries", 2), ("the JDK", 2)]);
+        assert_eq!(c.more_frames, 12);
+        let kotlin = collapse(&data("30-kotlin-illegalstate.txt"), 2).unwrap();
+        assert!(kotlin.exception.starts_with("Exception in thread \"main\" java.lang.IllegalStateException"));
+        assert_eq!(kotlin.own_frames[0], "com.acme.agent.tools.WeatherTool.parse(WeatherTool.kt:51)");
+        assert_eq!((kotlin.more_frames, kotlin.library_frames()), (1, 2));
     }
 
     #[test]
-    fn go_node_and_rust() {
-        let go = "panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation]\n\ngoroutine 1 [running]:\nmain.(*Tool).Run(0x0)\n\t/src/cmd/tool/main.go:42 +0x1c\nruntime.main()\n\t/usr/local/go/src/runtime/proc.go:271 +0x29d\n";
-        let c = collapse(go, 2).unwrap();
-        assert!(c.exception.starts_with("panic: runtime error"));
-        assert_eq!(c.own_frames, vec!["main.(*Tool).Run(0x0) (/src/cmd/tool/main.go:42)"]);
-        let node = "TypeError: Cannot read properties of undefined (reading 'items')\n    at parseResults (/app/src/tools/search.ts:44:23)\n    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)\n";
-        let c = collapse(node, 2).unwrap();
-        assert_eq!(c.own_frames, vec!["parseResults (/app/src/tools/search.ts:44:23)"]);
-        assert_eq!(c.library_frames, 1);
-        let rust = "thread 'main' panicked at src/main.rs:42:10:\ncalled `Option::unwrap()` on a `None` value\nstack backtrace:\n   0: rust_begin_unwind\n             at /rustc/59807616e/library/std/src/panicking.rs:689:5\n   1: app::run\n             at ./src/main.rs:42:10\n";
-        let c = collapse(rust, 3).unwrap();
-        assert!(c.exception.starts_with("thread 'main' panicked"));
-        assert!(c.own_frames.iter().any(|f| f.contains("./src/main.rs:42:10")), "{:?}", c.own_frames);
+    fn go_panics_read_the_panicking_goroutine_only() {
+        let c = collapse(&data("13-go-panic.txt"), 2).unwrap();
+        assert_eq!(c.exception, "panic: runtime error: invalid memory address or nil pointer dereference");
+        assert_eq!(c.own_frames, vec!["main.(*Tool).Run (/src/cmd/tool/main.go:42)", "main.main (/src/cmd/tool/main.go:17)"]);
+        let dump = "panic: send on closed channel\n\ngoroutine 12 [running]:\nmain.(*Pool).submit(0xc000010000, {0x0, 0x0})\n\t/app/internal/pool/pool.go:57 +0x65\nnet/http.(*conn).serve(0xc0001a2000)\n\t/usr/local/go/src/net/http/server.go:2092 +0x5d4\ncreated by net/http.(*Server).Serve in goroutine 1\n\t/usr/local/go/src/net/http/server.go:3285 +0x4b4\n\ngoroutine 1 [IO wait]:\ninternal/poll.runtime_pollWait(0x7f, 0x72)\n\t/usr/local/go/src/runtime/netpoll.go:345 +0x85\n\ngoroutine 7 [select]:\ngithub.com/acme/agent/worker.loop()\n\t/go/pkg/mod/github.com/acme/agent@v1.2.0/worker/loop.go:30 +0x1a\nexit status 2\n";
+        let c = collapse(dump, 3).unwrap();
+        assert_eq!(c.exception, "panic: send on closed channel");
+        // /app/internal/… is the caller's own code, not Go's internal packages.
+        assert_eq!(c.own_frames, vec!["main.(*Pool).submit (/app/internal/pool/pool.go:57)"]);
+        assert_eq!(c.library, vec![("the Go standard library", 2)]);
+        assert_eq!(c.other_goroutines, 2);
+        assert!(c.location().ends_with("… 2 frames in the Go standard library … ← … 2 other goroutines …"), "{}", c.location());
+        let logged = collapse(&data("14-go-dial.txt"), 2).unwrap();
+        assert!(logged.exception.starts_with("2024/05/01 12:00:01 search failed: Post"), "{}", logged.exception);
+    }
+
+    #[test]
+    fn node_frames_and_causes() {
+        let c = collapse(&data("16-node-fetch.txt"), 2).unwrap();
+        assert_eq!(c.exception, "TypeError: fetch failed");
+        assert_eq!(c.cause.as_deref(), Some("ConnectTimeoutError: Connect Timeout Error"));
+        assert_eq!(c.own_frames, vec!["async searchTool (/app/src/tools/search.ts:21:15)"]);
+        assert_eq!(c.library, vec![("Node internals", 3)]);
+        let c = collapse(&data("15-node-econn.txt"), 2).unwrap();
+        assert_eq!(c.exception, "Error: connect ECONNREFUSED 127.0.0.1:5432");
+        assert_eq!(c.library, vec![("Node internals", 1)]);
+        let modules = "Error: Request failed with status code 500\n    at settle (/app/node_modules/axios/lib/core/settle.js:19:12)\n    at Client.run (/app/src/client.js:10:3)\n";
+        assert_eq!(collapse(modules, 2).unwrap().location(), "Client.run (/app/src/client.js:10:3) ← … 1 frame in node_modules …");
+    }
+
+    #[test]
+    fn rust_panics_join_the_message_and_pair_frames_with_their_paths() {
+        let c = collapse(&data("18-rust-panic.txt"), 2).unwrap();
+        assert!(c.exception.starts_with("thread 'tokio-runtime-worker' panicked at src/tools/index.rs:88:14: called `Result::unwrap()` on an `Err` value"), "{}", c.exception);
+        assert_eq!(c.own_frames, vec!["indexer::tools::index::build (./src/tools/index.rs:88:14)"]);
+        assert_eq!(c.library, vec![("the Rust standard library", 3)]);
+        let full = "thread 'main' panicked at src/main.rs:42:10:\ncalled `Option::unwrap()` on a `None` value\nstack backtrace:\n   0: rust_begin_unwind\n             at /rustc/59807616e/library/std/src/panicking.rs:689:5\n   1: serde_json::de::from_str\n             at /root/.cargo/registry/src/index.crates.io-6f17d22bba15001f/serde_json-1.0.1/src/de.rs:2676:5\n   2: app::run\n             at ./src/main.rs:42:10\nnote: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.\n";
+        let c = collapse(full, 3).unwrap();
+        assert_eq!(c.exception, "thread 'main' panicked at src/main.rs:42:10: called `Option::unwrap()` on a `None` value");
+        assert_eq!(c.own_frames, vec!["app::run (./src/main.rs:42:10)"]);
+        assert_eq!(c.library, vec![("the Rust standard library", 1), ("crates", 1)]);
+    }
+
+    #[test]
+    fn dotnet_inner_exceptions_and_frames() {
+        let c = collapse(&data("29-dotnet-httprequest.txt"), 2).unwrap();
+        assert_eq!(c.exception, "Unhandled exception. System.Net.Http.HttpRequestException: Connection refused (inventory:8080)");
+        assert_eq!(c.cause.as_deref(), Some("System.Net.Sockets.SocketException (111): Connection refused"));
+        assert_eq!(
+            c.own_frames,
+            vec![
+                "Acme.Agent.Tools.InventoryTool.ListAsync(String sku) in /src/Agent/Tools/InventoryTool.cs:line 37",
+                "Acme.Agent.Program.Main(String[] args) in /src/Agent/Program.cs:line 12"
+            ]
+        );
+        assert_eq!(c.library, vec![(".NET", 3)]);
+    }
+
+    #[test]
+    fn own_frames_are_capped_and_the_rest_counted() {
+        let c = collapse(&data("11-java-conn.txt"), 0).unwrap();
+        assert!(c.own_frames.is_empty());
+        assert_eq!(c.more_frames, 13);
     }
 
     #[test]
     fn plain_text_is_not_a_trace() {
         assert_eq!(collapse("npm ERR! code ELIFECYCLE\nnpm ERR! errno 1", 3), None);
         assert_eq!(collapse("", 3), None);
+        assert_eq!(collapse("ValueError: bad input at position 3", 3), None);
+        assert_eq!(collapse(&data("24-pip-install-nomatch.txt"), 3), None);
+        assert_eq!(collapse(&data("25-cargo-build-error.txt"), 3), None);
     }
 }
