@@ -1,171 +1,293 @@
 #!/usr/bin/env bash
-# Validates everything under deploy/ without a cluster, then scrapes a real sidecar with a real Prometheus.
-# Installs what it needs (pinned): kubernetes-validate (PyPI, in deploy/.venv), kustomize (Go module
-# proxy, in deploy/.tools), Debian's prometheus package (promtool and the server) when root.
+# Validates everything under deploy/ without a cluster or a container engine, then runs the real
+# sidecar the way the manifests run it and has a real Prometheus scrape it. Each step below is one
+# function; the list at the bottom is the checklist.
+#
+# Installs what it needs, pinned: Python packages (checks/requirements.txt) in deploy/.venv;
+# kustomize, grpcurl and the CRD checker (Go module proxy) in deploy/.tools; Debian's prometheus
+# package (promtool and the server) through apt-get when missing. Needs python3, go, and the
+# sidecar binary built first (`cargo build --bin rebound`; scripts/test's rust suite does it).
+#
+# Usage: deploy/test.sh          REBOUND_BIN overrides the binary (default target/debug/rebound).
 set -euo pipefail
+
 DEPLOY="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$DEPLOY")"
 REBOUND_BIN="${REBOUND_BIN:-$ROOT/target/debug/rebound}"
+
 K8S_VERSION=1.31.0
-KUBERNETES_VALIDATE=1.31.0
-KUSTOMIZE=v5.4.3
+KUSTOMIZE_VERSION=v5.4.3
+GRPCURL_VERSION=v1.9.4
+# The namespace label the test scrape adds, as the PodMonitor's scrape would.
+TEST_NAMESPACE=rebound-test
+
+VENV="$DEPLOY/.venv"
+TOOLS="$DEPLOY/.tools"
+PY="$VENV/bin/python"
+CHECKS="$DEPLOY/checks"
 WORK="$(mktemp -d)"
-PIDS=()
+
+# Processes this script started, by pid (one per line), stopped on exit.
+PIDS_FILE="$WORK/pids"
+: > "$PIDS_FILE"
+
 cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  local pid
+  while read -r pid; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done < "$PIDS_FILE"
+  while read -r pid; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done < "$PIDS_FILE"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-step() { echo "--- $*"; }
+py() { (cd "$CHECKS" && "$PY" "$@"); }
+
+# --- tools -------------------------------------------------------------------------------------
+
+# go install MODULE@VERSION into deploy/.tools unless that exact version is already there.
+go_install() {
+  local binary="$1" package="$2" version="$3"
+  if ! go version -m "$TOOLS/$binary" 2>/dev/null | grep -q "[[:space:]]${version}[[:space:]]"; then
+    echo "go install $package@$version"
+    GOBIN="$TOOLS" go install "$package@$version"
+  fi
+}
 
 install_tools() {
-  step "installing kubernetes-validate $KUBERNETES_VALIDATE, kustomize $KUSTOMIZE, promtool"
-  if [ ! -x "$DEPLOY/.venv/bin/kubernetes-validate" ]; then
-    python3 -m venv "$DEPLOY/.venv"
-    "$DEPLOY/.venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE" pyyaml
+  command -v python3 >/dev/null || { echo "python3 is needed" >&2; return 1; }
+  command -v go >/dev/null || { echo "go is needed (kustomize, grpcurl and the CRD checker are Go)" >&2; return 1; }
+  local stamp
+  stamp="$(sha256sum "$CHECKS/requirements.txt" | cut -d' ' -f1)"
+  if [ "$(cat "$VENV/.requirements" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$CHECKS/requirements.txt"
+    echo "$stamp" > "$VENV/.requirements"
   fi
-  if [ ! -x "$DEPLOY/.tools/kustomize" ]; then
-    GOBIN="$DEPLOY/.tools" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE"
-  fi
+  # The schemas must come with the wheel: nothing is fetched while validating.
+  local schemas
+  schemas="$("$PY" -c 'import kubernetes_validate, os; print(os.path.dirname(kubernetes_validate.__file__))')/kubernetes-json-schema/v$K8S_VERSION-local-strict"
+  [ -d "$schemas" ] || { echo "kubernetes-validate has no offline strict schemas for $K8S_VERSION" >&2; return 1; }
+
+  mkdir -p "$TOOLS"
+  go_install kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION"
+  go_install grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VERSION"
+  (cd "$CHECKS/crd" && go build -buildvcs=false -o "$TOOLS/crd" .)
+
   if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
-    if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-    else
-      echo "promtool and prometheus are needed (Debian: apt-get install prometheus)" >&2
-      return 1
-    fi
+    [ "$(id -u)" = 0 ] || { echo "promtool and prometheus are needed: apt-get install prometheus" >&2; return 1; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   fi
-  [ -x "$REBOUND_BIN" ] || (cd "$ROOT" && cargo build --bin rebound)
+  [ -x "$REBOUND_BIN" ] || { echo "no sidecar binary at $REBOUND_BIN: run cargo build --bin rebound first" >&2; return 1; }
+  echo "kubernetes-validate (schemas $K8S_VERSION offline), hadolint $("$VENV/bin/hadolint" --version | awk '{print $NF}'),"\
+    "kustomize $KUSTOMIZE_VERSION, grpcurl $GRPCURL_VERSION, $(promtool --version 2>&1 | head -1)"
 }
 
-validate() {
-  "$DEPLOY/.venv/bin/kubernetes-validate" --kubernetes-version "$K8S_VERSION" --strict "$@"
+# --- the image ---------------------------------------------------------------------------------
+
+check_dockerfile() {
+  "$VENV/bin/hadolint" --failure-threshold info "$DEPLOY/docker/Dockerfile"
+  echo "hadolint: no findings"
+  py image.py dockerfile "$ROOT"
 }
 
-check_manifests() {
-  step "kustomize build of the base and of the component on an existing app; Kubernetes $K8S_VERSION schemas, strict"
-  "$DEPLOY/.tools/kustomize" build "$DEPLOY/kubernetes/base" > "$WORK/base.yaml"
-  "$DEPLOY/.tools/kustomize" build "$DEPLOY/kubernetes/examples/existing-app" > "$WORK/component.yaml"
-  validate "$WORK/base.yaml" "$WORK/component.yaml" "$DEPLOY/kubernetes/base/deployment.yaml" \
+check_build_context() {
+  py image.py context "$ROOT"
+}
+
+# --- Kubernetes --------------------------------------------------------------------------------
+
+render_kustomizations() {
+  "$TOOLS/kustomize" build "$DEPLOY/kubernetes/base" > "$WORK/base.yaml"
+  "$TOOLS/kustomize" build "$DEPLOY/kubernetes/examples/existing-app" > "$WORK/component.yaml"
+  echo "kustomize build: kubernetes/base and the sidecar component on kubernetes/examples/existing-app"
+}
+
+check_kubernetes_schemas() {
+  # The component's sidecar.yaml is a partial Deployment (a patch); it is checked as rendered.
+  local output
+  output="$("$VENV/bin/kubernetes-validate" --kubernetes-version "$K8S_VERSION" --strict \
+    "$WORK/base.yaml" "$WORK/component.yaml" \
+    "$DEPLOY/kubernetes/base/deployment.yaml" "$DEPLOY/kubernetes/examples/existing-app/deployment.yaml" 2>&1)" \
+    || { echo "$output"; return 1; }
+  echo "$output"
+  # A kind without a schema is only a warning to kubernetes-validate: here it is a failure.
+  if grep -q '^WARN' <<<"$output"; then echo "a manifest was not validated" >&2; return 1; fi
+}
+
+check_sidecar_manifests() {
+  py manifests.py sidecar "$ROOT" "$WORK/base.yaml" "$WORK/component.yaml" \
     "$DEPLOY/kubernetes/examples/existing-app/deployment.yaml"
-  step "the rendered pods run Rebound as a native sidecar with gRPC probes"
-  "$DEPLOY/.venv/bin/python" - "$WORK/base.yaml" "$WORK/component.yaml" <<'PY'
-import sys, yaml
-for path in sys.argv[1:]:
-    docs = [d for d in yaml.safe_load_all(open(path)) if d]
-    deployments = [d for d in docs if d["kind"] == "Deployment"]
-    assert deployments, f"{path}: no Deployment"
-    assert any(d["kind"] == "ConfigMap" and "rebound.toml" in d.get("data", {}) for d in docs), f"{path}: no config"
-    for d in deployments:
-        spec = d["spec"]["template"]["spec"]
-        sidecars = [c for c in spec.get("initContainers", []) if c["name"] == "rebound"]
-        assert len(sidecars) == 1, f"{path}: {d['metadata']['name']} has no rebound init container"
-        c = sidecars[0]
-        assert c.get("restartPolicy") == "Always", "not a native sidecar"
-        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert c[probe]["grpc"]["port"] == 50051, probe
-        sc = c["securityContext"]
-        assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
-        assert sc["capabilities"]["drop"] == ["ALL"] and sc["seccompProfile"]["type"] == "RuntimeDefault"
-        assert c["resources"]["requests"] and c["resources"]["limits"]
-        assert {p["name"] for p in c["ports"]} == {"grpc", "metrics"}
-        volumes = {v["name"]: v for v in spec["volumes"]}
-        assert volumes["rebound-config"]["configMap"]["name"].startswith("rebound-config"), "config not mounted"
-    print(f"{path}: ok")
-PY
 }
 
-check_monitoring_resources() {
-  step "PodMonitor and PrometheusRule: shape, and the PrometheusRule carries exactly rules.yml"
-  "$DEPLOY/.venv/bin/python" - "$DEPLOY/monitoring" <<'PY'
-import sys, yaml
-d = sys.argv[1]
-pm = yaml.safe_load(open(f"{d}/podmonitor.yaml"))
-assert pm["apiVersion"] == "monitoring.coreos.com/v1" and pm["kind"] == "PodMonitor"
-endpoints = pm["spec"]["podMetricsEndpoints"]
-assert endpoints and all(e["port"] == "metrics" and e["path"] == "/metrics" for e in endpoints)
-pr = yaml.safe_load(open(f"{d}/prometheusrule.yaml"))
-assert pr["apiVersion"] == "monitoring.coreos.com/v1" and pr["kind"] == "PrometheusRule"
-assert pr["spec"] == yaml.safe_load(open(f"{d}/rules.yml")), "prometheusrule.yaml and rules.yml differ"
-for group in pr["spec"]["groups"]:
-    for rule in group["rules"]:
-        assert rule["annotations"].get("runbook"), f"{rule['alert']} has no runbook"
-print("monitoring resources: ok")
-PY
+check_sidecar_configs() {
+  local config
+  for config in "$DEPLOY"/kubernetes/*/rebound.toml "$DEPLOY"/kubernetes/components/*/rebound.toml; do
+    "$REBOUND_BIN" check-config "$config"
+    echo "rebound check-config ${config#"$ROOT/"}: valid"
+  done
 }
 
-check_rules() {
-  step "promtool check rules and test rules"
-  promtool check rules "$DEPLOY/monitoring/rules.yml"
-  (cd "$DEPLOY/monitoring/tests" && promtool test rules alerts_test.yml)
+# --- monitoring --------------------------------------------------------------------------------
+
+check_monitoring_crds() {
+  # No Kubernetes schema covers the Prometheus Operator's kinds: they are decoded strictly
+  # into the operator's own Go types (unknown fields and wrong types fail; durations parsed).
+  "$TOOLS/crd" "$DEPLOY/monitoring/podmonitor.yaml" "$DEPLOY/monitoring/prometheusrule.yaml"
+  py monitoring.py resources "$ROOT" "$WORK/prometheusrule-spec.yml"
+}
+
+check_alert_rules() {
+  promtool check rules "$DEPLOY/monitoring/rules.yml" "$WORK/prometheusrule-spec.yml"
+  promtool test rules "$DEPLOY"/monitoring/tests/*.yaml
 }
 
 check_dashboard() {
-  step "the dashboard parses and queries only rebound metrics"
-  "$DEPLOY/.venv/bin/python" - "$DEPLOY/monitoring/dashboard.json" <<'PY'
-import json, re, sys
-dash = json.load(open(sys.argv[1]))
-exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
-assert len(exprs) >= 10
-for e in exprs:
-    assert re.search(r"rebound_[a-z_]+", e), e
-print(f"dashboard: {len(dash['panels'])} panels ok")
-PY
+  py monitoring.py dashboard "$ROOT"
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# --- the real sidecar and a real Prometheus ----------------------------------------------------
+
+# Reads one field of the sidecar's ready line.
+ready_field() {
+  python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readline())[sys.argv[2]])' "$WORK/sidecar.out" "$1"
 }
 
-real_prometheus_scrape() {
-  step "a real Prometheus scrapes a real sidecar that has seen traffic"
-  "$REBOUND_BIN" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 > "$WORK/ready" 2> "$WORK/sidecar.log" &
-  PIDS+=($!)
-  for _ in $(seq 100); do [ -s "$WORK/ready" ] && break; sleep 0.1; done
-  local grpc metrics
-  grpc=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$WORK/ready")
-  metrics=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"])' "$WORK/ready")
-  # Traffic from the Go client's example agent loop (real tools failing in scripted ways).
-  (cd "$ROOT/clients/go" && go run ./examples/agentloop -addr "$grpc" > "$WORK/agentloop.log" 2>&1) || {
-    cat "$WORK/agentloop.log"; return 1; }
+start_sidecar() {
+  # The base manifest's container: the image's ENTRYPOINT with its args and env, the ConfigMap
+  # laid out as the kubelet mounts it, loopback port 0 for the pod's ports. A small retry
+  # budget (an environment override) so that a few timeouts spend it.
+  local argv=()
+  mapfile -d '' argv < <(py manifests.py launch "$ROOT" "$WORK/base.yaml" "$REBOUND_BIN" "$WORK/etc-rebound")
+  [ "${#argv[@]}" -gt 2 ] || return 1
+  echo "${argv[*]}"
+  # A watcher records the exit status, since the steps run in subshells and only a parent can wait.
+  (
+    REBOUND_RETRY_BUDGET_MAX_TOKENS=4 "${argv[@]}" > "$WORK/sidecar.out" 2> "$WORK/sidecar.log" &
+    child=$!
+    echo "$child" >> "$PIDS_FILE"
+    echo "$child" > "$WORK/sidecar.pid"
+    status=0
+    wait "$child" || status=$?
+    echo "$status" > "$WORK/sidecar.status"
+  ) &
+  for _ in $(seq 120); do
+    [ -s "$WORK/sidecar.out" ] && break
+    if [ -s "$WORK/sidecar.status" ]; then
+      echo "the sidecar exited $(cat "$WORK/sidecar.status") before it was ready" >&2
+      cat "$WORK/sidecar.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  [ -s "$WORK/sidecar.out" ] || { echo "no ready line within 60 s" >&2; cat "$WORK/sidecar.log" >&2; return 1; }
+  echo "ready: $(head -1 "$WORK/sidecar.out")"
+}
+
+check_sidecar_traffic() {
+  py live.py drive "$TOOLS/grpcurl" "$(ready_field grpc)"
+}
+
+check_configmap_reload() {
+  py live.py reload "$WORK/etc-rebound" "$(ready_field metrics)"
+}
+
+check_exported_metrics() {
+  py live.py exported "$ROOT" "$(ready_field metrics)"
+}
+
+check_real_prometheus() {
   local port
-  port=$(free_port)
+  port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   cat > "$WORK/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $DEPLOY/monitoring/rules.yml
 scrape_configs:
   - job_name: rebound
     static_configs:
-      - targets: ["$metrics"]
+      - targets: ["$(ready_field metrics)"]
+        # The labels the PodMonitor's scrape adds, which the alerts and the dashboard use.
+        labels: {namespace: $TEST_NAMESPACE, pod: $TEST_NAMESPACE-0, container: rebound}
 YML
   prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
     --web.listen-address="127.0.0.1:$port" > "$WORK/prometheus.log" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 60); do
-    local value
-    value=$(python3 - "$port" <<'PY' 2>/dev/null || echo 0
-import json, sys, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/api/v1/query?query=sum(rebound_outcomes_total)"
-result = json.load(urllib.request.urlopen(url, timeout=2))["data"]["result"]
-print(result[0]["value"][1] if result else 0)
-PY
-)
-    if python3 -c "import sys; sys.exit(0 if float('$value') > 0 else 1)"; then
-      echo "Prometheus at 127.0.0.1:$port reads sum(rebound_outcomes_total) = $value"
-      return 0
-    fi
-    sleep 1
-  done
-  echo "Prometheus never saw rebound_outcomes_total above zero" >&2
-  tail -20 "$WORK/prometheus.log" >&2
-  return 1
+  local pid=$!
+  echo "$pid" >> "$PIDS_FILE"
+  if ! py live.py prometheus "$ROOT" "127.0.0.1:$port" "$TEST_NAMESPACE"; then
+    tail -20 "$WORK/prometheus.log" >&2
+    return 1
+  fi
+  kill -TERM "$pid"
+  wait "$pid" 2>/dev/null || true
 }
 
-install_tools
-check_manifests
-check_monitoring_resources
-check_rules
-check_dashboard
-real_prometheus_scrape
-echo "deploy: all checks passed"
+check_sidecar_stops() {
+  # SIGTERM, as the kubelet sends it: health turns NOT_SERVING, streams drain, exit 0.
+  kill -TERM "$(cat "$WORK/sidecar.pid")"
+  for _ in $(seq 60); do [ -s "$WORK/sidecar.status" ] && break; sleep 0.5; done
+  [ -s "$WORK/sidecar.status" ] || { echo "still running 30 s after SIGTERM" >&2; return 1; }
+  local status
+  status="$(cat "$WORK/sidecar.status")"
+  [ "$status" = 0 ] || { echo "exited $status after SIGTERM" >&2; tail -5 "$WORK/sidecar.log" >&2; return 1; }
+  echo "SIGTERM: the sidecar drained and exited 0"
+}
+
+# --- the checklist -----------------------------------------------------------------------------
+
+passed=0
+failed=0
+failures=()
+
+# Runs one step in a subshell with errexit in force (bash ignores -e inside a function called
+# from an if), records the result, and stops the run when a step others need has failed.
+step() {
+  local kind="$1" name="$2" status=0
+  echo
+  echo "--- $name"
+  set +e
+  (set -e; "$name")
+  status=$?
+  set -e
+  if [ "$status" = 0 ]; then
+    passed=$((passed + 1))
+  else
+    echo "--- $name: FAILED"
+    failed=$((failed + 1))
+    failures+=("$name")
+    if [ "$kind" = needed ]; then
+      echo "deploy: $name is needed by the steps after it; stopping"
+      echo "deploy: $passed passed, $failed failed"
+      exit 1
+    fi
+  fi
+}
+
+step needed install_tools
+step check check_dockerfile
+step check check_build_context
+step needed render_kustomizations
+step check check_kubernetes_schemas
+step check check_sidecar_manifests
+step check check_sidecar_configs
+step check check_monitoring_crds
+step check check_alert_rules
+step check check_dashboard
+step needed start_sidecar
+step check check_sidecar_traffic
+step check check_configmap_reload
+step check check_exported_metrics
+step check check_real_prometheus
+step check check_sidecar_stops
+
+echo
+[ "$failed" = 0 ] || echo "deploy: failed steps: ${failures[*]}"
+echo "deploy: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -447,6 +447,11 @@ impl Config {
                 continue;
             };
             let key = &lower[section.len() + 1..];
+            // Kubernetes service links: a Service named rebound-metrics gives REBOUND_METRICS_PORT,
+            // REBOUND_METRICS_PORT_9464_TCP_ADDR, REBOUND_METRICS_SERVICE_HOST... They are not config.
+            if key == "port" || key.starts_with("port_") || key.starts_with("service_") {
+                continue;
+            }
             let entry = table
                 .get_mut(*section)
                 .and_then(|v| v.as_table_mut())
@@ -511,6 +516,9 @@ mod tests {
             ("REBOUND_SERVER_LISTEN".to_string(), "unix:/tmp/r.sock".to_string()),
             ("REBOUND_ADDR".to_string(), "127.0.0.1:1".to_string()),
             ("REBOUND_SERVICE_HOST".to_string(), "10.0.0.1".to_string()),
+            ("REBOUND_METRICS_PORT".to_string(), "tcp://10.0.0.2:9464".to_string()),
+            ("REBOUND_METRICS_PORT_9464_TCP_ADDR".to_string(), "10.0.0.2".to_string()),
+            ("REBOUND_STATE_SERVICE_HOST".to_string(), "10.0.0.3".to_string()),
             ("HOME".to_string(), "/root".to_string()),
         ];
         let config = Config::default()
