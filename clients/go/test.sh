@@ -23,44 +23,5 @@ echo "== go test -race"
 go test -race -count=1 ./...
 
 echo "== example: agent loop against a sidecar"
-scratch="$(mktemp -d)"
-sidecar_pid=""
-cleanup() {
-  if [[ -n "$sidecar_pid" ]] && kill -0 "$sidecar_pid" 2>/dev/null; then
-    kill -TERM "$sidecar_pid" 2>/dev/null || true
-    wait "$sidecar_pid" 2>/dev/null || true
-  fi
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-
-"$REBOUND_BIN" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 >"$scratch/stdout" 2>"$scratch/stderr" &
-sidecar_pid=$!
-# The sidecar prints one ready line with its address on stdout.
-addr=""
-for _ in $(seq 300); do
-  addr="$(sed -n 's/^{"event":"ready","grpc":"\([^"]*\)".*/\1/p' "$scratch/stdout" | head -n1)"
-  [[ -n "$addr" ]] && break
-  if ! kill -0 "$sidecar_pid" 2>/dev/null; then
-    echo "test.sh: the sidecar exited before it was ready:" >&2
-    cat "$scratch/stderr" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-if [[ -z "$addr" ]]; then
-  echo "test.sh: the sidecar printed no ready line within 30 s" >&2
-  exit 1
-fi
-go run ./examples/agentloop -addr "$addr"
-
-kill -TERM "$sidecar_pid"
-status=0
-wait "$sidecar_pid" || status=$?
-sidecar_pid=""
-if [[ "$status" -ne 0 ]]; then
-  echo "test.sh: the sidecar exited $status after SIGTERM" >&2
-  cat "$scratch/stderr" >&2
-  exit 1
-fi
+../../scripts/with-sidecar sh -c 'go run ./examples/agentloop -addr "$REBOUND_ADDR"'
 echo "== Go client: all checks passed"

@@ -1,0 +1,282 @@
+"""The local fallback policy: what the client decides on its own when the sidecar cannot be
+reached within the call deadline. It carries the sidecar's seed defaults and classifies only
+coarse signals: timeouts, connection errors, HTTP 429 and 5xx (retried), 401 and 403
+(escalated), cancellation (aborted); anything else goes back to the LLM (recover)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Optional
+
+from rebound.v1 import rebound_pb2 as pb
+from rebound.verdict import Action, Category, Kind
+
+__all__ = ["FallbackPolicy"]
+
+_RETRYABLE = frozenset({Category.TIMEOUT, Category.NETWORK, Category.UNAVAILABLE, Category.RATE_LIMITED})
+
+# errno names (and Node's DNS codes) that mean the connection failed.
+_NETWORK_CODES = frozenset({
+    "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH",
+    "ENETDOWN", "EHOSTDOWN", "ENOTCONN", "ENOTFOUND", "EAI_AGAIN",
+})
+
+# gRPC status codes (fixed by the gRPC spec) the fallback understands.
+_GRPC_CATEGORIES = {
+    1: (Category.CANCELLED, "fallback.grpc_cancelled"),
+    4: (Category.TIMEOUT, "fallback.grpc_deadline_exceeded"),
+    7: (Category.PERMISSION_DENIED, "fallback.grpc_permission_denied"),
+    14: (Category.UNAVAILABLE, "fallback.grpc_unavailable"),
+    16: (Category.AUTH, "fallback.grpc_unauthenticated"),
+}
+
+_SUGGESTIONS = {
+    Category.TIMEOUT: "Try a simpler query or a smaller input.",
+    Category.RATE_LIMITED: "Wait before calling this tool again.",
+    Category.NETWORK: "The service could not be reached; it may come back shortly.",
+    Category.UNAVAILABLE: "The service is unavailable; it may come back shortly.",
+    Category.AUTH: "Credentials are missing or invalid; a human must fix them.",
+    Category.PERMISSION_DENIED: "The agent is not allowed to do this; a human must decide.",
+    Category.CANCELLED: "The run was cancelled.",
+    Category.UNKNOWN: "The error was not recognised; its message may say what went wrong.",
+}
+
+_INSTRUCTIONS = {
+    Action.RETRY: "This is a transient failure; the same call will be retried.",
+    Action.RECOVER: "Do not repeat the same call unchanged: check the arguments or choose another approach.",
+    Action.ESCALATE: "This needs a human: stop and report the error.",
+    Action.ABORT: "The run is over: stop.",
+}
+
+MAX_SNIPPET_MESSAGE = 200
+"""How much of the message the snippet keeps, as the sidecar's default."""
+_MAX_HEADER_SECONDS = 86400.0
+"""A provider delay above a day is nonsense; clamping keeps the arithmetic finite."""
+
+
+@dataclass(frozen=True)
+class FallbackPolicy:
+    """The seed defaults: backoff 1 s ×2 capped at 10 s, 3 retries, ±20 % jitter, 3 consecutive
+    failures of one tool escalate. Times are in seconds. Impossible values raise ValueError."""
+
+    base_delay: float = 1.0
+    """The first retry's backoff delay."""
+    multiplier: float = 2.0
+    """How much the backoff delay grows with each further retry."""
+    max_delay: float = 10.0
+    """The cap on a backoff delay, jitter included."""
+    max_retries: int = 3
+    """Retries one call gets before the failure goes to the LLM."""
+    jitter: float = 0.2
+    """Backoff delays spread by ±jitter; provider delays stretch by up to +jitter, never shrink."""
+    max_consecutive_failures: int = 3
+    """Failures of one tool in a row in a session that escalate; 0 turns this breaker off."""
+    max_provider_delay: float = 60.0
+    """The longest Retry-After honoured; a longer one recovers instead of sleeping."""
+
+    def __post_init__(self) -> None:
+        def bad(field: str, problem: str) -> ValueError:
+            return ValueError(f"FallbackPolicy.{field} = {getattr(self, field)!r}: {problem}")
+
+        if not _finite(self.base_delay) or self.base_delay <= 0:
+            raise bad("base_delay", "must be a positive number of seconds")
+        if not _finite(self.multiplier) or self.multiplier < 1:
+            raise bad("multiplier", "must be a finite number of at least 1")
+        if not _finite(self.max_delay) or self.max_delay < self.base_delay:
+            raise bad("max_delay", f"must be at least base_delay ({self.base_delay})")
+        if not _int(self.max_retries) or self.max_retries < 0:
+            raise bad("max_retries", "must be an int, zero or more")
+        if not _finite(self.jitter) or not 0 <= self.jitter < 1:
+            raise bad("jitter", "must be in [0, 1)")
+        if not _int(self.max_consecutive_failures) or self.max_consecutive_failures < 0:
+            raise bad("max_consecutive_failures", "must be an int, zero or more")
+        if not _finite(self.max_provider_delay) or self.max_provider_delay <= 0:
+            raise bad("max_provider_delay", "must be a positive number of seconds")
+
+    def decide(self, outcome: pb.Outcome, consecutive: int, *, now: float, random: float) -> pb.Verdict:
+        """The whole policy: one outcome in, one verdict out. `consecutive` counts the failures of
+        the outcome's tool in a row in the session, this one included; `now` (epoch seconds)
+        resolves a Retry-After date; `random` in [0, 1) drives the jitter."""
+        v = pb.Verdict(call_id=outcome.call_id, session_id=outcome.session_id, enforced=True)
+        v.breaker.session_state = pb.SESSION_STATE_ACTIVE
+        v.breaker.consecutive_failures = max(consecutive, 0)
+        if outcome.ok:
+            v.action = Action.CONTINUE.proto
+            v.classification.rule = "fallback.success"
+            return v
+
+        category, rule = classify_coarse(outcome)
+        v.classification.category = category.proto
+        v.classification.retryable = category in _RETRYABLE
+        v.classification.rule = rule
+        v.classification.suggestion = _SUGGESTIONS.get(category, "")
+
+        if category is Category.CANCELLED:
+            self._stop(v, Action.ABORT, pb.REASON_CATEGORY_POLICY)
+        elif category in (Category.AUTH, Category.PERMISSION_DENIED):
+            self._stop(v, Action.ESCALATE, pb.REASON_CATEGORY_POLICY)
+            _escalation(v, outcome, f"{category.label} for tool {outcome.tool!r} needs a human")
+        elif self.max_consecutive_failures and consecutive >= self.max_consecutive_failures:
+            self._stop(v, Action.ESCALATE, pb.REASON_CONSECUTIVE_FAILURES)
+            _escalation(v, outcome, f"tool {outcome.tool!r} failed {consecutive} times in a row")
+        elif category in _RETRYABLE:
+            self._retry(v, outcome, consecutive, now, random)
+        else:
+            v.action = Action.RECOVER.proto
+        v.snippet = _snippet(outcome, category, Action.of(v.action))
+        return v
+
+    @staticmethod
+    def _stop(v: pb.Verdict, action: Action, reason: pb.Reason) -> None:
+        v.action = action.proto
+        v.breaker.reason = reason
+        v.breaker.session_state = pb.SESSION_STATE_STOPPED if action is Action.ABORT else pb.SESSION_STATE_ESCALATED
+
+    def _retry(self, v: pb.Verdict, o: pb.Outcome, consecutive: int, now: float, random: float) -> None:
+        """Plans the next attempt: the provider's delay when it gave one, else exponential
+        backoff; recover when the retries are used up or the provider asks for too long a wait."""
+        # Which retry this would be: the caller's attempt number when it counts, else the run of failures.
+        n = max(o.attempt or consecutive, 1)
+        if n > self.max_retries:
+            v.action = Action.RECOVER.proto
+            v.breaker.reason = pb.REASON_RETRIES_EXHAUSTED
+            return
+        provided = provider_delay(o.headers, now)
+        if provided is not None:
+            if provided > self.max_provider_delay:
+                v.action = Action.RECOVER.proto
+                v.breaker.reason = pb.REASON_DELAY_TOO_LONG
+                return
+            # Never earlier than the provider asked; spread upwards only.
+            delay = provided * (1 + self.jitter * random)
+        else:
+            delay = min(self.base_delay * self.multiplier ** (n - 1), self.max_delay)
+            delay = min(delay * (1 + self.jitter * (2 * random - 1)), self.max_delay)
+        v.action = Action.RETRY.proto
+        v.retry.delay_ms = round(delay * 1000)
+        v.retry.attempt = n
+        v.retry.attempts_left = self.max_retries - n
+        v.retry.provider_delay = provided is not None
+
+
+def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
+    """Maps the structured signals a fallback can trust to a category and a rule id;
+    structured signals win over the exception type's wording."""
+    s = o.http_status
+    if s == 401:
+        return Category.AUTH, "fallback.http_401"
+    if s == 403:
+        return Category.PERMISSION_DENIED, "fallback.http_403"
+    if s == 429:
+        return Category.RATE_LIMITED, "fallback.http_429"
+    if s == 408:
+        return Category.TIMEOUT, "fallback.http_408"
+    if 500 <= s <= 599:
+        return Category.UNAVAILABLE, "fallback.http_5xx"
+    if Kind.of(o.kind) is Kind.TIMEOUT:
+        return Category.TIMEOUT, "fallback.kind_timeout"
+    if Kind.of(o.kind) is Kind.CANCELLED:
+        return Category.CANCELLED, "fallback.kind_cancelled"
+    if o.HasField("grpc_code") and o.grpc_code in _GRPC_CATEGORIES:
+        return _GRPC_CATEGORIES[o.grpc_code]
+    code = o.code.upper()
+    if code == "ETIMEDOUT":
+        return Category.TIMEOUT, "fallback.code_etimedout"
+    if code in _NETWORK_CODES:
+        return Category.NETWORK, "fallback.code_network"
+    typ = o.exception_type.lower()
+    if "timeout" in typ or "deadlineexceeded" in typ:
+        return Category.TIMEOUT, "fallback.type_timeout"
+    if any(w in typ for w in ("connectionerror", "connecterror", "connectionrefused", "connectionreset")):
+        return Category.NETWORK, "fallback.type_connection"
+    return Category.UNKNOWN, "fallback.default"
+
+
+def provider_delay(headers: Mapping[str, str], now: float) -> Optional[float]:
+    """The delay in seconds the Retry-After family asks for, as far as the fallback honours it:
+    `retry-after-ms` (milliseconds), then `Retry-After` (seconds or an HTTP date). Keys are
+    matched case-insensitively."""
+    lowered = {k.strip().lower(): v.strip() for k, v in headers.items()}
+    ms = _number(lowered.get("retry-after-ms"))
+    if ms is not None:
+        return min(ms / 1000, _MAX_HEADER_SECONDS)
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    seconds = _number(value)
+    if seconds is not None:
+        return min(seconds, _MAX_HEADER_SECONDS)
+    try:
+        at = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if at is None or at.tzinfo is None:  # an HTTP date is always GMT; without a zone it is not one
+        return None
+    return min(max(at.timestamp() - now, 0.0), _MAX_HEADER_SECONDS)
+
+
+def _number(text: Optional[str]) -> Optional[float]:
+    if text is None:
+        return None
+    try:
+        n = float(text)
+    except ValueError:
+        return None
+    return n if math.isfinite(n) and n >= 0 else None
+
+
+def _snippet(o: pb.Outcome, category: Category, action: Action) -> str:
+    """The fallback's <error> block for the LLM's next turn, in the sidecar's shape."""
+    lines = ["<error>", f"tool: {o.tool}"]
+    typ = error_type(o)
+    if typ:
+        lines.append(f"type: {typ}")
+    lines.append(f"category: {category.label}")
+    message = cut(o.message, MAX_SNIPPET_MESSAGE)
+    if message:
+        lines.append(f"message: {message}")
+    if category in _SUGGESTIONS:
+        lines.append(f"suggestion: {_SUGGESTIONS[category]}")
+    lines.append("</error>")
+    lines.append(_INSTRUCTIONS.get(action, ""))
+    return "\n".join(lines)
+
+
+def _escalation(v: pb.Verdict, o: pb.Outcome, why: str) -> None:
+    summary = f"{why} (decided by the client's local fallback policy: the Rebound sidecar did not answer)"
+    text = summary
+    message = cut(o.message, MAX_SNIPPET_MESSAGE)
+    if message:
+        text += f"\nlast error: {message}"
+    v.escalation.summary = summary
+    v.escalation.text = text
+
+
+def error_type(o: pb.Outcome) -> str:
+    """Names the failure for a snippet from the most telling field set."""
+    if o.exception_type:
+        return o.exception_type
+    if o.http_status:
+        return f"HTTP {o.http_status}"
+    if o.code:
+        return o.code
+    if o.HasField("exit_code"):
+        return f"exit {o.exit_code}"
+    return ""
+
+
+def cut(text: str, limit: int) -> str:
+    """Shortens `text` to at most `limit` characters, marking the cut."""
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)

@@ -1,0 +1,465 @@
+"""A session is one agent run: `Session` (blocking) and `AsyncSession` (asyncio). Each
+reports tool outcomes and gets verdicts, runs tool calls acting on those verdicts, and asks
+for the error context of the next LLM turn. Both fail open (see `rebound.client`)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import secrets
+import threading
+import time
+from collections.abc import Awaitable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, cast, overload
+
+import grpc
+
+from rebound._checks import check_uint32
+from rebound.errors import AbortError, EscalationError, RecoverError
+from rebound.local import LocalState
+from rebound.outcome import build_outcome, check_outcome
+from rebound.v1 import rebound_pb2 as pb
+from rebound.v1 import rebound_pb2_grpc as pb_grpc
+from rebound.verdict import Action, ErrorContext, Kind, Verdict
+
+if TYPE_CHECKING:
+    # Only for annotations (strings at run time), so Python 3.9 needs no typing_extensions.
+    from typing_extensions import ParamSpec
+
+    P = ParamSpec("P")
+    from rebound.client import _Core
+    from rebound.stream import AsyncReporter, Reporter
+
+__all__ = ["Session", "AsyncSession", "Call", "AsyncCall"]
+
+T = TypeVar("T")
+
+
+class _State:
+    """What both kinds of session share: ids, the declaration, call ids and the local memory.
+    It does no I/O."""
+
+    def __init__(self, core: _Core, session_id: str, declare: Optional[pb.StartSessionRequest]) -> None:
+        self.core = core
+        self.id = session_id
+        self.declare = declare
+        # Set once the sidecar accepted `declare`; a fallback clears it, because the sidecar
+        # may have restarted and forgotten the session.
+        self.declared = declare is None
+        # Call ids only need to be unique within the session; a random prefix keeps two
+        # processes that reuse a session id apart.
+        self._prefix = secrets.token_hex(6)
+        self._counter = itertools.count(1)
+        self._lock = threading.Lock()
+        self.local = LocalState(core.clock())
+
+    def prepare(self, o: pb.Outcome) -> int:
+        """Fills in the session and call ids and counts the outcome locally; returns the
+        failures of its tool in a row."""
+        check_outcome(o)
+        if o.session_id and o.session_id != self.id:
+            raise ValueError(f"session_id {o.session_id!r}: outcome reported to session {self.id!r}")
+        o.session_id = self.id
+        if not o.call_id:
+            with self._lock:
+                o.call_id = f"{self._prefix}-{next(self._counter)}"
+        return self.local.observe(o)
+
+    def accept(self, o: pb.Outcome, v: pb.Verdict) -> Verdict:
+        """A verdict from the sidecar."""
+        self.core.answered()
+        self.local.record(o, v)
+        return Verdict(v)
+
+    def fallback(self, o: pb.Outcome, consecutive: int) -> Verdict:
+        """Answers an outcome with the local policy."""
+        self.core.fell_back()
+        if self.declare is not None:
+            self.declared = False
+        v = self.core.policy.decide(o, consecutive, now=self.core.clock(), random=self.core.random())
+        self.local.record(o, v)
+        return Verdict(v, fallback=True)
+
+    def context_request(self, max_tokens: int) -> pb.ContextRequest:
+        """The Context request, checked."""
+        return pb.ContextRequest(session_id=self.id, max_tokens=check_uint32("max_tokens", max_tokens))
+
+    def context_answer(self, resp: pb.ContextResponse) -> ErrorContext:
+        """The sidecar's context answer, which also ends a fallback period."""
+        self.core.answered()
+        return ErrorContext(resp.text, resp.errors_shown, resp.errors_hidden, resp.tokens)
+
+    def admit_fallback(self) -> pb.AdmitResponse:
+        """Admit's answer when the sidecar does not give one: allowed (fail open)."""
+        self.core.fell_back()
+        return pb.AdmitResponse(
+            allowed=True,
+            session_state=pb.SESSION_STATE_ACTIVE,
+            message="allowed by the local fallback: the Rebound sidecar did not answer",
+        )
+
+    def summary(self, resp: Optional[pb.EndSessionResponse]) -> pb.SessionSummary:
+        """The session summary: the sidecar's when it had the session, else the local one."""
+        if resp is not None and resp.found:
+            return resp.summary
+        # Expired on the sidecar, restarted, or unreachable: what this client saw is the best summary left.
+        return self.local.summary(self.core.clock())
+
+
+def _reportable(exc: BaseException) -> bool:
+    """Exceptions worth reporting as a tool's outcome: errors and cancellation, not the
+    interpreter shutting a generator or exiting."""
+    return isinstance(exc, (Exception, KeyboardInterrupt, asyncio.CancelledError))
+
+
+def _after(tool: str, verdict: Verdict, error: Optional[BaseException], attempt: int, max_attempts: int) -> Optional[float]:
+    """What `run` does after one attempt: None when done, else the seconds to sleep before the
+    next attempt; raises the verdict's exception when the run cannot go on the same way."""
+    action = verdict.action
+    if action is Action.ESCALATE:
+        raise EscalationError(tool, verdict, error) from error
+    if action is Action.ABORT:
+        raise AbortError(tool, verdict, error) from error
+    if error is None:
+        return None
+    if action is Action.CONTINUE:
+        raise error
+    if action is Action.RETRY:
+        if attempt >= max_attempts:
+            raise RecoverError(tool, verdict, error, attempts=attempt) from error
+        return verdict.delay
+    # Recover, replan, reclassify, and any action newer than this client: back to the LLM.
+    raise RecoverError(tool, verdict, error, attempts=attempt) from error
+
+
+class Session:
+    """One agent run on a `Client`; safe to share between threads. Use as a context manager:
+    entering declares the session (StartSession), exiting ends it (EndSession)."""
+
+    def __init__(
+        self, core: _Core, stub: pb_grpc.ReboundStub, session_id: str, declare: Optional[pb.StartSessionRequest]
+    ) -> None:
+        self._s = _State(core, session_id, declare)
+        self._stub = stub
+
+    @property
+    def id(self) -> str:
+        """The session's id."""
+        return self._s.id
+
+    def start(self) -> Optional[pb.StartSessionResponse]:
+        """Declares the session now (idempotent) and returns the limits in force; None when the
+        sidecar did not answer (the declaration is then sent again before a later report)."""
+        req = self._s.declare or pb.StartSessionRequest(session_id=self._s.id)
+        try:
+            resp: pb.StartSessionResponse = self._stub.StartSession(req, timeout=self._s.core.timeout)
+        except grpc.RpcError as err:
+            self._s.core.failed("StartSession", err)
+            return None
+        self._s.core.answered()
+        self._s.declared = True
+        return resp
+
+    def report(self, tool: str, error: Optional[BaseException] = None, **fields: Any) -> Verdict:
+        """Reports one call of `tool`: a success, or a failure built from `error` (see
+        `rebound.build_outcome` for the keyword fields, which win over what the exception says).
+        Raises ValueError for bad input only; when the sidecar does not answer in time, the
+        local fallback policy decides (`verdict.fallback`)."""
+        return self.report_outcome(build_outcome(tool, error, **fields))
+
+    def report_outcome(self, outcome: pb.Outcome) -> Verdict:
+        """Reports an outcome built by hand; fills in the session id and, when empty, a call id."""
+        consecutive = self._s.prepare(outcome)
+        if not self._s.declared and self.start() is None:
+            # The sidecar just failed to answer: do not make the agent wait a second deadline.
+            return self._s.fallback(outcome, consecutive)
+        try:
+            v: pb.Verdict = self._stub.Report(outcome, timeout=self._s.core.timeout)
+        except grpc.RpcError as err:
+            self._s.core.failed("Report", err)
+            return self._s.fallback(outcome, consecutive)
+        return self._s.accept(outcome, v)
+
+    def call(self, tool: str, **fields: Any) -> Call:
+        """A `with` block that is one call of `tool`: it reports success, or the exception that
+        leaves the block (which goes on propagating); the verdict is then `call.verdict`."""
+        build_outcome(tool, **fields)  # check the fields now, not after the tool ran
+        return Call(self, tool, fields)
+
+    def run(self, tool: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Calls `fn(*args, **kwargs)` as one call of `tool` and acts on the verdicts: it sleeps
+        and calls again while they say retry, and returns the first successful result.
+        Otherwise it raises `RecoverError` (recover, replan, reclassify: give its `snippet` to
+        the LLM), `EscalationError` or `AbortError`, each caused by the tool's exception.
+        Cancellation (KeyboardInterrupt) is reported and re-raised as it is."""
+        build_outcome(tool)
+        for attempt in itertools.count(1):
+            start = time.monotonic()
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as exc:
+                verdict = self.report(tool, exc, attempt=attempt, duration=time.monotonic() - start)
+                delay = _after(tool, verdict, exc, attempt, self._s.core.max_attempts)
+                assert delay is not None
+                time.sleep(delay)
+                continue
+            except KeyboardInterrupt as exc:
+                self.report(tool, exc, attempt=attempt, duration=time.monotonic() - start)
+                raise
+            verdict = self.report(tool, attempt=attempt, duration=time.monotonic() - start)
+            _after(tool, verdict, None, attempt, self._s.core.max_attempts)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def admit(self, tool: str) -> pb.AdmitResponse:
+        """Asks whether `tool` may be called now (its breaker may be open, the session
+        stopped). When the sidecar does not answer, the call is allowed."""
+        build_outcome(tool)
+        try:
+            resp: pb.AdmitResponse = self._stub.Admit(
+                pb.AdmitRequest(session_id=self._s.id, tool=tool), timeout=self._s.core.timeout
+            )
+        except grpc.RpcError as err:
+            self._s.core.failed("Admit", err)
+            return self._s.admit_fallback()
+        self._s.core.answered()
+        return resp
+
+    def context(self, *, max_tokens: int = 0) -> ErrorContext:
+        """The compacted error context for the session's next LLM turn (`str()` is the text,
+        empty when nothing is unresolved). `max_tokens` asks for a token budget. When the
+        sidecar does not answer, the text is built from the errors this client has seen."""
+        req = self._s.context_request(max_tokens)
+        try:
+            resp: pb.ContextResponse = self._stub.Context(req, timeout=self._s.core.timeout)
+        except grpc.RpcError as err:
+            self._s.core.failed("Context", err)
+            self._s.core.fell_back()
+            return self._s.local.context()
+        return self._s.context_answer(resp)
+
+    def end(self) -> pb.SessionSummary:
+        """Ends the session on the sidecar and returns its summary; when the sidecar does not
+        answer, the summary this client kept."""
+        try:
+            resp: pb.EndSessionResponse = self._stub.EndSession(
+                pb.EndSessionRequest(session_id=self._s.id), timeout=self._s.core.timeout
+            )
+        except grpc.RpcError as err:
+            self._s.core.failed("EndSession", err)
+            self._s.core.fell_back()
+            return self._s.summary(None)
+        self._s.core.answered()
+        return self._s.summary(resp)
+
+    def reporter(self) -> Reporter:
+        """A streaming reporter over one Observe stream, for high report rates."""
+        from rebound.stream import Reporter
+
+        return Reporter(self, self._s, self._stub)
+
+    def __enter__(self) -> Session:
+        if self._s.declare is not None:
+            self.start()
+        return self
+
+    def __exit__(
+        self, et: Optional[type[BaseException]], ev: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.end()
+
+
+class Call:
+    """One tool call in a `with session.call(tool) as call:` block. Set `cost` (or other
+    outcome fields through `session.call`) inside the block; read `verdict` after it."""
+
+    def __init__(self, session: Session, tool: str, fields: Mapping[str, Any]) -> None:
+        self.tool = tool
+        """The tool being called."""
+        self.cost: float = fields.get("cost", 0.0)
+        """What the call cost, in the agent's own unit."""
+        self.verdict: Optional[Verdict] = None
+        """The verdict, once the block has been left."""
+        self._session = session
+        self._fields = {k: v for k, v in fields.items() if k != "cost"}
+        self._start = 0.0
+
+    def __enter__(self) -> Call:
+        self._start = time.monotonic()
+        return self
+
+    def __exit__(
+        self, et: Optional[type[BaseException]], ev: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> Literal[False]:
+        if ev is not None and not _reportable(ev):
+            return False
+        fields = {"duration": time.monotonic() - self._start, **self._fields, "cost": self.cost}
+        self.verdict = self._session.report(self.tool, ev, **fields)
+        return False  # the tool's exception goes on: the caller decides with call.verdict
+
+
+class AsyncSession:
+    """One agent run on an `AsyncClient`, used from its event loop. Use with `async with`:
+    entering declares the session (StartSession), exiting ends it (EndSession)."""
+
+    def __init__(
+        self,
+        core: _Core,
+        stub: Callable[[], pb_grpc.ReboundStub],
+        session_id: str,
+        declare: Optional[pb.StartSessionRequest],
+    ) -> None:
+        self._s = _State(core, session_id, declare)
+        self._stub = stub
+
+    @property
+    def id(self) -> str:
+        """The session's id."""
+        return self._s.id
+
+    async def start(self) -> Optional[pb.StartSessionResponse]:
+        """Declares the session now; see `Session.start`."""
+        req = self._s.declare or pb.StartSessionRequest(session_id=self._s.id)
+        try:
+            resp: pb.StartSessionResponse = await self._stub().StartSession(req, timeout=self._s.core.timeout)
+        except grpc.RpcError as err:
+            self._s.core.failed("StartSession", err)
+            return None
+        self._s.core.answered()
+        self._s.declared = True
+        return resp
+
+    async def report(self, tool: str, error: Optional[BaseException] = None, **fields: Any) -> Verdict:
+        """Reports one call of `tool`; see `Session.report`."""
+        return await self.report_outcome(build_outcome(tool, error, **fields))
+
+    async def report_outcome(self, outcome: pb.Outcome) -> Verdict:
+        """Reports an outcome built by hand; see `Session.report_outcome`."""
+        consecutive = self._s.prepare(outcome)
+        if not self._s.declared and await self.start() is None:
+            return self._s.fallback(outcome, consecutive)
+        try:
+            v: pb.Verdict = await self._stub().Report(outcome, timeout=self._s.core.timeout)
+        except grpc.RpcError as err:
+            self._s.core.failed("Report", err)
+            return self._s.fallback(outcome, consecutive)
+        return self._s.accept(outcome, v)
+
+    def call(self, tool: str, **fields: Any) -> AsyncCall:
+        """An `async with` block that is one call of `tool`; see `Session.call`."""
+        build_outcome(tool, **fields)
+        return AsyncCall(self, tool, fields)
+
+    @overload
+    async def run(self, tool: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    @overload
+    async def run(self, tool: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    async def run(self, tool: str, fn: Callable[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Awaits `fn(*args, **kwargs)` (a coroutine function, or a plain function) as one call
+        of `tool` and acts on the verdicts, sleeping with asyncio; see `Session.run`.
+        Cancellation is reported and re-raised as it is."""
+        build_outcome(tool)
+        for attempt in itertools.count(1):
+            start = time.monotonic()
+            try:
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                verdict = await self.report(tool, exc, attempt=attempt, duration=time.monotonic() - start)
+                delay = _after(tool, verdict, exc, attempt, self._s.core.max_attempts)
+                assert delay is not None
+                await asyncio.sleep(delay)
+                continue
+            except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+                await self.report(tool, exc, attempt=attempt, duration=time.monotonic() - start)
+                raise
+            verdict = await self.report(tool, attempt=attempt, duration=time.monotonic() - start)
+            _after(tool, verdict, None, attempt, self._s.core.max_attempts)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def admit(self, tool: str) -> pb.AdmitResponse:
+        """Asks whether `tool` may be called now; see `Session.admit`."""
+        build_outcome(tool)
+        try:
+            resp: pb.AdmitResponse = await self._stub().Admit(
+                pb.AdmitRequest(session_id=self._s.id, tool=tool), timeout=self._s.core.timeout
+            )
+        except grpc.RpcError as err:
+            self._s.core.failed("Admit", err)
+            return self._s.admit_fallback()
+        self._s.core.answered()
+        return resp
+
+    async def context(self, *, max_tokens: int = 0) -> ErrorContext:
+        """The error context for the next LLM turn; see `Session.context`."""
+        req = self._s.context_request(max_tokens)
+        try:
+            resp: pb.ContextResponse = await self._stub().Context(req, timeout=self._s.core.timeout)
+        except grpc.RpcError as err:
+            self._s.core.failed("Context", err)
+            self._s.core.fell_back()
+            return self._s.local.context()
+        return self._s.context_answer(resp)
+
+    async def end(self) -> pb.SessionSummary:
+        """Ends the session; see `Session.end`."""
+        try:
+            resp: pb.EndSessionResponse = await self._stub().EndSession(
+                pb.EndSessionRequest(session_id=self._s.id), timeout=self._s.core.timeout
+            )
+        except grpc.RpcError as err:
+            self._s.core.failed("EndSession", err)
+            self._s.core.fell_back()
+            return self._s.summary(None)
+        self._s.core.answered()
+        return self._s.summary(resp)
+
+    def reporter(self) -> AsyncReporter:
+        """A streaming reporter over one Observe stream, for high report rates."""
+        from rebound.stream import AsyncReporter
+
+        return AsyncReporter(self, self._s, self._stub)
+
+    async def __aenter__(self) -> AsyncSession:
+        if self._s.declare is not None:
+            await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: Optional[type[BaseException]], ev: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.end()
+
+
+class AsyncCall:
+    """One tool call in an `async with session.call(tool) as call:` block; see `Call`."""
+
+    def __init__(self, session: AsyncSession, tool: str, fields: Mapping[str, Any]) -> None:
+        self.tool = tool
+        """The tool being called."""
+        self.cost: float = fields.get("cost", 0.0)
+        """What the call cost, in the agent's own unit."""
+        self.verdict: Optional[Verdict] = None
+        """The verdict, once the block has been left."""
+        self._session = session
+        self._fields = {k: v for k, v in fields.items() if k != "cost"}
+        self._start = 0.0
+
+    async def __aenter__(self) -> AsyncCall:
+        self._start = time.monotonic()
+        return self
+
+    async def __aexit__(
+        self, et: Optional[type[BaseException]], ev: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> Literal[False]:
+        if ev is not None and not _reportable(ev):
+            return False
+        fields = {"duration": time.monotonic() - self._start, **self._fields, "cost": self.cost}
+        self.verdict = await self._session.report(self.tool, ev, **fields)
+        return False

@@ -1,0 +1,72 @@
+"""Fixtures: one real sidecar shared by the tests that only talk to it (each in sessions and
+tool names of its own), clients on it, and unique names."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import rebound
+from tests.sidecar import Sidecar
+
+LIVE_TIMEOUT = 3.0
+"""The call deadline for tests that expect the sidecar's own answer: generous, because a debug
+sidecar on a shared two-core CI machine can take longer than the 250 ms production default
+(the fail-open tests set their own)."""
+
+_RUN = f"{os.getpid()}-{int(time.time())}"
+_counter = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    """A name no other test or run uses: session ids, and tool names (tool breakers and retry
+    budgets are shared by all sessions of a sidecar, so each test fails tools of its own)."""
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', prefix)}-{_RUN}-{next(_counter)}"
+
+
+@pytest.fixture(scope="session")
+def sidecar() -> Iterator[Sidecar]:
+    """The real sidecar most tests talk to, on an ephemeral loopback port."""
+    with Sidecar.start() as s:
+        yield s
+
+
+@pytest.fixture
+def client(sidecar: Sidecar) -> Iterator[rebound.Client]:
+    """A blocking client on the shared sidecar."""
+    with rebound.Client(sidecar.grpc, timeout=LIVE_TIMEOUT) as c:
+        yield c
+
+
+@pytest.fixture
+def session_id(request: pytest.FixtureRequest) -> str:
+    """A session id unique to the test."""
+    return unique(f"py-{request.node.name}")
+
+
+class RecordedLogs:
+    """The records the client logged under the "rebound" logger during a test."""
+
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self._caplog = caplog
+
+    def at(self, level: int) -> list[logging.LogRecord]:
+        """The client's records at exactly `level`."""
+        return [r for r in self._caplog.records if r.name == "rebound" and r.levelno == level]
+
+    def text(self) -> str:
+        """Everything the client logged, for failure messages."""
+        return "\n".join(f"{r.levelname} {r.getMessage()}" for r in self._caplog.records if r.name == "rebound")
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> RecordedLogs:
+    """The client's log records, captured from DEBUG up."""
+    caplog.set_level(logging.DEBUG, logger="rebound")
+    return RecordedLogs(caplog)

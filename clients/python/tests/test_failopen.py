@@ -1,0 +1,247 @@
+"""Fail-open against the real sidecar: stopped mid-test (SIGKILL or SIGTERM), frozen (SIGSTOP)
+or never there, the client answers with its local fallback policy, logs one warning, and uses
+the sidecar again, without being recreated, once it is back on the same address."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+import rebound
+from rebound import Action, FallbackPolicy, Verdict
+from tests.conftest import LIVE_TIMEOUT, RecordedLogs, unique
+from tests.servers import Reply, http_server, refused_address
+from tests.sidecar import Sidecar
+
+# The seed policy with short delays, so that local retries do not slow the tests.
+FAST = FallbackPolicy(base_delay=0.01, max_delay=0.1)
+BACK_WITHIN = 15.0
+"""Seconds the client may take to use a restarted sidecar (a debug build starts in a few)."""
+
+
+def http_error(status: int, headers: dict[str, str] = {}) -> httpx.HTTPStatusError:
+    """A real httpx.HTTPStatusError, from a loopback server answering `status`."""
+    with http_server([Reply(status, "failed", headers)]) as url:
+        try:
+            httpx.get(url, timeout=5).raise_for_status()
+        except httpx.HTTPStatusError as exc:
+            return exc
+    pytest.fail(f"no error for HTTP {status}")
+
+
+@pytest.fixture(scope="module")
+def unavailable() -> httpx.HTTPStatusError:
+    """A real httpx 503 error, made once for the module."""
+    return http_error(503)
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[str]:
+    """A short temporary directory for Unix sockets."""
+    # A short directory: a Unix socket path must fit in about 100 bytes.
+    with tempfile.TemporaryDirectory(prefix="rb") as d:
+        yield d
+
+
+def until_sidecar(report: Callable[[], Verdict]) -> Verdict:
+    """Reports until the sidecar, not the fallback, answers; fails after BACK_WITHIN seconds."""
+    deadline = time.monotonic() + BACK_WITHIN
+    while True:
+        v = report()
+        if not v.fallback:
+            return v
+        if time.monotonic() > deadline:
+            pytest.fail(f"still answered locally {BACK_WITHIN:.0f} s after the sidecar came back")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("transport", ["unix-sigkill", "tcp-sigterm"])
+def test_the_sidecar_stops_mid_run_and_comes_back(
+    transport: str, socket_dir: str, unavailable: httpx.HTTPStatusError, logs: RecordedLogs
+) -> None:
+    listen = f"unix:{os.path.join(socket_dir, 'rebound.sock')}" if transport.startswith("unix") else "127.0.0.1:0"
+    first = Sidecar.start(listen)
+    addr = first.grpc  # for TCP, the port the first one got: the second one takes it over
+    search, fetch = unique("search"), unique("fetch")
+    client = rebound.Client(addr, timeout=LIVE_TIMEOUT, fallback_policy=FAST)
+    session = client.session(unique("py-failopen"), tools=[search, fetch])
+    reporter = session.reporter()
+    try:
+        v = session.report(search, error=unavailable)
+        assert not v.fallback and v.action is Action.RETRY and not v.rule.startswith("fallback.")
+        assert not reporter.report(search).fallback
+        session.report(search)
+
+        if transport.endswith("sigkill"):
+            first.kill()  # the open stream breaks with it
+        else:
+            # A graceful stop waits for open streams to drain (10 s by default): close the
+            # stream first, and open the next reporter while the sidecar is down.
+            reporter.close()
+            first.stop()
+            reporter = session.reporter()
+
+        # Report: the local policy retries a 503 with the fast backoff, at once.
+        start = time.monotonic()
+        v = session.report(search, error=unavailable)
+        elapsed = time.monotonic() - start
+        assert v.fallback and v.action is Action.RETRY and 8 <= v.delay_ms <= 12, str(v)
+        assert v.rule == "fallback.http_5xx"
+        assert elapsed < 1.0, f"the fallback verdict took {elapsed:.2f} s: the agent was held up"
+        assert client.fallback_count == 1
+
+        # run: the failure above counts, so this call fails once more, is retried, and succeeds.
+        attempts = []
+
+        def flaky() -> str:
+            attempts.append(1)
+            if len(attempts) == 1:
+                raise unavailable
+            return "results"
+
+        assert session.run(search, flaky) == "results" and len(attempts) == 2
+
+        # Three failures of one tool in a row escalate locally.
+        session.report(fetch, error=unavailable)
+        session.report(fetch, error=unavailable)
+        def failing() -> None:
+            raise unavailable
+
+        with pytest.raises(rebound.EscalationError) as info:
+            session.run(fetch, failing)
+        assert info.value.verdict.fallback and "3 times in a row" in info.value.report
+
+        # The other calls answer locally too.
+        v = reporter.report(search)
+        assert v.fallback and v.action is Action.CONTINUE
+        cx = session.context()
+        assert cx.fallback and f"tool: {fetch}" in cx.text
+        assert session.admit(search).allowed
+        assert len(logs.at(logging.WARNING)) == 1, logs.text()
+        assert "local fallback policy decides" in logs.at(logging.WARNING)[0].getMessage()
+        assert client.fallback_count >= 8
+
+        # Back on the same address: the same client, session and reporter use it again.
+        second = Sidecar.start(addr)
+        try:
+            v = until_sidecar(lambda: session.report(search, error=unavailable))
+            assert not v.rule.startswith("fallback.")
+            assert not until_sidecar(lambda: reporter.report(search)).fallback
+            # The declaration was sent again: the new sidecar knows the session's tools.
+            v = session.report("serch", kind=rebound.Kind.UNKNOWN_TOOL, message="Tool serch not found")
+            assert not v.fallback and v.action is Action.RECLASSIFY and search in v.snippet
+            assert any("answers again" in r.getMessage() for r in logs.at(logging.INFO)), logs.text()
+            assert len(logs.at(logging.WARNING)) == 1, logs.text()
+            reporter.close()
+        finally:
+            second.stop()
+    finally:
+        reporter.close()
+        client.close()
+        if first.proc.poll() is None:
+            first.kill()
+
+
+def test_a_frozen_sidecar_times_out_at_the_default_deadline(
+    sidecar: Sidecar, unavailable: httpx.HTTPStatusError, logs: RecordedLogs
+) -> None:
+    # The shared sidecar, frozen for a moment: nothing else runs meanwhile.
+    client = rebound.Client(sidecar.grpc)  # the default 250 ms deadline
+    assert client.wait_for_ready(LIVE_TIMEOUT)
+    session = client.session(unique("py-frozen"))
+    reporter = session.reporter()
+    try:
+        assert not reporter.report(unique("warm")).fallback
+        sidecar.pause()
+        try:
+            reports: list[tuple[str, Callable[[], Verdict]]] = [
+                ("Report", lambda: session.report(unique("a"), error=unavailable)),
+                ("Reporter.report", lambda: reporter.report(unique("b"), error=unavailable)),
+            ]
+            for what, report in reports:
+                start = time.monotonic()
+                v = report()
+                elapsed = time.monotonic() - start
+                assert v.fallback and v.action is Action.RETRY, f"{what}: {v}"
+                assert 0.2 <= elapsed < 1.0, f"{what} took {elapsed:.2f} s with a 250 ms deadline"
+            # Several in flight on one stream: all answered locally within about one deadline.
+            start = time.monotonic()
+            pending = [reporter.send(unique(f"db{i}"), error=unavailable) for i in range(3)]
+            assert all(p.result().fallback for p in pending)
+            assert time.monotonic() - start < 1.0
+        finally:
+            sidecar.resume()
+        assert not until_sidecar(lambda: session.report(unique("after"))).fallback
+        assert not until_sidecar(lambda: reporter.report(unique("after"))).fallback
+        assert len(logs.at(logging.WARNING)) == 1, logs.text()
+    finally:
+        reporter.close()
+        client.close()
+
+
+def test_nothing_listens(logs: RecordedLogs) -> None:
+    host, port = refused_address()
+    with rebound.Client(f"{host}:{port}") as client:
+        with client.session(unique("py-nothing"), tools=["llm"]) as session:
+            v = session.report("llm", error=http_error(429, {"Retry-After": "2"}))
+            assert v.fallback and v.action is Action.RETRY and 2000 <= v.delay_ms <= 2400
+            assert v.proto.retry.provider_delay
+            summary = session.end()
+    assert (summary.calls, summary.retries) == (1, 1)
+    assert client.fallback_count >= 2
+    assert len(logs.at(logging.WARNING)) == 1, logs.text()
+
+
+def test_async_client_fails_open_and_comes_back(
+    socket_dir: str, unavailable: httpx.HTTPStatusError, logs: RecordedLogs
+) -> None:
+    addr = f"unix:{os.path.join(socket_dir, 'rebound.sock')}"
+    tool = unique("search")
+
+    async def main(first: Sidecar) -> Sidecar:
+        async with rebound.AsyncClient(addr, timeout=LIVE_TIMEOUT, fallback_policy=FAST) as client:
+            session = client.session(unique("py-async-failopen"), tools=[tool])
+            async with session.reporter() as reporter:
+                assert not (await session.report(tool)).fallback
+                assert not (await reporter.report(tool)).fallback
+                first.kill()
+                start = time.monotonic()
+                v = await session.report(tool, error=unavailable)
+                assert v.fallback and v.action is Action.RETRY and 8 <= v.delay_ms <= 12
+                assert time.monotonic() - start < 1.0
+                assert (await reporter.report(tool)).fallback
+                calls = []
+
+                async def flaky() -> str:
+                    calls.append(1)
+                    if len(calls) == 1:
+                        raise unavailable
+                    return "ok"
+
+                assert await session.run(tool, flaky) == "ok" and len(calls) == 2
+                assert (await session.context()).fallback
+                second = Sidecar.start(addr)
+                deadline = time.monotonic() + BACK_WITHIN
+                while (await session.report(tool)).fallback:
+                    assert time.monotonic() < deadline, "the async client did not use the restarted sidecar"
+                    await asyncio.sleep(0.05)
+                while (await reporter.report(tool)).fallback:
+                    assert time.monotonic() < deadline, "the async reporter did not use the restarted sidecar"
+                    await asyncio.sleep(0.05)
+        return second
+
+    first = Sidecar.start(addr)
+    try:
+        second = asyncio.run(main(first))
+    finally:
+        first.kill()
+    # Stopped once the client is closed: a graceful stop waits for open streams.
+    second.stop()
+    assert len(logs.at(logging.WARNING)) == 1, logs.text()

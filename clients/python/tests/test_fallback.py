@@ -1,0 +1,216 @@
+"""Unit tests of the local fallback policy and of the session memory it decides from: the
+seed defaults (backoff 1 s ×2 capped at 10 s, ±20 % jitter, 3 retries; Retry-After wins;
+3 failures of one tool in a row escalate; 401/403 escalate; anything else recovers)."""
+
+from __future__ import annotations
+
+from email.utils import format_datetime
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from rebound import Action, Category, FallbackPolicy, Kind, build_outcome
+from rebound.fallback import classify_coarse, provider_delay
+from rebound.local import CONTEXT_SHOWN, LocalState
+from rebound.v1 import rebound_pb2 as pb
+from rebound.verdict import Verdict
+
+NOW = 1_700_000_000.0
+POLICY = FallbackPolicy()
+
+
+def decide(outcome: pb.Outcome, consecutive: int = 1, random: float = 0.5, policy: FallbackPolicy = POLICY) -> Verdict:
+    """The policy's verdict with a fixed clock and random number."""
+    return Verdict(policy.decide(outcome, consecutive, now=NOW, random=random), fallback=True)
+
+
+def failure(**fields: Any) -> pb.Outcome:
+    """A failed outcome of `tool` (default "search") with the given fields."""
+    fields.setdefault("message", "it failed")
+    return build_outcome(fields.pop("tool", "search"), **fields)
+
+
+def test_success_continues() -> None:
+    v = decide(build_outcome("search"), consecutive=0)
+    assert v.action is Action.CONTINUE and v.category is Category.UNSPECIFIED and not v.snippet
+
+
+@pytest.mark.parametrize(
+    ("random", "delay_ms"),
+    [(0.0, 800), (0.5, 1000), (0.999999, 1200)],
+)
+def test_first_retry_is_one_second_with_twenty_percent_jitter(random: float, delay_ms: int) -> None:
+    v = decide(failure(http_status=503), random=random)
+    assert v.action is Action.RETRY and v.category is Category.UNAVAILABLE and v.retryable
+    assert v.delay_ms == delay_ms
+    assert v.proto.retry.attempt == 1 and v.proto.retry.attempts_left == 2
+    assert not v.proto.retry.provider_delay
+
+
+def test_backoff_doubles_per_attempt_then_recovers() -> None:
+    delays = [decide(failure(http_status=502, attempt=n), consecutive=1).delay_ms for n in (1, 2, 3)]
+    assert delays == [1000, 2000, 4000]
+    v = decide(failure(http_status=502, attempt=4), consecutive=1)
+    assert v.action is Action.RECOVER and v.breaker.reason == pb.REASON_RETRIES_EXHAUSTED
+
+
+def test_backoff_is_capped_jitter_included() -> None:
+    policy = FallbackPolicy(base_delay=4.0, multiplier=4.0, max_retries=5, max_consecutive_failures=0)
+    v = decide(failure(kind=Kind.TIMEOUT, attempt=3), random=0.999, policy=policy)
+    assert v.delay_ms == 10_000
+
+
+def test_retry_after_seconds_wins_and_is_only_stretched() -> None:
+    low = decide(failure(http_status=429, headers={"Retry-After": "7"}), random=0.0)
+    high = decide(failure(http_status=429, headers={"Retry-After": "7"}), random=0.999999)
+    assert low.action is Action.RETRY and low.category is Category.RATE_LIMITED
+    assert (low.delay_ms, high.delay_ms) == (7000, 8400)
+    assert low.proto.retry.provider_delay
+
+
+def test_retry_after_ms_wins_over_retry_after() -> None:
+    v = decide(failure(http_status=429, headers={"retry-after-ms": "250", "Retry-After": "20"}), random=0.0)
+    assert v.delay_ms == 250
+
+
+def test_retry_after_http_date() -> None:
+    at = format_datetime(datetime.fromtimestamp(NOW, timezone.utc) + timedelta(seconds=12), usegmt=True)
+    assert provider_delay({"Retry-After": at}, NOW) == pytest.approx(12.0)
+    # A date in the past means now.
+    past = format_datetime(datetime.fromtimestamp(NOW - 60, timezone.utc), usegmt=True)
+    assert provider_delay({"retry-after": past}, NOW) == 0.0
+
+
+@pytest.mark.parametrize("value", ["soon", "-3", "nan", "inf", ""])
+def test_unusable_retry_after_falls_back_to_backoff(value: str) -> None:
+    assert provider_delay({"Retry-After": value}, NOW) is None
+    v = decide(failure(http_status=429, headers={"Retry-After": value}))
+    assert v.action is Action.RETRY and v.delay_ms == 1000
+
+
+def test_too_long_a_provider_delay_recovers() -> None:
+    v = decide(failure(http_status=429, headers={"Retry-After": "3600"}))
+    assert v.action is Action.RECOVER and v.breaker.reason == pb.REASON_DELAY_TOO_LONG
+
+
+@pytest.mark.parametrize(
+    ("status", "category"),
+    [(401, Category.AUTH), (403, Category.PERMISSION_DENIED)],
+)
+def test_auth_escalates_at_once(status: int, category: Category) -> None:
+    v = decide(failure(http_status=status, message="Incorrect API key provided"))
+    assert v.action is Action.ESCALATE and v.category is category and not v.retryable
+    assert v.escalation is not None and "needs a human" in v.escalation.summary
+    assert "Incorrect API key provided" in v.escalation.text
+    assert v.breaker.session_state == pb.SESSION_STATE_ESCALATED
+
+
+def test_cancellation_aborts() -> None:
+    v = decide(build_outcome("shell", KeyboardInterrupt()))
+    assert v.action is Action.ABORT and v.category is Category.CANCELLED
+    assert v.breaker.session_state == pb.SESSION_STATE_STOPPED
+
+
+def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
+    assert decide(failure(http_status=503), consecutive=2).action is Action.RETRY
+    v = decide(failure(http_status=503), consecutive=3)
+    assert v.action is Action.ESCALATE and v.breaker.reason == pb.REASON_CONSECUTIVE_FAILURES
+    assert v.escalation is not None and "failed 3 times in a row" in v.escalation.summary
+    off = FallbackPolicy(max_consecutive_failures=0)
+    assert decide(failure(http_status=503), consecutive=3, policy=off).action is Action.RETRY
+
+
+@pytest.mark.parametrize(
+    ("fields", "category", "rule"),
+    [
+        ({"http_status": 408}, Category.TIMEOUT, "fallback.http_408"),
+        ({"http_status": 500}, Category.UNAVAILABLE, "fallback.http_5xx"),
+        ({"kind": Kind.TIMEOUT}, Category.TIMEOUT, "fallback.kind_timeout"),
+        ({"grpc_code": 14}, Category.UNAVAILABLE, "fallback.grpc_unavailable"),
+        ({"grpc_code": 16}, Category.AUTH, "fallback.grpc_unauthenticated"),
+        ({"code": "ECONNRESET"}, Category.NETWORK, "fallback.code_network"),
+        ({"code": "etimedout"}, Category.TIMEOUT, "fallback.code_etimedout"),
+        ({"exception_type": "requests.exceptions.ConnectionError"}, Category.NETWORK, "fallback.type_connection"),
+        ({"exception_type": "aiohttp.ServerTimeoutError"}, Category.TIMEOUT, "fallback.type_timeout"),
+        ({"http_status": 404}, Category.UNKNOWN, "fallback.default"),
+        ({"kind": Kind.UNKNOWN_TOOL}, Category.UNKNOWN, "fallback.default"),
+    ],
+)
+def test_coarse_classification(fields: dict[str, Any], category: Category, rule: str) -> None:
+    assert classify_coarse(failure(**fields)) == (category, rule)
+
+
+def test_anything_else_recovers_with_a_snippet() -> None:
+    v = decide(failure(http_status=404, message="no such repository: " + "x" * 300))
+    assert v.action is Action.RECOVER and v.category is Category.UNKNOWN
+    assert v.snippet.startswith("<error>\ntool: search\ntype: HTTP 404\ncategory: unknown\n")
+    message = next(line for line in v.snippet.splitlines() if line.startswith("message: "))
+    assert len(message) == len("message: ") + 200 + 1  # cut to 200 characters and marked
+    assert v.snippet.endswith("choose another approach.")
+    assert v.rule == "fallback.default" and v.proto.enforced
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("base_delay", 0.0),
+        ("multiplier", 0.5),
+        ("max_delay", 0.5),
+        ("max_retries", -1),
+        ("jitter", 1.0),
+        ("jitter", float("nan")),
+        ("max_consecutive_failures", 1.5),
+        ("max_provider_delay", 0.0),
+    ],
+)
+def test_impossible_policies_are_refused(field: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=f"FallbackPolicy.{field} = "):
+        FallbackPolicy(**{field: value})
+
+
+# The session memory the fallback decides from.
+
+
+def observe(state: LocalState, outcome: pb.Outcome) -> int:
+    """Counts an outcome and records the policy's verdict, as a session does."""
+    outcome.session_id = "s"
+    consecutive = state.observe(outcome)
+    state.record(outcome, POLICY.decide(outcome, consecutive, now=NOW, random=0.5))
+    return consecutive
+
+
+def test_consecutive_failures_are_counted_per_tool_and_reset_by_success() -> None:
+    state = LocalState(NOW)
+    assert [observe(state, failure(tool="a", http_status=503)) for _ in range(2)] == [1, 2]
+    assert observe(state, failure(tool="b", http_status=503)) == 1
+    assert observe(state, failure(tool="a", http_status=503)) == 3
+    assert observe(state, build_outcome("a")) == 0
+    assert observe(state, failure(tool="a", http_status=503)) == 1
+
+
+def test_local_context_shows_the_latest_unresolved_errors() -> None:
+    state = LocalState(NOW)
+    for tool in ("t1", "t2", "t3", "t4"):
+        observe(state, failure(tool=tool, http_status=404, message=f"{tool} is missing"))
+    observe(state, failure(tool="t4", http_status=404, message="t4 is missing"))
+    observe(state, build_outcome("t2"))  # a success resolves that tool's error
+    cx = state.context()
+    assert cx.fallback and cx.errors_shown == CONTEXT_SHOWN and cx.errors_hidden == 0
+    assert "t2" not in cx.text
+    assert [line for line in cx.text.splitlines() if line.startswith("tool: ")] == ["tool: t1", "tool: t3", "tool: t4"]
+    assert "repeated: 2 times" in cx.text and "category: unknown" in cx.text
+    observe(state, failure(tool="t5", http_status=404))
+    assert state.context().errors_hidden == 1
+    assert state.context().text.startswith("1 earlier unresolved error(s) not shown.")
+
+
+def test_local_summary() -> None:
+    state = LocalState(NOW)
+    observe(state, build_outcome("a", cost=0.5))
+    observe(state, failure(tool="a", http_status=503))
+    observe(state, failure(tool="a", http_status=401))
+    s = state.summary(NOW + 2.5)
+    assert (s.calls, s.errors, s.retries, s.escalations, s.cost, s.duration_ms) == (3, 2, 1, 1, 0.5, 2500)
+    assert dict(s.errors_by_category) == {"unavailable": 1, "auth": 1}
+    assert s.state == pb.SESSION_STATE_ESCALATED

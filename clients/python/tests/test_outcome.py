@@ -1,0 +1,339 @@
+"""Unit tests of `build_outcome`: what an outcome says for real exceptions raised by httpx,
+requests, urllib, subprocess, asyncio and grpc (each produced here by the library itself,
+against loopback servers or real processes), and for the shape of the LLM provider SDKs'."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from typing import Any, Callable
+
+import grpc
+import httpx
+import pytest
+import requests
+
+from rebound import Kind, build_outcome, exception_type_name
+from rebound.fallback import classify_coarse
+from rebound.outcome import MAX_DETAIL_CHARS, MAX_MESSAGE_CHARS, check_outcome
+from rebound.v1 import rebound_pb2 as pb
+from rebound.verdict import Category
+from tests.servers import Reply, http_server, refused_address, silent_server
+
+RATE_LIMITED = Reply(
+    429,
+    '{"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}}',
+    # Set-Cookie and the request id must not travel: only the Retry-After family does.
+    {"Retry-After": "7", "retry-after-ms": "7000", "Set-Cookie": "session=secret", "x-request-id": "req_1"},
+)
+
+
+def raised(fn: Callable[[], Any]) -> BaseException:
+    """The exception `fn` raises; fails the test if it raises none."""
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001 - the point is to capture whatever it is
+        return exc
+    pytest.fail(f"{fn} raised nothing")
+
+
+# Exceptions raised by httpx (0.28.1) itself.
+
+
+def test_httpx_status_error_carries_status_and_only_retry_headers() -> None:
+    with http_server([RATE_LIMITED]) as url:
+        exc = raised(lambda: httpx.get(url + "/v1/chat").raise_for_status())
+    assert isinstance(exc, httpx.HTTPStatusError)
+    o = build_outcome("llm", exc)
+    assert not o.ok
+    assert o.exception_type == "httpx.HTTPStatusError"
+    assert o.http_status == 429
+    assert dict(o.headers) == {"retry-after": "7", "retry-after-ms": "7000"}
+    assert "429 Too Many Requests" in o.message
+    assert Kind(o.kind) is Kind.TOOL_ERROR
+    assert "HTTPStatusError" in o.detail  # the trace
+
+
+def test_httpx_connect_error_names_the_errno() -> None:
+    host, port = refused_address()
+    exc = raised(lambda: httpx.get(f"http://{host}:{port}/"))
+    assert isinstance(exc, httpx.ConnectError)
+    o = build_outcome("fetch", exc)
+    assert o.exception_type == "httpx.ConnectError"
+    assert o.code == "ECONNREFUSED"  # from the OSError at the end of httpx's chain
+    assert o.http_status == 0
+    assert classify_coarse(o)[0] is Category.NETWORK
+
+
+def test_httpx_read_timeout_is_a_timeout() -> None:
+    with silent_server() as url:
+        exc = raised(lambda: httpx.get(url, timeout=0.2))
+    assert isinstance(exc, httpx.ReadTimeout)
+    o = build_outcome("fetch", exc)
+    assert Kind(o.kind) is Kind.TIMEOUT
+    assert o.exception_type == "httpx.ReadTimeout"
+
+
+# Exceptions raised by requests (2.32.5) itself.
+
+
+def test_requests_http_error_carries_status_and_retry_after() -> None:
+    with http_server([Reply(503, "upstream overloaded", {"Retry-After": "3"})]) as url:
+        exc = raised(lambda: requests.get(url + "/search", timeout=5).raise_for_status())
+    assert isinstance(exc, requests.HTTPError)
+    o = build_outcome("search", exc)
+    assert o.exception_type == "requests.exceptions.HTTPError"
+    assert o.http_status == 503
+    assert dict(o.headers) == {"retry-after": "3"}
+    assert "503 Server Error" in o.message
+
+
+def test_requests_connection_error_names_the_errno_through_urllib3() -> None:
+    host, port = refused_address()
+    exc = raised(lambda: requests.get(f"http://{host}:{port}/", timeout=5))
+    assert isinstance(exc, requests.ConnectionError)
+    o = build_outcome("fetch", exc)
+    assert o.exception_type == "requests.exceptions.ConnectionError"
+    # requests wraps urllib3's MaxRetryError, whose reason wraps the refused connect.
+    assert o.code == "ECONNREFUSED"
+    assert classify_coarse(o) == (Category.NETWORK, "fallback.code_network")
+
+
+def test_requests_read_timeout_is_a_timeout() -> None:
+    with silent_server() as url:
+        exc = raised(lambda: requests.get(url, timeout=0.2))
+    assert isinstance(exc, requests.ReadTimeout)
+    o = build_outcome("fetch", exc)
+    assert Kind(o.kind) is Kind.TIMEOUT
+    assert o.exception_type == "requests.exceptions.ReadTimeout"
+
+
+# The standard library.
+
+
+def test_urllib_http_error_carries_status_and_headers() -> None:
+    with http_server([Reply(429, "slow down", {"Retry-After": "1"})]) as url:
+        exc = raised(lambda: urllib.request.urlopen(url, timeout=5))
+    assert isinstance(exc, urllib.error.HTTPError)
+    o = build_outcome("search", exc)
+    assert o.exception_type == "urllib.error.HTTPError"
+    assert o.http_status == 429
+    assert dict(o.headers) == {"retry-after": "1"}
+    exc.close()
+
+
+def test_failed_command_carries_exit_code_and_stderr() -> None:
+    exc = raised(
+        lambda: subprocess.run(
+            [sys.executable, "-c", "import sys; sys.stderr.write('disk quota exceeded\\n'); sys.exit(3)"],
+            check=True,
+            capture_output=True,
+        )
+    )
+    assert isinstance(exc, subprocess.CalledProcessError)
+    o = build_outcome("shell", exc)
+    assert o.HasField("exit_code") and o.exit_code == 3
+    assert o.exception_type == "subprocess.CalledProcessError"
+    assert o.detail.startswith("stderr:\ndisk quota exceeded")
+
+
+def test_command_timeout_is_a_timeout() -> None:
+    exc = raised(lambda: subprocess.run(["sleep", "5"], timeout=0.1))
+    assert isinstance(exc, subprocess.TimeoutExpired)
+    o = build_outcome("shell", exc)
+    assert Kind(o.kind) is Kind.TIMEOUT
+    assert not o.HasField("exit_code")
+
+
+def test_builtin_timeout_and_cancellation() -> None:
+    assert Kind(build_outcome("t", TimeoutError("timed out")).kind) is Kind.TIMEOUT
+    assert Kind(build_outcome("t", KeyboardInterrupt()).kind) is Kind.CANCELLED
+
+    async def cancelled() -> BaseException:
+        task = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError as exc:
+            return exc
+        pytest.fail("the task was not cancelled")
+
+    o = build_outcome("t", asyncio.run(cancelled()))
+    assert Kind(o.kind) is Kind.CANCELLED
+    assert o.exception_type == "asyncio.exceptions.CancelledError"
+
+
+def test_connection_refused_oserror() -> None:
+    import socket
+
+    host, port = refused_address()
+    exc = raised(lambda: socket.create_connection((host, port), timeout=1))
+    o = build_outcome("db", exc)
+    assert o.exception_type == "ConnectionRefusedError"
+    assert o.code == "ECONNREFUSED"
+
+
+def test_grpc_error_carries_its_status_code() -> None:
+    host, port = refused_address()
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        call = channel.unary_unary("/rebound.v1.Rebound/Report")
+        exc = raised(lambda: call(b"", timeout=2))
+    assert isinstance(exc, grpc.RpcError)
+    o = build_outcome("inventory", exc)
+    assert o.HasField("grpc_code") and o.grpc_code == grpc.StatusCode.UNAVAILABLE.value[0]
+    assert classify_coarse(o)[0] is Category.UNAVAILABLE
+
+
+# The LLM provider SDKs, by the attributes they set (no dependency on them).
+
+
+class RateLimitError(Exception):
+    """The shape of openai.RateLimitError (openai-python, src/openai/_exceptions.py):
+    APIStatusError(message, *, response: httpx.Response, body) sets .response, .status_code
+    and .request_id, and APIError sets .code from the error body. Declared in module "openai"
+    so that the outcome sees a provider error, as it would for the real SDK."""
+
+    def __init__(self, message: str, *, response: httpx.Response, body: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.response = response
+        self.status_code = response.status_code
+        self.request_id = response.headers.get("x-request-id")
+        self.body = body
+        self.code = body.get("code")
+
+
+RateLimitError.__module__ = "openai"
+
+
+class OverloadedError(Exception):
+    """The shape of anthropic.APIStatusError for a 529 (anthropic-sdk-python): .response,
+    .status_code, and the full JSON body, whose error.type names the failure."""
+
+    def __init__(self, message: str, *, response: httpx.Response, body: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.response = response
+        self.status_code = response.status_code
+        self.body = body
+
+
+OverloadedError.__module__ = "anthropic"
+
+
+def test_openai_shaped_error() -> None:
+    with http_server([RATE_LIMITED]) as url:
+        response = httpx.get(url + "/v1/chat/completions")
+    body = {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}
+    o = build_outcome("llm", RateLimitError("Error code: 429", response=response, body=body))
+    assert Kind(o.kind) is Kind.PROVIDER_ERROR
+    assert o.exception_type == "openai.RateLimitError"
+    assert o.http_status == 429
+    assert o.code == "insufficient_quota"
+    assert dict(o.headers) == {"retry-after": "7", "retry-after-ms": "7000"}
+
+
+def test_anthropic_shaped_error() -> None:
+    with http_server([Reply(529, '{"type":"error"}', {"retry-after": "2"})]) as url:
+        response = httpx.get(url + "/v1/messages")
+    body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    o = build_outcome("llm", OverloadedError("Error code: 529", response=response, body=body))
+    assert Kind(o.kind) is Kind.PROVIDER_ERROR
+    assert o.http_status == 529
+    assert o.code == "overloaded_error"
+    assert dict(o.headers) == {"retry-after": "2"}
+
+
+# Chains, overrides and checks.
+
+
+class SearchFailed(Exception):
+    """A tool's own exception type wrapping a library's."""
+
+
+def test_a_wrapped_exception_gives_its_signals_to_the_outer_one() -> None:
+    with http_server([Reply(503, "down", {"Retry-After": "4"})]) as url:
+        inner = raised(lambda: requests.get(url, timeout=5).raise_for_status())
+
+    def wrap() -> None:
+        raise SearchFailed("search backend failed") from inner
+
+    o = build_outcome("search", raised(wrap))
+    assert o.exception_type.endswith("SearchFailed")
+    assert o.message == "search backend failed"
+    assert o.http_status == 503
+    assert dict(o.headers) == {"retry-after": "4"}
+    assert "requests.exceptions.HTTPError" in o.detail
+
+
+def test_keyword_fields_win_over_the_exception() -> None:
+    o = build_outcome(
+        "llm",
+        TimeoutError("slow"),
+        kind=Kind.PROVIDER_ERROR,
+        message="overridden",
+        http_status=504,
+        headers={"Retry-After": "1"},
+        code="ETIMEDOUT",
+        exit_code=2,
+        attempt=3,
+        duration=1.5,
+        cost=0.25,
+        call_id="c-1",
+    )
+    assert (Kind(o.kind), o.message, o.http_status, o.code, o.exit_code) == (Kind.PROVIDER_ERROR, "overridden", 504, "ETIMEDOUT", 2)
+    assert dict(o.headers) == {"Retry-After": "1"}
+    assert (o.attempt, o.duration_ms, o.cost, o.call_id) == (3, 1500, 0.25, "c-1")
+
+
+def test_success_and_failures_without_an_exception() -> None:
+    ok = build_outcome("search", duration=0.012, cost=1.0)
+    assert ok.ok and ok.duration_ms == 12 and ok.cost == 1.0 and not ok.message
+    unknown = build_outcome("serch", kind=Kind.UNKNOWN_TOOL, message="Tool serch not found")
+    assert not unknown.ok and Kind(unknown.kind) is Kind.UNKNOWN_TOOL
+    with pytest.raises(ValueError, match="ok=True"):
+        build_outcome("search", RuntimeError("x"), ok=True)
+
+
+def test_long_text_is_cut() -> None:
+    o = build_outcome("t", RuntimeError("m" * (MAX_MESSAGE_CHARS * 2)), detail="d" * (MAX_DETAIL_CHARS * 2))
+    assert len(o.message) == MAX_MESSAGE_CHARS + 1 and o.message.endswith("…")
+    assert len(o.detail) < MAX_DETAIL_CHARS + 100 and "characters elided" in o.detail
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"tool": ""}, "tool must not be empty"),
+        ({"tool": "a\nb"}, "control characters"),
+        ({"tool": "x" * 257}, "at most 256 bytes"),
+        ({"tool": "t", "http_status": 42}, "http_status = 42"),
+        ({"tool": "t", "grpc_code": 17}, "grpc_code = 17"),
+        ({"tool": "t", "cost": -1}, "cost = -1"),
+        ({"tool": "t", "cost": float("nan")}, "cost = nan"),
+        ({"tool": "t", "duration": float("inf")}, "duration = inf"),
+        ({"tool": "t", "attempt": -1}, "attempt = -1"),
+        ({"tool": "t", "exit_code": 2**31}, "exit_code"),
+    ],
+)
+def test_bad_input_names_the_field(kwargs: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error.replace("(", r"\(")):
+        build_outcome(**kwargs)
+
+
+def test_check_outcome_holds_hand_built_outcomes_to_the_same_rules() -> None:
+    assert check_outcome(pb.Outcome(tool="search")).tool == "search"
+    with pytest.raises(TypeError):
+        check_outcome({"tool": "search"})
+    with pytest.raises(ValueError, match="http_status = 700"):
+        check_outcome(pb.Outcome(tool="search", http_status=700))
+    with pytest.raises(ValueError, match="kind = 99"):
+        check_outcome(pb.Outcome(tool="search", kind=99))  # type: ignore[arg-type]
+
+
+def test_exception_type_names() -> None:
+    assert exception_type_name(ValueError("x")) == "ValueError"
+    assert exception_type_name(httpx.ReadTimeout("x")) == "httpx.ReadTimeout"
+    assert exception_type_name(SearchFailed()) == "tests.test_outcome.SearchFailed"

@@ -1,0 +1,302 @@
+// The local policy that decides when the sidecar cannot be reached within the
+// call deadline: the sidecar's seed defaults, on the coarse signals a client
+// can trust. The same policy as the Go client's fallback.go.
+
+import { cut } from "./checks.js";
+import { InvalidInputError } from "./errors.js";
+import * as pb from "./gen/rebound/v1/rebound.js";
+import { categoryName } from "./names.js";
+
+/**
+ * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
+ * sidecar's seed defaults. It classifies only coarse signals: timeouts,
+ * connection errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated),
+ * cancellation (aborted); anything else goes back to the LLM (recover).
+ */
+export interface FallbackPolicy {
+  /** The first retry's backoff delay, in milliseconds. */
+  baseDelayMs: number;
+  /** Grows the backoff delay with each further retry. */
+  multiplier: number;
+  /** Caps a backoff delay, jitter included, in milliseconds. */
+  maxDelayMs: number;
+  /** How many retries in a row one tool gets before the failure goes to the LLM. */
+  maxRetries: number;
+  /** Spreads backoff delays by ±jitter (0.2 is ±20 %) and stretches provider delays by up to +jitter. */
+  jitter: number;
+  /** Failures of one tool in a row in a session that escalate; 0 turns this breaker off. */
+  maxConsecutiveFailures: number;
+  /** The longest Retry-After honoured, in milliseconds; a longer one recovers instead of sleeping. */
+  maxProviderDelayMs: number;
+}
+
+/** The seed defaults: backoff 1 s ×2 capped at 10 s, 3 retries, ±20 % jitter, 3 failures of a tool in a row escalate. */
+export const DEFAULT_FALLBACK_POLICY: Readonly<FallbackPolicy> = Object.freeze({
+  baseDelayMs: 1000,
+  multiplier: 2,
+  maxDelayMs: 10_000,
+  maxRetries: 3,
+  jitter: 0.2,
+  maxConsecutiveFailures: 3,
+  maxProviderDelayMs: 60_000,
+});
+
+/** Fills a partial policy from the defaults and checks it; throws InvalidInputError naming the first bad field. */
+export function fallbackPolicy(overrides: Partial<FallbackPolicy> = {}): Readonly<FallbackPolicy> {
+  const p: FallbackPolicy = { ...DEFAULT_FALLBACK_POLICY };
+  for (const [key, value] of Object.entries(overrides)) {
+    if (!(key in DEFAULT_FALLBACK_POLICY)) {
+      throw new InvalidInputError(`fallbackPolicy.${key}: no such setting`);
+    }
+    if (value !== undefined) (p as unknown as Record<string, unknown>)[key] = value;
+  }
+  const bad = (field: keyof FallbackPolicy, problem: string): never => {
+    throw new InvalidInputError(`fallbackPolicy.${field} = ${String(p[field])}: ${problem}`);
+  };
+  const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+  if (!finite(p.baseDelayMs) || p.baseDelayMs <= 0) bad("baseDelayMs", "must be a positive number");
+  if (!finite(p.multiplier) || p.multiplier < 1) bad("multiplier", "must be a finite number of at least 1");
+  if (!finite(p.maxDelayMs) || p.maxDelayMs < p.baseDelayMs) bad("maxDelayMs", `must be at least baseDelayMs (${p.baseDelayMs})`);
+  if (!Number.isInteger(p.maxRetries) || p.maxRetries < 0) bad("maxRetries", "must be an integer, zero or more");
+  if (!finite(p.jitter) || p.jitter < 0 || p.jitter >= 1) bad("jitter", "must be in [0, 1)");
+  if (!Number.isInteger(p.maxConsecutiveFailures) || p.maxConsecutiveFailures < 0) {
+    bad("maxConsecutiveFailures", "must be an integer, zero or more");
+  }
+  if (!finite(p.maxProviderDelayMs) || p.maxProviderDelayMs <= 0) bad("maxProviderDelayMs", "must be a positive number");
+  return Object.freeze(p);
+}
+
+/** What the policy needs beyond the outcome; time and randomness come from outside so that tests are exact. */
+export interface FallbackInput {
+  /** Failures of the outcome's tool in a row in the session, this one included. */
+  consecutive: number;
+  /** Now, in milliseconds since the epoch: resolves a Retry-After given as an HTTP date. */
+  nowMs: number;
+  /** Uniform in [0, 1): drives the jitter. */
+  random: number;
+}
+
+const C = pb.Category;
+const A = pb.Action;
+
+/** The categories the seed policy retries. */
+const RETRYABLE = new Set<pb.Category>([C.CATEGORY_TIMEOUT, C.CATEGORY_NETWORK, C.CATEGORY_UNAVAILABLE, C.CATEGORY_RATE_LIMITED]);
+
+/** Errno names (and Node's DNS codes) that mean the connection failed. */
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EHOSTDOWN",
+  "ENOTCONN",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+]);
+
+/** The whole fallback policy: one outcome in, one verdict out. */
+export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: FallbackInput): pb.Verdict {
+  const v = pb.Verdict.create({
+    callId: o.callId,
+    sessionId: o.sessionId,
+    enforced: true,
+    breaker: {
+      sessionState: pb.SessionState.SESSION_STATE_ACTIVE,
+      consecutiveFailures: Math.max(input.consecutive, 0),
+    },
+  });
+  const breaker = v.breaker as pb.BreakerStatus;
+  if (o.ok) {
+    v.action = A.ACTION_CONTINUE;
+    v.classification = pb.Classification.create({ rule: "fallback.success" });
+    return v;
+  }
+  const [category, rule] = classifyCoarse(o);
+  const retryable = RETRYABLE.has(category);
+  v.classification = pb.Classification.create({ category, retryable, rule, suggestion: SUGGESTIONS.get(category) ?? "" });
+
+  const stop = (action: pb.Action, reason: pb.Reason): void => {
+    v.action = action;
+    breaker.reason = reason;
+    breaker.sessionState =
+      action === A.ACTION_ABORT ? pb.SessionState.SESSION_STATE_STOPPED : pb.SessionState.SESSION_STATE_ESCALATED;
+  };
+  if (category === C.CATEGORY_CANCELLED) {
+    stop(A.ACTION_ABORT, pb.Reason.REASON_CATEGORY_POLICY);
+  } else if (category === C.CATEGORY_AUTH || category === C.CATEGORY_PERMISSION_DENIED) {
+    stop(A.ACTION_ESCALATE, pb.Reason.REASON_CATEGORY_POLICY);
+    v.escalation = escalation(o, `${categoryName(category)} for tool ${JSON.stringify(o.tool)} needs a human`);
+  } else if (policy.maxConsecutiveFailures > 0 && input.consecutive >= policy.maxConsecutiveFailures) {
+    stop(A.ACTION_ESCALATE, pb.Reason.REASON_CONSECUTIVE_FAILURES);
+    v.escalation = escalation(o, `tool ${JSON.stringify(o.tool)} failed ${input.consecutive} times in a row`);
+  } else if (retryable) {
+    planRetry(policy, v, breaker, o, input);
+  } else {
+    v.action = A.ACTION_RECOVER;
+  }
+  v.snippet = snippet(o, category, v.action);
+  return v;
+}
+
+/**
+ * Plans the next attempt: the provider's delay when it gave one, else
+ * exponential backoff; recover when the retries are used up or the provider
+ * asks for too long a wait.
+ */
+function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.BreakerStatus, o: pb.Outcome, input: FallbackInput): void {
+  // Which retry this would be: the caller's attempt number when it counts, else the run of failures.
+  const n = Math.max(o.attempt || input.consecutive, 1);
+  if (n > p.maxRetries) {
+    v.action = A.ACTION_RECOVER;
+    breaker.reason = pb.Reason.REASON_RETRIES_EXHAUSTED;
+    return;
+  }
+  const provided = providerDelayMs(o.headers, input.nowMs);
+  let delay: number;
+  if (provided !== undefined) {
+    if (provided > p.maxProviderDelayMs) {
+      v.action = A.ACTION_RECOVER;
+      breaker.reason = pb.Reason.REASON_DELAY_TOO_LONG;
+      return;
+    }
+    // Never earlier than the provider asked; spread upwards only.
+    delay = provided * (1 + p.jitter * input.random);
+  } else {
+    const nominal = Math.min(p.baseDelayMs * p.multiplier ** (n - 1), p.maxDelayMs);
+    delay = Math.min(nominal * (1 + p.jitter * (2 * input.random - 1)), p.maxDelayMs);
+  }
+  v.action = A.ACTION_RETRY;
+  v.retry = pb.RetryPlan.create({
+    delayMs: Math.round(delay),
+    attempt: n,
+    attemptsLeft: p.maxRetries - n,
+    providerDelay: provided !== undefined,
+  });
+}
+
+/** Maps the structured signals a fallback can trust to a category; they win over the exception type's wording. */
+export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
+  const s = o.httpStatus;
+  if (s === 401) return [C.CATEGORY_AUTH, "fallback.http_401"];
+  if (s === 403) return [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"];
+  if (s === 429) return [C.CATEGORY_RATE_LIMITED, "fallback.http_429"];
+  if (s === 408) return [C.CATEGORY_TIMEOUT, "fallback.http_408"];
+  if (s >= 500 && s <= 599) return [C.CATEGORY_UNAVAILABLE, "fallback.http_5xx"];
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TIMEOUT) return [C.CATEGORY_TIMEOUT, "fallback.kind_timeout"];
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_CANCELLED) return [C.CATEGORY_CANCELLED, "fallback.kind_cancelled"];
+  // The numbers are gRPC's status codes, fixed by the gRPC spec.
+  switch (o.grpcCode) {
+    case 1:
+      return [C.CATEGORY_CANCELLED, "fallback.grpc_cancelled"];
+    case 4:
+      return [C.CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"];
+    case 7:
+      return [C.CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"];
+    case 14:
+      return [C.CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"];
+    case 16:
+      return [C.CATEGORY_AUTH, "fallback.grpc_unauthenticated"];
+  }
+  const code = o.code.toUpperCase();
+  if (code === "ETIMEDOUT") return [C.CATEGORY_TIMEOUT, "fallback.code_etimedout"];
+  if (NETWORK_CODES.has(code)) return [C.CATEGORY_NETWORK, "fallback.code_network"];
+  const type = o.exceptionType.toLowerCase();
+  if (type.includes("timeout") || type.includes("deadlineexceeded")) return [C.CATEGORY_TIMEOUT, "fallback.type_timeout"];
+  if (["connectionerror", "connecterror", "connectionrefused", "connectionreset"].some((w) => type.includes(w))) {
+    return [C.CATEGORY_NETWORK, "fallback.type_connection"];
+  }
+  return [C.CATEGORY_UNKNOWN, "fallback.default"];
+}
+
+const DECIMAL = /^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+// IMF-fixdate, RFC 850 and asctime all open with the day's name; Date.parse alone accepts far too much.
+const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /;
+
+/**
+ * Reads the Retry-After family the fallback honours: retry-after-ms
+ * (milliseconds) and Retry-After (seconds or an HTTP date). Undefined when
+ * neither is there or readable.
+ */
+export function providerDelayMs(headers: Readonly<Record<string, string>>, nowMs: number): number | undefined {
+  const ms = header(headers, "retry-after-ms")?.trim();
+  if (ms !== undefined && DECIMAL.test(ms)) {
+    const n = Number(ms);
+    if (Number.isFinite(n)) return n;
+  }
+  const ra = header(headers, "retry-after")?.trim();
+  if (ra === undefined) return undefined;
+  if (DECIMAL.test(ra)) {
+    const s = Number(ra);
+    // Anything above a day is nonsense.
+    if (Number.isFinite(s)) return Math.min(s, 86_400) * 1000;
+  }
+  if (HTTP_DATE.test(ra)) {
+    const at = Date.parse(ra);
+    if (!Number.isNaN(at)) return Math.max(at - nowMs, 0);
+  }
+  return undefined;
+}
+
+/** Looks a header up case-insensitively, as HTTP does. */
+function header(headers: Readonly<Record<string, string>>, name: string): string | undefined {
+  for (const [k, v] of Object.entries(headers)) {
+    if (k.trim().toLowerCase() === name) return v;
+  }
+  return undefined;
+}
+
+/** The fallback's advice per category, in the sidecar's spirit. */
+const SUGGESTIONS = new Map<pb.Category, string>([
+  [C.CATEGORY_TIMEOUT, "Try a simpler query or a smaller input."],
+  [C.CATEGORY_RATE_LIMITED, "Wait before calling this tool again."],
+  [C.CATEGORY_NETWORK, "The service could not be reached; it may come back shortly."],
+  [C.CATEGORY_UNAVAILABLE, "The service is unavailable; it may come back shortly."],
+  [C.CATEGORY_AUTH, "Credentials are missing or invalid; a human must fix them."],
+  [C.CATEGORY_PERMISSION_DENIED, "The agent is not allowed to do this; a human must decide."],
+  [C.CATEGORY_CANCELLED, "The run was cancelled."],
+  [C.CATEGORY_UNKNOWN, "The error was not recognised; its message may say what went wrong."],
+]);
+
+/** What the LLM should make of the error; closes the snippet. */
+const INSTRUCTIONS = new Map<pb.Action, string>([
+  [A.ACTION_RETRY, "This is a transient failure; the same call will be retried."],
+  [A.ACTION_RECOVER, "Do not repeat the same call unchanged: check the arguments or choose another approach."],
+  [A.ACTION_ESCALATE, "This needs a human: stop and report the error."],
+  [A.ACTION_ABORT, "The run is over: stop."],
+]);
+
+/** How much of the message the snippet keeps, as the sidecar's default. */
+export const MAX_SNIPPET_MESSAGE = 200;
+
+/** The fallback's `<error>` block for the LLM's next turn. */
+function snippet(o: pb.Outcome, category: pb.Category, action: pb.Action): string {
+  const lines = ["<error>", `tool: ${o.tool}`];
+  const type = errorType(o);
+  if (type !== "") lines.push(`type: ${type}`);
+  lines.push(`category: ${categoryName(category)}`);
+  const message = cut(o.message, MAX_SNIPPET_MESSAGE);
+  if (message !== "") lines.push(`message: ${message}`);
+  const suggestion = SUGGESTIONS.get(category);
+  if (suggestion !== undefined) lines.push(`suggestion: ${suggestion}`);
+  lines.push("</error>", INSTRUCTIONS.get(action) ?? "");
+  return lines.join("\n");
+}
+
+/** Names the failure for a snippet from the most telling field set. */
+export function errorType(o: pb.Outcome): string {
+  if (o.exceptionType !== "") return o.exceptionType;
+  if (o.httpStatus !== 0) return `HTTP ${o.httpStatus}`;
+  if (o.code !== "") return o.code;
+  if (o.exitCode !== undefined) return `exit ${o.exitCode}`;
+  return "";
+}
+
+/** The fallback's report for a human. */
+function escalation(o: pb.Outcome, why: string): pb.EscalationReport {
+  const summary = `${why} (decided by the client's local fallback policy: the Rebound sidecar did not answer)`;
+  const message = cut(o.message, MAX_SNIPPET_MESSAGE);
+  return pb.EscalationReport.create({ summary, text: message === "" ? summary : `${summary}\nlast error: ${message}` });
+}

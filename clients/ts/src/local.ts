@@ -1,0 +1,127 @@
+// What a session remembers on the client side, always, so that the fallback
+// policy can carry on where the sidecar left off: failures in a row per tool,
+// unresolved errors for the context, and the summary counters.
+
+import { cut } from "./checks.js";
+import { errorType, MAX_SNIPPET_MESSAGE } from "./fallback.js";
+import * as pb from "./gen/rebound/v1/rebound.js";
+import { categoryName } from "./names.js";
+
+/** Bounds the local error list; the sidecar keeps the full history. */
+const MAX_UNRESOLVED = 64;
+/** How many errors the local context shows as blocks, as the sidecar's default. */
+const CONTEXT_SHOWN = 3;
+
+/** The latest error of one tool, as the local context shows it. */
+interface LocalError {
+  tool: string;
+  type: string;
+  message: string;
+  count: number;
+  category: pb.Category;
+}
+
+/** A session's client-side memory. */
+export class LocalState {
+  private readonly started: number;
+  private readonly consecutive = new Map<string, number>();
+  /** The latest error of each tool whose last call failed, oldest first. */
+  private unresolved: LocalError[] = [];
+  private calls = 0;
+  private errors = 0;
+  private retries = 0;
+  private escalations = 0;
+  private cost = 0;
+  private readonly errorsByCategory: Record<string, number> = {};
+  private state = pb.SessionState.SESSION_STATE_ACTIVE;
+
+  /** Starts the memory at nowMs. */
+  constructor(nowMs: number) {
+    this.started = nowMs;
+  }
+
+  /** Counts an outcome before it is judged; returns the failures of its tool in a row, this one included. */
+  observe(o: pb.Outcome): number {
+    this.calls++;
+    this.cost += o.cost;
+    const idx = this.unresolved.findIndex((e) => e.tool === o.tool);
+    if (o.ok) {
+      this.consecutive.delete(o.tool);
+      // A success of the same tool resolves its error, as on the sidecar.
+      if (idx >= 0) this.unresolved.splice(idx, 1);
+      return 0;
+    }
+    this.errors++;
+    const n = (this.consecutive.get(o.tool) ?? 0) + 1;
+    this.consecutive.set(o.tool, n);
+    const e: LocalError = {
+      tool: o.tool,
+      type: errorType(o),
+      message: cut(o.message, MAX_SNIPPET_MESSAGE),
+      count: 1,
+      category: pb.Category.CATEGORY_UNSPECIFIED,
+    };
+    if (idx >= 0) {
+      const [prev] = this.unresolved.splice(idx, 1);
+      if (prev !== undefined && prev.message === e.message) e.count = prev.count + 1;
+    }
+    if (this.unresolved.length >= MAX_UNRESOLVED) this.unresolved.shift();
+    this.unresolved.push(e);
+    return n;
+  }
+
+  /** Counts what a verdict decided. */
+  record(o: pb.Outcome, v: pb.Verdict): void {
+    switch (v.action) {
+      case pb.Action.ACTION_RETRY:
+        this.retries++;
+        break;
+      case pb.Action.ACTION_ESCALATE:
+        this.escalations++;
+        this.state = pb.SessionState.SESSION_STATE_ESCALATED;
+        break;
+      case pb.Action.ACTION_ABORT:
+        this.state = pb.SessionState.SESSION_STATE_STOPPED;
+        break;
+      default:
+    }
+    if (o.ok) return;
+    const category = v.classification?.category ?? pb.Category.CATEGORY_UNSPECIFIED;
+    const name = categoryName(category);
+    this.errorsByCategory[name] = (this.errorsByCategory[name] ?? 0) + 1;
+    for (const e of this.unresolved) {
+      if (e.tool === o.tool) e.category = category;
+    }
+  }
+
+  /** The error context from the unresolved errors: the latest few as `<error>` blocks, older ones counted. */
+  context(): pb.ContextResponse {
+    const shown = this.unresolved.slice(-CONTEXT_SHOWN);
+    const hidden = this.unresolved.length - shown.length;
+    const lines: string[] = [];
+    if (hidden > 0) lines.push(`${hidden} earlier unresolved error(s) not shown.`);
+    for (const e of shown) {
+      lines.push("<error>", `tool: ${e.tool}`);
+      if (e.type !== "") lines.push(`type: ${e.type}`);
+      if (e.category !== pb.Category.CATEGORY_UNSPECIFIED) lines.push(`category: ${categoryName(e.category)}`);
+      if (e.message !== "") lines.push(`message: ${e.message}`);
+      if (e.count > 1) lines.push(`repeated: ${e.count} times`);
+      lines.push("</error>");
+    }
+    return pb.ContextResponse.create({ text: lines.join("\n"), errorsShown: shown.length, errorsHidden: hidden });
+  }
+
+  /** The locally kept session summary. */
+  snapshot(nowMs: number): pb.SessionSummary {
+    return pb.SessionSummary.create({
+      calls: this.calls,
+      errors: this.errors,
+      errorsByCategory: { ...this.errorsByCategory },
+      retries: this.retries,
+      escalations: this.escalations,
+      cost: this.cost,
+      durationMs: Math.max(Math.floor(nowMs - this.started), 0),
+      state: this.state,
+    });
+  }
+}

@@ -1,0 +1,404 @@
+// Building an outcome from whatever a tool threw: Error subclasses from
+// fetch/undici, axios, got, the OpenAI and Anthropic SDKs, Node's system
+// errors and child processes, gRPC calls. Everything is read by duck typing,
+// so none of those libraries is a dependency.
+
+import { STATUS_CODES } from "node:http";
+
+import {
+  checkCost,
+  checkId,
+  checkInt,
+  checkKeys,
+  checkString,
+  cleanText,
+  MAX_HEADERS,
+  show,
+} from "./checks.js";
+import { InvalidInputError } from "./errors.js";
+import * as pb from "./gen/rebound/v1/rebound.js";
+import { kindValue, OUTCOME_KINDS, type OutcomeKind } from "./names.js";
+
+/** Anything with `forEach((value, key) => ...)`: fetch's `Headers`, a `Map`. */
+export interface HeadersLike {
+  /** Visits each header. */
+  forEach(callback: (value: string, key: string) => void): void;
+}
+
+/** Response headers: a `Headers`/`Map`, or a plain object (axios, got, Node's `IncomingHttpHeaders`). */
+export type HeadersInput = HeadersLike | Readonly<Record<string, string | number | readonly string[] | null | undefined>>;
+
+/** Outcome fields that can be set explicitly; each overrides what was read from the error. */
+export interface OutcomeFields {
+  /** What kind of failure this was (`unknown_tool`, `provider_error`...). */
+  kind?: OutcomeKind;
+  /** The HTTP status of the failed response, 100 to 599 (0 for none). */
+  httpStatus?: number;
+  /** Response headers (Retry-After and friends). */
+  headers?: HeadersInput;
+  /** An error code: an errno name (`ECONNRESET`) or a provider's code (`insufficient_quota`). */
+  code?: string;
+  /** The gRPC status code of the failed call, 0 to 16. */
+  grpcCode?: number;
+  /** The exit code of a command. */
+  exitCode?: number;
+  /** The error message. */
+  message?: string;
+  /** The error's type name (empty clears the one read from the error). */
+  exceptionType?: string;
+  /** The full output or stack trace. */
+  detail?: string;
+  /** What the call cost, in the agent's own unit. */
+  cost?: number;
+  /** How long the call took, in milliseconds. */
+  durationMs?: number;
+}
+
+/** The names of the outcome fields, for the unknown-option check. */
+export const FIELD_KEYS = [
+  "kind",
+  "httpStatus",
+  "headers",
+  "code",
+  "grpcCode",
+  "exitCode",
+  "message",
+  "exceptionType",
+  "detail",
+  "cost",
+  "durationMs",
+] as const;
+
+/** The names of the report options. */
+const REPORT_KEYS = [...FIELD_KEYS, "error", "ok", "attempt", "callId"] as const;
+
+/** What `Session.report` takes: the tool's error (none for a success) and fields to set or override. */
+export interface ReportOptions extends OutcomeFields {
+  /** The tool's error; `undefined` or `null` is a success unless `ok: false`. */
+  error?: unknown;
+  /** Success or failure; by default, a failure exactly when `error` is given. `ok: false` without an error reports a failure that is no exception (an unknown tool, no tool call). */
+  ok?: boolean;
+  /** Which attempt this was: 1 for the first call, 2 for the first retry (0 lets the sidecar count). */
+  attempt?: number;
+  /** The idempotency key: reporting the same call id again returns the first verdict. */
+  callId?: string;
+}
+
+/**
+ * A failed HTTP response as an error, carrying its status and headers: throw it
+ * from a tool that uses fetch (`throw await HttpError.fromResponse(res)`) and
+ * the outcome gets the status and Retry-After.
+ */
+export class HttpError extends Error {
+  /** The response's status, 100 to 599. */
+  readonly status: number;
+  /** The response's headers, keys lowercase. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The start of the response body. */
+  readonly body: string;
+
+  /** A failure with this status, headers and (the start of) the body. */
+  constructor(status: number, init: { headers?: HeadersInput; body?: string; statusText?: string } = {}) {
+    checkInt("HTTP status", status, 100, 599);
+    const body = (init.body ?? "").trim();
+    const text = init.statusText || STATUS_CODES[status] || "";
+    super(`HTTP ${status}${text === "" ? "" : ` ${text}`}${body === "" ? "" : `: ${body}`}`);
+    this.status = status;
+    this.headers = init.headers === undefined ? {} : headersToRecord(init.headers);
+    this.body = body;
+  }
+
+  /** Reads a failed fetch `Response` (status, headers, the first maxBodyChars of the body). */
+  static async fromResponse(
+    res: { status: number; statusText?: string; headers: HeadersLike; text(): Promise<string> },
+    maxBodyChars = 4096,
+  ): Promise<HttpError> {
+    let body = "";
+    try {
+      body = (await res.text()).slice(0, maxBodyChars);
+    } catch {
+      // A body that cannot be read still leaves the status and headers.
+    }
+    return new HttpError(res.status, { headers: res.headers, body, ...(res.statusText ? { statusText: res.statusText } : {}) });
+  }
+}
+HttpError.prototype.name = "HttpError";
+
+/**
+ * Builds the outcome of one call of `tool` from its error (a success when
+ * there is none), then applies the explicit fields. From the error, and the
+ * errors in its `cause` chain, it reads:
+ * - the message (the chain's messages joined with ": ") and the type name (`err.name` or the class name);
+ * - kind `timeout` for a `TimeoutError`-like name, a timeout errno/undici code, execa's `timedOut`, or a
+ *   child process killed by its timeout; kind `cancelled` for an `AbortError`/`CanceledError`;
+ * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`);
+ * - the HTTP status from `status`, `statusCode`, `response.status` or `response.statusCode`;
+ * - the headers from `headers` or `response.headers` (`Headers`, `Map` or a plain object);
+ * - a gRPC code from a numeric `code` with `details`/`metadata` (@grpc/grpc-js's ServiceError);
+ * - an exit code from `exitCode` (execa) or a child process error's numeric `code`;
+ * - the detail from `stderr`, else the stack traces of the chain.
+ */
+export function outcomeFromError(tool: string, options: ReportOptions = {}): pb.Outcome {
+  checkId("tool", tool);
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidInputError(`report options ${show(options)}: must be an object`);
+  }
+  checkKeys("report options", options, REPORT_KEYS);
+  const failed = options.error !== undefined && options.error !== null;
+  if (options.ok !== undefined && typeof options.ok !== "boolean") {
+    throw new InvalidInputError(`ok ${show(options.ok)}: must be a boolean`);
+  }
+  if (options.ok === true && failed) {
+    throw new InvalidInputError("ok: true together with an error: a call either failed or did not");
+  }
+  const o = pb.Outcome.create({ tool, ok: options.ok ?? !failed });
+  if (failed) fillFromError(o, options.error);
+  applyFields(o, options);
+  if (options.attempt !== undefined) o.attempt = checkInt("attempt", options.attempt, 0, 2 ** 32 - 1);
+  if (options.callId !== undefined) o.callId = checkId("call id", options.callId);
+  return o;
+}
+
+/** Sets the explicit fields of an outcome, checking each. */
+export function applyFields(o: pb.Outcome, f: OutcomeFields): void {
+  if (f.kind !== undefined) {
+    const k = kindValue(f.kind);
+    if (k === undefined) throw new InvalidInputError(`kind ${show(f.kind)}: must be one of ${OUTCOME_KINDS.join(", ")}`);
+    o.kind = k;
+  }
+  if (f.httpStatus !== undefined) o.httpStatus = checkHttpStatus(f.httpStatus);
+  if (f.headers !== undefined) {
+    if (typeof f.headers !== "object" || f.headers === null) {
+      throw new InvalidInputError(`headers ${show(f.headers)}: must be a Headers, a Map or a plain object`);
+    }
+    o.headers = { ...o.headers, ...headersToRecord(f.headers) };
+  }
+  if (f.code !== undefined) o.code = checkString("code", f.code);
+  if (f.grpcCode !== undefined) o.grpcCode = checkInt("gRPC code", f.grpcCode, 0, 16);
+  if (f.exitCode !== undefined) o.exitCode = checkInt("exit code", f.exitCode, -(2 ** 31), 2 ** 31 - 1);
+  if (f.message !== undefined) o.message = checkString("message", f.message);
+  if (f.exceptionType !== undefined) o.exceptionType = checkString("exception type", f.exceptionType);
+  if (f.detail !== undefined) o.detail = checkString("detail", f.detail);
+  if (f.cost !== undefined) o.cost = checkCost("cost", f.cost);
+  if (f.durationMs !== undefined) {
+    if (typeof f.durationMs !== "number" || !Number.isFinite(f.durationMs) || f.durationMs < 0) {
+      throw new InvalidInputError(`duration ${show(f.durationMs)}: must be zero or a positive number of milliseconds`);
+    }
+    o.durationMs = Math.min(Math.floor(f.durationMs), Number.MAX_SAFE_INTEGER);
+  }
+}
+
+function checkHttpStatus(s: unknown): number {
+  if (s === 0) return 0;
+  if (typeof s !== "number" || !Number.isInteger(s) || s < 100 || s > 599) {
+    throw new InvalidInputError(`HTTP status ${show(s)}: must be 100 to 599 (0 for none)`);
+  }
+  return s;
+}
+
+/**
+ * Applies the sidecar's rules to an outcome and makes its text safe to send
+ * (well-formed Unicode, bounded length): tool output often is neither.
+ */
+export function checkOutcome(o: pb.Outcome): void {
+  checkId("tool", o.tool);
+  if (o.callId !== "") checkId("call id", o.callId);
+  checkCost("cost", o.cost);
+  checkHttpStatus(o.httpStatus);
+  if (o.grpcCode !== undefined) checkInt("gRPC code", o.grpcCode, 0, 16);
+  if (o.exitCode !== undefined) checkInt("exit code", o.exitCode, -(2 ** 31), 2 ** 31 - 1);
+  checkInt("attempt", o.attempt, 0, 2 ** 32 - 1);
+  if (!Number.isInteger(o.kind) || o.kind < 0 || o.kind >= OUTCOME_KINDS.length) {
+    throw new InvalidInputError(`outcome kind ${show(o.kind)}: unknown`);
+  }
+  if (!Number.isInteger(o.durationMs) || o.durationMs < 0) {
+    throw new InvalidInputError(`duration ${show(o.durationMs)}: must be a whole number of milliseconds, zero or more`);
+  }
+  o.message = cleanText(checkString("message", o.message));
+  o.detail = cleanText(checkString("detail", o.detail));
+  o.exceptionType = cleanText(checkString("exception type", o.exceptionType), 1024);
+  o.code = cleanText(checkString("code", o.code), 1024);
+  o.headers = headersToRecord(o.headers);
+}
+
+// ------------------------------------------------------------------ reading errors
+
+/** How deep the cause chain is followed; a cycle or a runaway chain stops there. */
+const MAX_CHAIN = 8;
+
+const TIMEOUT_CODES = new Set(["ETIMEDOUT", "ESOCKETTIMEDOUT", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+const CANCEL_CODES = new Set(["ABORT_ERR", "ERR_CANCELED"]);
+
+type Bag = Record<string | symbol, unknown>;
+
+/** Reads a property without letting a throwing getter or a Proxy trap escape. */
+function get(obj: unknown, key: string): unknown {
+  if ((typeof obj !== "object" && typeof obj !== "function") || obj === null) return undefined;
+  try {
+    return (obj as Bag)[key];
+  } catch {
+    return undefined;
+  }
+}
+
+/** The error and its causes, outermost first (AggregateError's first error counts as a cause). */
+function causeChain(err: unknown): unknown[] {
+  const chain: unknown[] = [];
+  let e: unknown = err;
+  while (e !== undefined && e !== null && chain.length < MAX_CHAIN && !chain.includes(e)) {
+    chain.push(e);
+    const cause = get(e, "cause");
+    if (cause !== undefined && cause !== null) {
+      e = cause;
+      continue;
+    }
+    const errors = get(e, "errors");
+    e = Array.isArray(errors) ? errors[0] : undefined;
+  }
+  return chain;
+}
+
+/** The error's type name: its `name`, or its class name when `name` is the generic "Error". */
+export function typeName(e: unknown): string {
+  const name = get(e, "name");
+  if (typeof name === "string" && name !== "" && name !== "Error") return name;
+  const ctor = get(e, "constructor");
+  const ctorName = get(ctor, "name");
+  if (typeof ctorName === "string" && ctorName !== "" && ctorName !== "Error" && ctorName !== "Object") return ctorName;
+  return "";
+}
+
+function messageOf(e: unknown): string {
+  if (typeof e === "string") return e;
+  const m = get(e, "message");
+  if (typeof m === "string") return m;
+  if (typeof e === "object" && e !== null) return "";
+  return String(e);
+}
+
+function isTimeout(e: unknown): boolean {
+  const name = typeName(e);
+  if (/Timeout(Error)?$/.test(name)) return true;
+  const code = get(e, "code");
+  if (typeof code === "string") {
+    if (TIMEOUT_CODES.has(code)) return true;
+    // axios reports its own timeout as ECONNABORTED "timeout of 500ms exceeded".
+    if (code === "ECONNABORTED" && /timeout/i.test(messageOf(e))) return true;
+  }
+  if (get(e, "timedOut") === true) return true;
+  // A child process killed by its `timeout` option: a signal, no exit code, killed by Node.
+  return get(e, "killed") === true && typeof get(e, "signal") === "string" && get(e, "code") === null;
+}
+
+function isCancelled(e: unknown): boolean {
+  const name = typeName(e);
+  if (/AbortError$/.test(name) || /Cancell?edError$/.test(name)) return true;
+  const code = get(e, "code");
+  return typeof code === "string" && CANCEL_CODES.has(code);
+}
+
+function statusOf(e: unknown): number {
+  const response = get(e, "response");
+  for (const s of [get(e, "status"), get(e, "statusCode"), get(response, "status"), get(response, "statusCode")]) {
+    if (typeof s === "number" && Number.isInteger(s) && s >= 100 && s <= 599) return s;
+  }
+  return 0;
+}
+
+function headersOf(e: unknown): Record<string, string> | undefined {
+  for (const h of [get(e, "headers"), get(get(e, "response"), "headers")]) {
+    if (typeof h === "object" && h !== null && !Array.isArray(h)) {
+      const record = headersToRecord(h as HeadersInput);
+      if (Object.keys(record).length > 0) return record;
+    }
+  }
+  return undefined;
+}
+
+function codeOf(e: unknown): string {
+  const code = get(e, "code");
+  if (typeof code === "string" && code.trim() !== "") return code;
+  // Anthropic's SDK errors carry the body's {"error": {"type": "overloaded_error"}} and no code.
+  const bodyType = get(get(get(e, "error"), "error"), "type");
+  return typeof bodyType === "string" ? bodyType : "";
+}
+
+function grpcCodeOf(e: unknown): number | undefined {
+  const code = get(e, "code");
+  const grpcLike = typeof get(e, "details") === "string" || (typeof get(e, "metadata") === "object" && get(e, "metadata") !== null);
+  if (grpcLike && typeof code === "number" && Number.isInteger(code) && code > 0 && code <= 16) return code;
+  return undefined;
+}
+
+function exitCodeOf(e: unknown): number | undefined {
+  const exitCode = get(e, "exitCode");
+  if (typeof exitCode === "number" && Number.isInteger(exitCode)) return exitCode;
+  const code = get(e, "code");
+  if (typeof get(e, "cmd") === "string" && typeof code === "number" && Number.isInteger(code)) return code;
+  return undefined;
+}
+
+function stderrOf(e: unknown): string {
+  const stderr = get(e, "stderr");
+  if (typeof stderr === "string") return stderr;
+  if (stderr instanceof Uint8Array) return Buffer.from(stderr.buffer, stderr.byteOffset, stderr.byteLength).toString("utf8");
+  return "";
+}
+
+function fillFromError(o: pb.Outcome, err: unknown): void {
+  const chain = causeChain(err);
+  // JavaScript messages leave the cause out ("fetch failed"); the causes say what happened.
+  let message = "";
+  for (const e of chain) {
+    const m = messageOf(e).trim();
+    if (m !== "" && !message.includes(m)) message = message === "" ? m : `${message}: ${m}`;
+  }
+  o.message = message;
+  o.exceptionType = chain.map(typeName).find((n) => n !== "") ?? "";
+
+  if (chain.some(isTimeout)) o.kind = pb.OutcomeKind.OUTCOME_KIND_TIMEOUT;
+  else if (chain.some(isCancelled)) o.kind = pb.OutcomeKind.OUTCOME_KIND_CANCELLED;
+
+  for (const e of chain) {
+    if (o.code === "") o.code = codeOf(e);
+    if (o.httpStatus === 0) o.httpStatus = statusOf(e);
+    if (Object.keys(o.headers).length === 0) o.headers = headersOf(e) ?? {};
+    o.grpcCode ??= grpcCodeOf(e);
+    o.exitCode ??= exitCodeOf(e);
+  }
+  const stderr = chain.map(stderrOf).find((s) => s.trim() !== "");
+  if (stderr !== undefined) {
+    o.detail = stderr;
+  } else {
+    const stacks = chain.map((e) => get(e, "stack")).filter((s): s is string => typeof s === "string" && s !== "");
+    o.detail = stacks.join("\n[cause]: ");
+  }
+}
+
+/** Flattens headers into a record, joining repeated values as HTTP does; at most MAX_HEADERS, each bounded. */
+export function headersToRecord(h: HeadersInput): Record<string, string> {
+  const out: Record<string, string> = {};
+  let n = 0;
+  const add = (key: unknown, value: unknown): void => {
+    if (typeof key !== "string" || key.trim() === "" || n >= MAX_HEADERS) return;
+    let v: string;
+    if (typeof value === "string") v = value;
+    else if (typeof value === "number" && Number.isFinite(value)) v = String(value);
+    else if (Array.isArray(value) && value.every((x) => typeof x === "string")) v = value.join(", ");
+    else return;
+    const k = cleanText(key, 256);
+    if (!(k in out)) n++;
+    out[k] = cleanText(v, 8192);
+  };
+  const forEach = get(h, "forEach");
+  if (typeof forEach === "function" && !Array.isArray(h)) {
+    try {
+      (h as HeadersLike).forEach((value, key) => add(key, value));
+    } catch {
+      // A header object that cannot be walked adds nothing.
+    }
+    return out;
+  }
+  for (const [k, v] of Object.entries(h)) add(k, v);
+  return out;
+}

@@ -1,0 +1,363 @@
+// The session API against the real sidecar: run's retries and typed errors,
+// declarations, context, admit, end, idempotency, the streaming reporter, and
+// the checks on every input.
+
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import {
+  AbortRunError,
+  Client,
+  connect,
+  EscalationError,
+  HttpError,
+  InvalidInputError,
+  RecoverError,
+  type ClientOptions,
+  type Session,
+  type SessionOptions,
+  type Verdict,
+} from "../src/index.js";
+import { LIVE_TIMEOUT_MS, LogRecorder, sessionId, toolNames } from "./helpers.js";
+import { Sidecar } from "./sidecar.mjs";
+
+let sidecar: Sidecar;
+const clients: Client[] = [];
+
+before(async () => {
+  sidecar = await Sidecar.start();
+});
+
+after(async () => {
+  for (const c of clients) c.close();
+  await sidecar.stop();
+});
+
+/** A client of the shared sidecar, closed when the tests end. */
+function dial(options: ClientOptions = {}): Client {
+  const c = new Client(sidecar.grpc, { callTimeoutMs: LIVE_TIMEOUT_MS, logger: new LogRecorder(), ...options });
+  clients.push(c);
+  return c;
+}
+
+function open(c: Client, name: string, options?: SessionOptions): Session {
+  return c.session(sessionId(name), options);
+}
+
+/** A 429 whose provider asks for a short wait, so that retry tests stay fast. */
+function rateLimited(): HttpError {
+  return new HttpError(429, { headers: { "retry-after-ms": "50" }, body: "Too Many Requests" });
+}
+
+/** The error a promise rejects with (it must reject). */
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  return assert.fail("expected a rejection");
+}
+
+describe("Session.run", () => {
+  it("retries as told, then resolves to the tool's value", async () => {
+    const t = toolNames();
+    const c = dial();
+    const s = open(c, "run-retry");
+    const attempts: number[] = [];
+    const value = await s.run(t.search, async ({ attempt }) => {
+      attempts.push(attempt);
+      if (attempt === 1) throw rateLimited();
+      return { hits: 3 };
+    });
+    assert.deepEqual(value, { hits: 3 });
+    assert.deepEqual(attempts, [1, 2]);
+    const sum = await s.end();
+    assert.equal(sum.fallback, false);
+    assert.deepEqual([sum.calls, sum.errors, sum.retries], [2, 1, 1]);
+    assert.equal(c.fallbacks, 0);
+  });
+
+  it("escalates with an EscalationError carrying the verdict and the tool's error", async () => {
+    const t = toolNames();
+    const authErr = new HttpError(401, { body: "Incorrect API key provided" });
+    const err = await rejection(open(dial(), "run-escalate").run(t.llm, () => Promise.reject(authErr)));
+    assert.ok(err instanceof EscalationError, `got ${String(err)}`);
+    assert.equal(err.cause, authErr);
+    assert.equal(err.verdict.category, "auth");
+    assert.equal(err.action, "escalate");
+    assert.notEqual(err.report, "");
+    assert.equal(err.tool, t.llm);
+    assert.match(err.message, /escalate after .* \(auth\): HTTP 401 Unauthorized: Incorrect API key provided/);
+  });
+
+  it("aborts with an AbortRunError when the tool was cancelled", async () => {
+    const t = toolNames();
+    const cancelled = new DOMException("The operation was aborted.", "AbortError");
+    const err = await rejection(open(dial(), "run-abort").run(t.search, () => Promise.reject(cancelled)));
+    assert.ok(err instanceof AbortRunError, `got ${String(err)}`);
+    assert.equal(err.cause, cancelled);
+    assert.equal(err.verdict.category, "cancelled");
+  });
+
+  it("hands a not-found back to the LLM with a RecoverError and a snippet", async () => {
+    const t = toolNames();
+    const err = await rejection(open(dial(), "run-recover").run(t.fetch, () => Promise.reject(new HttpError(404, { body: "no such item" }))));
+    assert.ok(err instanceof RecoverError, `got ${String(err)}`);
+    assert.equal(err.action, "recover");
+    assert.ok(err.snippet.includes(t.fetch), err.snippet);
+  });
+
+  it("reclassifies an unknown tool, suggesting a declared one", async () => {
+    const t = toolNames();
+    const s = open(dial(), "run-reclassify", { tools: [t.search, t.fetch] });
+    const err = await rejection(
+      s.run(t.serch, () => Promise.reject(new Error(`Tool ${t.serch} not found`)), { kind: "unknown_tool" }),
+    );
+    assert.ok(err instanceof RecoverError, `got ${String(err)}`);
+    assert.equal(err.action, "reclassify");
+    assert.ok(err.snippet.includes(t.search), `the snippet does not suggest ${t.search}: ${err.snippet}`);
+  });
+
+  it("replans when the context is too long", async () => {
+    const t = toolNames();
+    const tooLong = new HttpError(400, { body: "This model's maximum context length is 8192 tokens." });
+    const err = await rejection(
+      open(dial(), "run-replan").run(t.llm, () => Promise.reject(tooLong), { kind: "provider_error", code: "context_length_exceeded" }),
+    );
+    assert.ok(err instanceof RecoverError, `got ${String(err)}`);
+    assert.equal(err.action, "replan");
+  });
+
+  it("stops waiting to retry as soon as its signal aborts", async () => {
+    const t = toolNames();
+    const s = open(dial(), "run-signal");
+    let calls = 0;
+    const reason = new Error("the user pressed stop");
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(reason), 100);
+    const start = performance.now();
+    // The provider asks for 5 s; the abort comes well before, and so must the rejection,
+    // however slow a loaded machine makes the report itself.
+    const err = await rejection(
+      s.run(
+        t.search,
+        async () => {
+          calls++;
+          throw new HttpError(429, { headers: { "Retry-After": "5" } });
+        },
+        { signal: controller.signal },
+      ),
+    );
+    assert.equal(err, reason);
+    assert.equal(calls, 1);
+    assert.ok(performance.now() - start < 3500, "the retry wait ignored the signal");
+  });
+
+  it("does not call the tool when its signal has already aborted", async () => {
+    const t = toolNames();
+    let calls = 0;
+    const err = await rejection(open(dial(), "run-aborted").run(t.search, () => calls++, { signal: AbortSignal.abort() }));
+    assert.equal((err as Error).name, "AbortError");
+    assert.equal(calls, 0);
+  });
+
+  it("gives up after maxAttempts", async () => {
+    const t = toolNames();
+    let calls = 0;
+    const err = await rejection(
+      open(dial({ maxAttempts: 2 }), "run-max").run(t.llm, () => {
+        calls++;
+        throw rateLimited();
+      }),
+    );
+    assert.ok(err instanceof RecoverError, `got ${String(err)}`);
+    assert.match(err.message, /gave up after 2 attempts/);
+    assert.equal(calls, 2);
+  });
+
+  it("rejects options that are run's own", async () => {
+    const s = open(dial(), "run-own");
+    await assert.rejects(s.run("t", () => 1, { callId: "x" } as never), InvalidInputError);
+    await assert.rejects(s.run("t", "not a function" as never), InvalidInputError);
+  });
+});
+
+describe("Session", () => {
+  it("declares itself, gives the context, admits and ends with a summary", async () => {
+    const t = toolNames();
+    const s = open(dial(), "session", {
+      tools: [t.search, t.fetch],
+      stepLimit: 50,
+      costLimit: 2.5,
+      errorLimit: 8,
+      labels: { team: "agents" },
+    });
+    const limits = await s.start();
+    assert.ok(limits !== undefined);
+    assert.deepEqual([limits.stepLimit, limits.costLimit, limits.errorLimit], [50, 2.5, 8]);
+
+    const v = await s.report(t.fetch, {
+      error: new HttpError(404, { body: "Not Found for url: https://api.example.com/v1/items/42" }),
+      cost: 0.5,
+    });
+    assert.equal(v.action, "recover");
+    assert.equal(v.category, "not_found");
+    assert.equal(v.fallback, false);
+    let cx = await s.context();
+    assert.equal(cx.errorsShown, 1);
+    assert.ok(cx.text.includes(t.fetch), cx.text);
+    // A later success of the same tool resolves the error.
+    assert.equal((await s.report(t.fetch)).action, "continue");
+    cx = await s.context();
+    assert.equal(cx.text, "");
+    const admission = await s.admit(t.search);
+    assert.equal(admission.allowed, true);
+    assert.equal(admission.fallback, false);
+    const sum = await s.end();
+    assert.deepEqual([sum.calls, sum.errors, sum.cost, sum.errorsByCategory.not_found], [2, 1, 0.5, 1]);
+    assert.equal(sum.fallback, false);
+  });
+
+  it("aborts at the step limit, and run on the stopped session throws AbortRunError without a tool error", async () => {
+    const t = toolNames();
+    const s = open(dial(), "steps", { stepLimit: 2 });
+    let first: Verdict | undefined;
+    for (let i = 0; i < 3 && first === undefined; i++) {
+      const v = await s.report(t.search);
+      if (v.action !== "continue") first = v;
+    }
+    assert.equal(first?.action, "abort");
+    assert.equal(first?.reason, "step_limit");
+    const err = await rejection(s.run(t.search, () => "ok"));
+    assert.ok(err instanceof AbortRunError, `got ${String(err)}`);
+    assert.equal(err.cause, undefined);
+  });
+
+  it("does not paper over an argument the sidecar rejects", async () => {
+    const t = toolNames();
+    const c = dial();
+    // The sidecar's config defines no profiles, so it rejects this one as an invalid argument.
+    const s = open(c, "profile", { profile: "no-such-profile" });
+    const err = await rejection(s.report(t.search));
+    assert.ok(err instanceof InvalidInputError, `got ${String(err)}`);
+    assert.match(err.message, /profile/);
+    assert.equal(c.fallbacks, 0);
+  });
+
+  it("returns the first verdict again for a repeated call id", async () => {
+    const t = toolNames();
+    const s = open(dial(), "idempotent");
+    const first = await s.report(t.search, { error: new HttpError(503), callId: "call-1" });
+    const again = await s.report(t.search, { error: new HttpError(503), callId: "call-1" });
+    assert.equal(again.replayed, true);
+    assert.equal(again.delayMs, first.delayMs);
+  });
+
+  it("applies a token budget to the context", async () => {
+    const t = toolNames();
+    // The sidecar loads its tokenizer on the first budgeted request, which takes seconds in a
+    // debug build on a busy machine: a deadline that long keeps this a test of the budget.
+    const s = open(dial({ callTimeoutMs: 30_000 }), "budget");
+    for (const tool of [t.search, t.fetch, t.llm]) {
+      await s.report(tool, { error: new HttpError(404, { body: "the item was not found in the catalogue ".repeat(4) }) });
+    }
+    await assert.rejects(s.context({ maxTokens: -1 }), InvalidInputError);
+    const full = await s.context();
+    const small = await s.context({ maxTokens: 60 });
+    assert.deepEqual([full.fallback, small.fallback], [false, false], "the sidecar answered");
+    assert.equal(full.errorsShown, 3);
+    assert.ok(small.errorsShown < full.errorsShown, `with 60 tokens: ${small.errorsShown} shown`);
+    assert.ok(small.tokens <= 60, `${small.tokens} tokens`);
+  });
+});
+
+describe("Reporter", () => {
+  it("streams many outcomes in order, pipelined and concurrent", async () => {
+    const t = toolNames();
+    const c = dial();
+    const s = open(c, "reporter");
+    const r = s.reporter();
+    const n = 200;
+    // Few enough errors to stay under the session's error limit (10 escalate).
+    const failing = (i: number): boolean => i % 40 === 39;
+    const verdicts = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        r.report(`tool-${"abcde"[i % 5]}${t.search}`, failing(i) ? { error: new HttpError(404) } : {}),
+      ),
+    );
+    verdicts.forEach((v, i) => {
+      assert.equal(v.fallback, false, `outcome ${i} fell back`);
+      assert.equal(v.action, failing(i) ? "recover" : "continue", `outcome ${i}`);
+    });
+    const callIds = new Set(verdicts.map((v) => v.callId));
+    assert.equal(callIds.size, n, "each verdict answers its own outcome");
+
+    // Several loops awaiting one report at a time share the stream.
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < 25; i++) {
+          const v = await r.report(t.search);
+          assert.equal(v.action, "continue");
+          assert.equal(v.fallback, false);
+        }
+      }),
+    );
+    await r.close();
+    await assert.rejects(r.report(t.search), /closed Reporter/);
+    const sum = await s.end();
+    assert.equal(sum.calls, n + 200);
+    assert.equal(c.fallbacks, 0);
+  });
+
+  it("rejects an argument the sidecar rejects instead of falling back", async () => {
+    const t = toolNames();
+    const c = dial();
+    const r = open(c, "reporter-profile", { profile: "no-such-profile" }).reporter();
+    await assert.rejects(r.report(t.search), /profile/);
+    await r.close();
+    assert.equal(c.fallbacks, 0);
+  });
+});
+
+describe("input checks", () => {
+  it("rejects malformed addresses and options at construction", () => {
+    for (const addr of ["nope", "127.0.0.1:0", "127.0.0.1:70000", ":50051", "unix:", "unix:///", "http://127.0.0.1:1"]) {
+      assert.throws(() => new Client(addr), InvalidInputError, addr);
+    }
+    assert.throws(() => new Client("127.0.0.1:1", { callTimeoutMs: 0 }), /callTimeoutMs/);
+    assert.throws(() => new Client("127.0.0.1:1", { timeout: 5 } as ClientOptions), /unknown option "timeout"/);
+    assert.throws(() => new Client("127.0.0.1:1", { fallbackPolicy: { jitter: 2 } }), /jitter/);
+    const c = connect("[::1]:50051");
+    c.close();
+  });
+
+  it("dials $REBOUND_ADDR when no address is given, else 127.0.0.1:50051", async () => {
+    const saved = process.env.REBOUND_ADDR;
+    try {
+      process.env.REBOUND_ADDR = sidecar.grpc;
+      const c = new Client(undefined, { callTimeoutMs: LIVE_TIMEOUT_MS, logger: new LogRecorder() });
+      clients.push(c);
+      assert.equal(c.address, sidecar.grpc);
+      assert.equal((await c.session(sessionId("env")).report("search")).fallback, false);
+      delete process.env.REBOUND_ADDR;
+      const d = connect();
+      assert.equal(d.address, "127.0.0.1:50051");
+      d.close();
+    } finally {
+      if (saved === undefined) delete process.env.REBOUND_ADDR;
+      else process.env.REBOUND_ADDR = saved;
+    }
+  });
+
+  it("rejects bad session ids and declarations", () => {
+    const c = dial();
+    assert.throws(() => c.session(""), /session id/);
+    assert.throws(() => c.session("a\tb"), /control characters/);
+    assert.throws(() => c.session("s", { stepLimit: -1 }), /stepLimit/);
+    assert.throws(() => c.session("s", { tools: "search" as unknown as string[] }), /tools/);
+    assert.throws(() => c.session("s", { tools: ["ok", ""] }), /tools\[1\]/);
+    assert.throws(() => c.session("s", { labels: { team: "x".repeat(1025) } }), /1024 bytes/);
+    assert.throws(() => c.session("s", { step_limit: 5 } as SessionOptions), /unknown option "step_limit"/);
+  });
+});

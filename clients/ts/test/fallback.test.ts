@@ -1,0 +1,219 @@
+// The local fallback policy, decided without a sidecar: the same table as the
+// Go client's fallback_test.go.
+
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, providerDelayMs } from "../src/fallback.js";
+import * as pb from "../src/gen/rebound/v1/rebound.js";
+import { actionName, categoryName, reasonName, type Action, type Category, type Reason } from "../src/names.js";
+
+/** A fixed instant, so that HTTP-date Retry-After values are exact. */
+const NOW = Date.UTC(2025, 2, 14, 12, 0, 0);
+
+interface Case {
+  name: string;
+  outcome: pb.DeepPartial<pb.Outcome>;
+  consecutive?: number;
+  random?: number;
+  action: Action;
+  category?: Category;
+  retryable?: boolean;
+  delayMs?: number;
+  reason?: Reason;
+  provider?: boolean;
+}
+
+const CASES: Case[] = [
+  { name: "success continues", outcome: { tool: "search", ok: true }, action: "continue", category: "unspecified" },
+  {
+    name: "429 with Retry-After seconds waits what the provider asked, jitter upwards",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "7" } },
+    random: 0.5, action: "retry", category: "rate_limited", retryable: true, delayMs: 7700, provider: true,
+  },
+  {
+    name: "retry-after-ms wins over Retry-After",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "retry-after-ms": "250", "retry-after": "7" } },
+    random: 0, action: "retry", category: "rate_limited", retryable: true, delayMs: 250, provider: true,
+  },
+  {
+    name: "Retry-After as an HTTP date",
+    outcome: { tool: "llm", httpStatus: 503, headers: { "RETRY-AFTER": "Fri, 14 Mar 2025 12:00:30 GMT" } },
+    random: 0, action: "retry", category: "unavailable", retryable: true, delayMs: 30_000, provider: true,
+  },
+  {
+    name: "Retry-After too long hands back to the LLM",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "3600" } },
+    action: "recover", category: "rate_limited", retryable: true, reason: "delay_too_long",
+  },
+  {
+    name: "an unparsable Retry-After falls back to backoff",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "soon" } },
+    random: 0.5, action: "retry", category: "rate_limited", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "a number that is no HTTP date is not read as one",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "12 13" } },
+    random: 0.5, action: "retry", category: "rate_limited", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "503 first retry: base delay, jitter low end",
+    outcome: { tool: "search", httpStatus: 503 },
+    random: 0, action: "retry", category: "unavailable", retryable: true, delayMs: 800,
+  },
+  {
+    name: "second retry doubles, jitter high end",
+    outcome: { tool: "search", httpStatus: 502, attempt: 2 },
+    consecutive: 2, random: 0.999999, action: "retry", category: "unavailable", retryable: true, delayMs: 2400,
+  },
+  {
+    name: "the attempt number drives the backoff when given",
+    outcome: { tool: "search", httpStatus: 500, attempt: 3 },
+    random: 0.5, action: "retry", category: "unavailable", retryable: true, delayMs: 4000,
+  },
+  {
+    name: "retries used up hand back to the LLM",
+    outcome: { tool: "search", httpStatus: 503, attempt: 4 },
+    action: "recover", category: "unavailable", retryable: true, reason: "retries_exhausted",
+  },
+  {
+    name: "third failure in a row escalates",
+    outcome: { tool: "search", httpStatus: 503 },
+    consecutive: 3, action: "escalate", category: "unavailable", retryable: true, reason: "consecutive_failures",
+  },
+  {
+    name: "third unclassified failure in a row escalates too",
+    outcome: { tool: "widget", message: "the frobnicator declined" },
+    consecutive: 3, action: "escalate", category: "unknown", reason: "consecutive_failures",
+  },
+  { name: "401 escalates at once", outcome: { tool: "llm", httpStatus: 401 }, action: "escalate", category: "auth", reason: "category_policy" },
+  {
+    name: "403 escalates at once",
+    outcome: { tool: "github", httpStatus: 403 },
+    action: "escalate", category: "permission_denied", reason: "category_policy",
+  },
+  {
+    name: "timeout kind retries",
+    outcome: { tool: "fetch", kind: pb.OutcomeKind.OUTCOME_KIND_TIMEOUT },
+    random: 0.5, action: "retry", category: "timeout", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "ECONNREFUSED retries as network",
+    outcome: { tool: "db", code: "ECONNREFUSED" },
+    random: 0.5, action: "retry", category: "network", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "ETIMEDOUT retries as timeout",
+    outcome: { tool: "db", code: "etimedout" },
+    random: 0.5, action: "retry", category: "timeout", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "gRPC UNAVAILABLE retries",
+    outcome: { tool: "rpc", grpcCode: 14 },
+    random: 0.5, action: "retry", category: "unavailable", retryable: true, delayMs: 1000,
+  },
+  { name: "gRPC UNAUTHENTICATED escalates", outcome: { tool: "rpc", grpcCode: 16 }, action: "escalate", category: "auth", reason: "category_policy" },
+  {
+    name: "a timeout exception type retries",
+    outcome: { tool: "fetch", exceptionType: "HeadersTimeoutError" },
+    random: 0.5, action: "retry", category: "timeout", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "a connection exception type retries",
+    outcome: { tool: "fetch", exceptionType: "httpx.ConnectError" },
+    random: 0.5, action: "retry", category: "network", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "cancellation aborts",
+    outcome: { tool: "search", kind: pb.OutcomeKind.OUTCOME_KIND_CANCELLED },
+    action: "abort", category: "cancelled", reason: "category_policy",
+  },
+  {
+    name: "HTTP status wins over the kind",
+    outcome: { tool: "llm", kind: pb.OutcomeKind.OUTCOME_KIND_TIMEOUT, httpStatus: 401 },
+    action: "escalate", category: "auth", reason: "category_policy",
+  },
+  { name: "404 is not a coarse signal: recover", outcome: { tool: "fetch", httpStatus: 404 }, action: "recover", category: "unknown" },
+  {
+    name: "an unknown tool recovers (the sidecar would reclassify)",
+    outcome: { tool: "serch", kind: pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL, message: "Tool serch not found" },
+    action: "recover", category: "unknown",
+  },
+];
+
+describe("fallback policy", () => {
+  for (const c of CASES) {
+    it(c.name, () => {
+      const o = pb.Outcome.fromPartial({ sessionId: "s-1", callId: "c-1", ...c.outcome });
+      const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: c.consecutive ?? (o.ok ? 0 : 1), nowMs: NOW, random: c.random ?? 0.5 });
+      assert.equal(actionName(v.action), c.action);
+      assert.equal(categoryName(v.classification?.category ?? 0), c.category ?? "unspecified");
+      assert.equal(v.classification?.retryable ?? false, c.retryable ?? false);
+      assert.equal(reasonName(v.breaker?.reason ?? 0), c.reason ?? "unspecified");
+      assert.equal(v.callId, "c-1");
+      assert.equal(v.sessionId, "s-1");
+      assert.match(v.classification?.rule ?? "", /^fallback\./);
+      if (c.action === "retry") {
+        assert.equal(v.retry?.delayMs, c.delayMs);
+        assert.equal(v.retry?.providerDelay, c.provider ?? false);
+      } else {
+        assert.equal(v.retry, undefined, `a ${c.action} verdict carries a retry plan`);
+      }
+      if (c.action === "continue") assert.equal(v.snippet, "");
+      else assert.ok(v.snippet.includes(`tool: ${o.tool}`), `the snippet does not name the tool: ${v.snippet}`);
+      assert.equal(v.escalation !== undefined, c.action === "escalate");
+    });
+  }
+
+  it("keeps every backoff delay within base×2^(n-1) ±20 % and under the cap", () => {
+    const policy = fallbackPolicy({ maxRetries: 10, maxConsecutiveFailures: 0 });
+    for (let n = 1; n <= 10; n++) {
+      for (const random of [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.999999]) {
+        const v = decide(policy, pb.Outcome.fromPartial({ tool: "t", httpStatus: 503, attempt: n }), { consecutive: 1, nowMs: NOW, random });
+        const nominal = Math.min(1000 * 2 ** (n - 1), 10_000);
+        const lo = nominal * 0.8;
+        const hi = Math.min(nominal * 1.2, 10_000);
+        const got = v.retry?.delayMs ?? -1;
+        assert.ok(got >= lo - 1 && got <= hi + 1, `retry ${n}, random ${random}: ${got} ms outside [${lo}, ${hi}]`);
+        assert.equal(v.retry?.attemptsLeft, 10 - n);
+      }
+    }
+  });
+
+  it("reads the Retry-After family", () => {
+    assert.equal(providerDelayMs({ "retry-after-ms": "1500.5" }, NOW), 1500.5);
+    assert.equal(providerDelayMs({ "Retry-After": " 2 " }, NOW), 2000);
+    assert.equal(providerDelayMs({ "Retry-After": "999999" }, NOW), 86_400_000);
+    assert.equal(providerDelayMs({ "Retry-After": "Fri, 14 Mar 2025 11:59:00 GMT" }, NOW), 0, "a date in the past means now");
+    assert.equal(providerDelayMs({ "Retry-After": "-3" }, NOW), undefined);
+    assert.equal(providerDelayMs({ "Retry-After": "0x10" }, NOW), undefined);
+    assert.equal(providerDelayMs({ "retry-after-ms": "" , "retry-after": "1" }, NOW), 1000);
+    assert.equal(providerDelayMs({}, NOW), undefined);
+  });
+
+  describe("validation", () => {
+    const bad: [string, Record<string, unknown>, string][] = [
+      ["zero base", { baseDelayMs: 0 }, "baseDelayMs"],
+      ["shrinking", { multiplier: 0.5 }, "multiplier"],
+      ["cap below base", { maxDelayMs: 1 }, "maxDelayMs"],
+      ["negative retries", { maxRetries: -1 }, "maxRetries"],
+      ["fractional retries", { maxRetries: 1.5 }, "maxRetries"],
+      ["jitter of 1", { jitter: 1 }, "jitter"],
+      ["NaN jitter", { jitter: Number.NaN }, "jitter"],
+      ["negative breaker", { maxConsecutiveFailures: -3 }, "maxConsecutiveFailures"],
+      ["no provider delay", { maxProviderDelayMs: 0 }, "maxProviderDelayMs"],
+      ["a string", { baseDelayMs: "1000" }, "baseDelayMs"],
+      ["an unknown knob", { baseDelay: 1000 }, "baseDelay"],
+    ];
+    for (const [name, overrides, field] of bad) {
+      it(`rejects ${name}`, () => {
+        assert.throws(() => fallbackPolicy(overrides), (err: Error) => err.name === "InvalidInputError" && err.message.includes(field));
+      });
+    }
+    it("accepts the defaults, no jitter and the breaker off", () => {
+      assert.deepEqual(fallbackPolicy(), DEFAULT_FALLBACK_POLICY);
+      assert.equal(fallbackPolicy({ jitter: 0 }).jitter, 0);
+      assert.equal(fallbackPolicy({ maxConsecutiveFailures: 0 }).maxConsecutiveFailures, 0);
+    });
+  });
+});

@@ -1,0 +1,60 @@
+// Shared by the tests: unique names, a log recorder, and the call deadline for
+// tests that expect the sidecar's own answer.
+
+import type { Logger } from "../src/index.js";
+
+/**
+ * The call deadline for tests that expect the sidecar's own answer: generous,
+ * because CI machines are shared and a debug sidecar under load can take longer
+ * than the 250 ms production default (the fail-open tests set their own).
+ */
+export const LIVE_TIMEOUT_MS = 3000;
+
+let seq = 0;
+/** Makes names unique per test process, so that tests never share sidecar state. */
+const nonce = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
+
+/** A session id unique to this test and call. */
+export function sessionId(name: string): string {
+  return `ts-${name.replace(/[^\w.-]+/g, "_").slice(0, 80)}-${nonce}-${++seq}`;
+}
+
+/**
+ * One test's tool names: the sidecar's tool breaker and retry budget are
+ * shared by all sessions, so tests that reused a name would see each other's failures.
+ */
+export function toolNames(): { search: string; fetch: string; llm: string; serch: string } {
+  const n = `${++seq}${nonce}`;
+  return { search: `search${n}`, fetch: `fetch${n}`, llm: `llm${n}`, serch: `serch${n}` };
+}
+
+/** A Logger that keeps its lines for assertions. */
+export class LogRecorder implements Logger {
+  /** Every line, as "level message {fields}". */
+  readonly lines: string[] = [];
+
+  /** Records a warning. */
+  warn(message: string, fields?: Record<string, unknown>): void {
+    this.lines.push(`warn ${message} ${JSON.stringify(fields ?? {})}`);
+  }
+
+  /** Records an info line. */
+  info(message: string, fields?: Record<string, unknown>): void {
+    this.lines.push(`info ${message} ${JSON.stringify(fields ?? {})}`);
+  }
+
+  /** Records a debug line. */
+  debug(message: string, fields?: Record<string, unknown>): void {
+    this.lines.push(`debug ${message} ${JSON.stringify(fields ?? {})}`);
+  }
+
+  /** How many lines of this level were logged. */
+  count(level: "warn" | "info" | "debug"): number {
+    return this.lines.filter((l) => l.startsWith(`${level} `)).length;
+  }
+
+  /** All lines, for failure messages. */
+  toString(): string {
+    return this.lines.join("\n");
+  }
+}

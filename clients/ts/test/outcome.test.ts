@@ -1,0 +1,282 @@
+// Building outcomes from real errors: each one is thrown by the real library
+// (fetch/undici, Node's net, fs and child_process, axios, the OpenAI and
+// Anthropic SDKs, @grpc/grpc-js) against a local server, not imitated.
+
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as delay } from "node:timers/promises";
+import { promisify } from "node:util";
+import { after, before, describe, it } from "node:test";
+
+import Anthropic from "@anthropic-ai/sdk";
+import { credentials } from "@grpc/grpc-js";
+import axios from "axios";
+import OpenAI from "openai";
+
+import { MAX_TEXT_BYTES } from "../src/checks.js";
+import * as pb from "../src/gen/rebound/v1/rebound.js";
+import { HttpError, InvalidInputError, outcomeFromError } from "../src/index.js";
+import { kindName } from "../src/names.js";
+import { checkOutcome, type ReportOptions } from "../src/outcome.js";
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** A local HTTP server whose handler each test sets; it answers scripted failures. */
+let server: Server;
+let base = "";
+let handler: Handler = (_req, res) => res.end("ok");
+/** A port nothing listens on: bound once, then closed. */
+let closedPort = 0;
+
+before(async () => {
+  server = createServer((req, res) => handler(req, res));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  closedPort = (probe.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+});
+
+after(async () => {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+/** The error `fn` throws (it must throw). */
+async function thrown(fn: () => Promise<unknown>): Promise<unknown> {
+  try {
+    await fn();
+  } catch (err) {
+    return err;
+  }
+  assert.fail("expected the call to throw");
+}
+
+function build(error: unknown, extra: Omit<ReportOptions, "error"> = {}): pb.Outcome {
+  const o = outcomeFromError("tool", { error, ...extra });
+  checkOutcome(o);
+  return o;
+}
+
+describe("outcomes from real errors", () => {
+  it("fetch to a port nothing listens on: the cause's errno and message", async () => {
+    const err = await thrown(() => fetch(`http://127.0.0.1:${closedPort}/`));
+    const o = build(err);
+    assert.equal(o.ok, false);
+    assert.equal(o.exceptionType, "TypeError");
+    assert.equal(o.code, "ECONNREFUSED");
+    assert.match(o.message, /^fetch failed: connect ECONNREFUSED 127\.0\.0\.1:\d+$/);
+    assert.match(o.detail, /^TypeError: fetch failed\n[\s\S]*\n\[cause\]: Error: connect ECONNREFUSED/);
+    assert.equal(kindName(o.kind), "unspecified");
+  });
+
+  it("fetch past AbortSignal.timeout is a timeout", async () => {
+    handler = () => {}; // never answers
+    const err = await thrown(() => fetch(base, { signal: AbortSignal.timeout(50) }));
+    const o = build(err);
+    assert.equal(kindName(o.kind), "timeout");
+    assert.equal(o.exceptionType, "TimeoutError");
+  });
+
+  it("fetch aborted by its caller is cancelled", async () => {
+    handler = () => {};
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 20);
+    const o = build(await thrown(() => fetch(base, { signal: controller.signal })));
+    assert.equal(kindName(o.kind), "cancelled");
+    assert.equal(o.exceptionType, "AbortError");
+  });
+
+  it("a wait aborted by AbortSignal.timeout is a timeout, though thrown as AbortError", async () => {
+    const o = build(await thrown(() => delay(10_000, undefined, { signal: AbortSignal.timeout(20) })));
+    assert.equal(o.exceptionType, "AbortError");
+    assert.equal(kindName(o.kind), "timeout", "the cause (TimeoutError) says what happened");
+  });
+
+  it("HttpError.fromResponse carries status, headers and body", async () => {
+    handler = (_req, res) => {
+      res.writeHead(429, { "Retry-After": "1", "Content-Type": "text/plain" });
+      res.end("rate limit exceeded, slow down");
+    };
+    const res = await fetch(base);
+    const o = build(await HttpError.fromResponse(res));
+    assert.equal(o.httpStatus, 429);
+    assert.equal(o.headers["retry-after"], "1");
+    assert.equal(o.exceptionType, "HttpError");
+    assert.equal(o.message, "HTTP 429 Too Many Requests: rate limit exceeded, slow down");
+  });
+
+  it("the OpenAI SDK's RateLimitError: status, Retry-After headers, provider code", async () => {
+    handler = (_req, res) => {
+      res.writeHead(429, { "Content-Type": "application/json", "retry-after-ms": "250", "x-request-id": "req_1" });
+      res.end(JSON.stringify({ error: { message: "Rate limit reached for gpt-4o", type: "requests", code: "rate_limit_exceeded" } }));
+    };
+    const openai = new OpenAI({ apiKey: "sk-test", baseURL: `${base}/v1`, maxRetries: 0 });
+    const err = await thrown(() => openai.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "hi" }] }));
+    assert.ok(err instanceof OpenAI.RateLimitError);
+    const o = build(err);
+    assert.equal(o.exceptionType, "RateLimitError");
+    assert.equal(o.httpStatus, 429);
+    assert.equal(o.code, "rate_limit_exceeded");
+    assert.equal(o.headers["retry-after-ms"], "250");
+    assert.match(o.message, /Rate limit reached for gpt-4o/);
+  });
+
+  it("the OpenAI SDK's connection error to a closed port", async () => {
+    const openai = new OpenAI({ apiKey: "sk-test", baseURL: `http://127.0.0.1:${closedPort}/v1`, maxRetries: 0 });
+    const err = await thrown(() => openai.models.list());
+    assert.ok(err instanceof OpenAI.APIConnectionError);
+    const o = build(err);
+    assert.equal(o.exceptionType, "APIConnectionError");
+    assert.equal(o.code, "ECONNREFUSED");
+    assert.equal(o.httpStatus, 0);
+  });
+
+  it("the Anthropic SDK's overloaded error: the body's error type as the code", async () => {
+    handler = (_req, res) => {
+      res.writeHead(529, { "Content-Type": "application/json", "retry-after": "3" });
+      res.end(JSON.stringify({ type: "error", error: { type: "overloaded_error", message: "Overloaded" } }));
+    };
+    const anthropic = new Anthropic({ apiKey: "sk-ant-test", baseURL: base, maxRetries: 0 });
+    const err = await thrown(() =>
+      anthropic.messages.create({ model: "claude-test-model", max_tokens: 10, messages: [{ role: "user", content: "hi" }] }),
+    );
+    assert.ok(err instanceof Anthropic.APIError);
+    const o = build(err);
+    assert.equal(o.httpStatus, 529);
+    assert.equal(o.code, "overloaded_error");
+    assert.equal(o.headers["retry-after"], "3");
+    assert.notEqual(o.exceptionType, "");
+  });
+
+  it("axios: the response's status and AxiosHeaders", async () => {
+    handler = (_req, res) => {
+      res.writeHead(503, { "Retry-After": "2" });
+      res.end("upstream overloaded");
+    };
+    const o = build(await thrown(() => axios.get(base)));
+    assert.equal(o.exceptionType, "AxiosError");
+    assert.equal(o.httpStatus, 503);
+    assert.equal(o.headers["retry-after"], "2");
+  });
+
+  it("axios: its own timeout (ECONNABORTED 'timeout of … exceeded') is a timeout", async () => {
+    handler = () => {};
+    const o = build(await thrown(() => axios.get(base, { timeout: 50 })));
+    assert.equal(kindName(o.kind), "timeout");
+    assert.equal(o.code, "ECONNABORTED");
+  });
+
+  it("a child process killed by its timeout is a timeout", async () => {
+    const o = build(await thrown(() => promisify(execFile)("sleep", ["5"], { timeout: 100 })));
+    assert.equal(kindName(o.kind), "timeout");
+    assert.equal(o.exitCode, undefined);
+  });
+
+  it("a child process that exits non-zero: exit code and stderr", async () => {
+    const o = build(await thrown(() => promisify(execFile)("sh", ["-c", "echo 'rg: command not found' >&2; exit 127"])));
+    assert.equal(o.exitCode, 127);
+    assert.equal(o.detail.trim(), "rg: command not found");
+    assert.equal(kindName(o.kind), "unspecified");
+  });
+
+  it("a gRPC call to a closed port: the status code", async () => {
+    const client = new pb.ReboundClient(`127.0.0.1:${closedPort}`, credentials.createInsecure());
+    try {
+      const err = await thrown(
+        () =>
+          new Promise((resolve, reject) =>
+            client.admit(pb.AdmitRequest.create({ sessionId: "s", tool: "t" }), (e, r) => (e ? reject(e) : resolve(r))),
+          ),
+      );
+      const o = build(err);
+      assert.equal(o.grpcCode, 14);
+      assert.equal(o.code, "", "a numeric gRPC code is no errno name");
+    } finally {
+      client.close();
+    }
+  });
+
+  it("a file that does not exist: ENOENT", async () => {
+    const o = build(await thrown(() => readFile("/nonexistent/rebound-test")));
+    assert.equal(o.code, "ENOENT");
+  });
+
+  it("an error wrapping another: the first telling type and the inner status", () => {
+    const o = build(new Error("search failed", { cause: new HttpError(502, { body: "bad gateway" }) }));
+    assert.equal(o.exceptionType, "HttpError");
+    assert.equal(o.httpStatus, 502);
+    assert.equal(o.message, "search failed: HTTP 502 Bad Gateway: bad gateway");
+  });
+
+  it("a subclass without its own name is named by its class", () => {
+    class QuotaExceededError extends Error {}
+    assert.equal(build(new QuotaExceededError("no credits")).exceptionType, "QuotaExceededError");
+  });
+
+  it("a thrown string or plain object", () => {
+    assert.equal(build("boom").message, "boom");
+    assert.equal(build({ status: 404 }).httpStatus, 404);
+  });
+
+  it("an error whose getters throw does not break the report", () => {
+    const hostile = new Proxy(new Error("hostile"), {
+      get(target, key) {
+        if (key === "message") return "hostile";
+        if (key === "status" || key === "cause") throw new Error("no");
+        return Reflect.get(target, key);
+      },
+    });
+    assert.equal(build(hostile).message, "hostile");
+  });
+
+  it("explicit fields override what the error said", () => {
+    const o = build(new HttpError(500), { httpStatus: 503, exceptionType: "", kind: "provider_error", cost: 0.25, durationMs: 12.7 });
+    assert.equal(o.httpStatus, 503);
+    assert.equal(o.exceptionType, "");
+    assert.equal(kindName(o.kind), "provider_error");
+    assert.equal(o.cost, 0.25);
+    assert.equal(o.durationMs, 12);
+  });
+
+  it("no error is a success; ok: false without one is a failure", () => {
+    assert.equal(outcomeFromError("t").ok, true);
+    assert.equal(outcomeFromError("t", { error: null }).ok, true);
+    const o = outcomeFromError("t", { ok: false, kind: "unknown_tool", message: "Tool t not found" });
+    assert.equal(o.ok, false);
+    assert.equal(kindName(o.kind), "unknown_tool");
+  });
+
+  it("makes text safe to send: lone surrogates replaced, huge output cut on a character boundary", () => {
+    const o = build(new Error(`bad \uD800 text`), { detail: "é".repeat(MAX_TEXT_BYTES) });
+    assert.equal(o.message, "bad \uFFFD text");
+    assert.ok(Buffer.byteLength(o.detail, "utf8") <= MAX_TEXT_BYTES);
+    assert.ok(o.detail.endsWith("é"));
+  });
+
+  describe("rejects bad input, naming it", () => {
+    const bad: [string, () => unknown, RegExp][] = [
+      ["an empty tool", () => outcomeFromError(" "), /tool/],
+      ["a tool with a newline", () => outcomeFromError("a\nb"), /control characters/],
+      ["a tool over 256 bytes", () => outcomeFromError("t".repeat(257)), /256 bytes/],
+      ["a tool that is no string", () => outcomeFromError(42 as unknown as string), /must be a string/],
+      ["an unknown kind", () => outcomeFromError("t", { ok: false, kind: "oops" as "timeout" }), /kind/],
+      ["an HTTP status of 42", () => outcomeFromError("t", { ok: false, httpStatus: 42 }), /HTTP status/],
+      ["a gRPC code of 17", () => outcomeFromError("t", { ok: false, grpcCode: 17 }), /gRPC code/],
+      ["a negative cost", () => outcomeFromError("t", { cost: -1 }), /cost/],
+      ["a NaN duration", () => outcomeFromError("t", { durationMs: Number.NaN }), /duration/],
+      ["ok: true with an error", () => outcomeFromError("t", { ok: true, error: new Error("x") }), /ok: true/],
+      ["a misspelt option", () => outcomeFromError("t", { http_status: 500 } as ReportOptions), /unknown option "http_status"/],
+      ["headers that are a string", () => outcomeFromError("t", { headers: "Retry-After: 1" as unknown as Record<string, string> }), /headers/],
+    ];
+    for (const [name, fn, message] of bad) {
+      it(name, () => {
+        assert.throws(fn, (err: unknown) => err instanceof InvalidInputError && message.test(err.message));
+      });
+    }
+  });
+});
