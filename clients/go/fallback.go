@@ -15,7 +15,8 @@ import (
 // reached within the call deadline. DefaultFallbackPolicy holds the sidecar's
 // seed defaults. It classifies only coarse signals: timeouts, connection
 // errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated), cancellation
-// (aborted); anything else is handed back to the LLM (recover).
+// (aborted), an unknown tool (reclassify: choose another tool); anything else
+// is handed back to the LLM (recover).
 type FallbackPolicy struct {
 	// BaseDelay is the first retry's backoff delay.
 	BaseDelay time.Duration
@@ -130,6 +131,8 @@ func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundp
 		v.Escalation = escalation(o, fmt.Sprintf("tool %q failed %d times in a row", o.GetTool(), in.consecutive))
 	case retryable:
 		p.retry(v, o, in)
+	case category == reboundpb.Category_CATEGORY_UNKNOWN_TOOL:
+		v.Action = ActionReclassify
 	default:
 		v.Action = ActionRecover
 	}
@@ -207,6 +210,10 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.kind_timeout"
 	case KindCancelled:
 		return reboundpb.Category_CATEGORY_CANCELLED, "fallback.kind_cancelled"
+	case KindUnknownTool:
+		return reboundpb.Category_CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"
+	case KindNoToolCall, KindInvalidToolCall:
+		return reboundpb.Category_CATEGORY_FORMAT, "fallback.kind_format"
 	}
 	if o.GrpcCode != nil {
 		// The numbers are gRPC's status codes, fixed by the gRPC spec.
@@ -281,15 +288,18 @@ var suggestions = map[Category]string{
 	reboundpb.Category_CATEGORY_AUTH:              "Credentials are missing or invalid; a human must fix them.",
 	reboundpb.Category_CATEGORY_PERMISSION_DENIED: "The agent is not allowed to do this; a human must decide.",
 	reboundpb.Category_CATEGORY_CANCELLED:         "The run was cancelled.",
+	reboundpb.Category_CATEGORY_UNKNOWN_TOOL:      "There is no such tool; use one of the available tools.",
+	reboundpb.Category_CATEGORY_FORMAT:            "The tool call could not be read; make it valid JSON that matches the tool's schema.",
 	reboundpb.Category_CATEGORY_UNKNOWN:           "The error was not recognised; its message may say what went wrong.",
 }
 
 // instructions close the snippet: what the LLM should make of the error.
 var instructions = map[Action]string{
-	ActionRetry:    "This is a transient failure; the same call will be retried.",
-	ActionRecover:  "Do not repeat the same call unchanged: check the arguments or choose another approach.",
-	ActionEscalate: "This needs a human: stop and report the error.",
-	ActionAbort:    "The run is over: stop.",
+	ActionRetry:      "This is a transient failure; the same call will be retried.",
+	ActionRecover:    "Do not repeat the same call unchanged: check the arguments or choose another approach.",
+	ActionReclassify: "Choose another tool: this one does not exist.",
+	ActionEscalate:   "This needs a human: stop and report the error.",
+	ActionAbort:      "The run is over: stop.",
 }
 
 // maxSnippetMessage is how much of the message the snippet keeps, as the sidecar's default.

@@ -112,9 +112,12 @@ func TestFallbackDecide(t *testing.T) {
 			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
 		{name: "404 is not a coarse signal: recover", outcome: &reboundpb.Outcome{Tool: "fetch", HttpStatus: 404},
 			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNKNOWN},
-		{name: "an unknown tool recovers (the sidecar would reclassify)",
+		{name: "an unknown tool is reclassified, as the sidecar does",
 			outcome:     &reboundpb.Outcome{Tool: "serch", Kind: KindUnknownTool, Message: "Tool serch not found"},
-			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNKNOWN},
+			consecutive: 1, action: ActionReclassify, category: reboundpb.Category_CATEGORY_UNKNOWN_TOOL},
+		{name: "an invalid tool call is a format error: recover",
+			outcome:     &reboundpb.Outcome{Tool: "search", Kind: KindInvalidToolCall, Message: "Expecting ',' delimiter"},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_FORMAT},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -134,11 +134,19 @@ def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
         ({"exception_type": "requests.exceptions.ConnectionError"}, Category.NETWORK, "fallback.type_connection"),
         ({"exception_type": "aiohttp.ServerTimeoutError"}, Category.TIMEOUT, "fallback.type_timeout"),
         ({"http_status": 404}, Category.UNKNOWN, "fallback.default"),
-        ({"kind": Kind.UNKNOWN_TOOL}, Category.UNKNOWN, "fallback.default"),
+        ({"kind": Kind.UNKNOWN_TOOL}, Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"),
+        ({"kind": Kind.INVALID_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
+        ({"kind": Kind.NO_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
     ],
 )
 def test_coarse_classification(fields: dict[str, Any], category: Category, rule: str) -> None:
     assert classify_coarse(failure(**fields)) == (category, rule)
+
+
+def test_an_unknown_tool_is_reclassified_as_the_sidecar_would() -> None:
+    v = decide(failure(kind=Kind.UNKNOWN_TOOL, message="Tool serch not found"))
+    assert (v.action, v.category, v.retryable) == (Action.RECLASSIFY, Category.UNKNOWN_TOOL, False)
+    assert "use one of the available tools" in v.snippet and v.snippet.endswith("does not exist.")
 
 
 def test_anything_else_recovers_with_a_snippet() -> None:

@@ -11,7 +11,8 @@ import { categoryName } from "./names.js";
  * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
  * sidecar's seed defaults. It classifies only coarse signals: timeouts,
  * connection errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated),
- * cancellation (aborted); anything else goes back to the LLM (recover).
+ * cancellation (aborted), an unknown tool (reclassify: choose another tool);
+ * anything else goes back to the LLM (recover).
  */
 export interface FallbackPolicy {
   /** The first retry's backoff delay, in milliseconds. */
@@ -134,6 +135,8 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
     v.escalation = escalation(o, `tool ${JSON.stringify(o.tool)} failed ${input.consecutive} times in a row`);
   } else if (retryable) {
     planRetry(policy, v, breaker, o, input);
+  } else if (category === C.CATEGORY_UNKNOWN_TOOL) {
+    v.action = A.ACTION_RECLASSIFY;
   } else {
     v.action = A.ACTION_RECOVER;
   }
@@ -187,6 +190,10 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (s >= 500 && s <= 599) return [C.CATEGORY_UNAVAILABLE, "fallback.http_5xx"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TIMEOUT) return [C.CATEGORY_TIMEOUT, "fallback.kind_timeout"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_CANCELLED) return [C.CATEGORY_CANCELLED, "fallback.kind_cancelled"];
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL) return [C.CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"];
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL || o.kind === pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL) {
+    return [C.CATEGORY_FORMAT, "fallback.kind_format"];
+  }
   // The numbers are gRPC's status codes, fixed by the gRPC spec.
   switch (o.grpcCode) {
     case 1:
@@ -257,6 +264,8 @@ const SUGGESTIONS = new Map<pb.Category, string>([
   [C.CATEGORY_AUTH, "Credentials are missing or invalid; a human must fix them."],
   [C.CATEGORY_PERMISSION_DENIED, "The agent is not allowed to do this; a human must decide."],
   [C.CATEGORY_CANCELLED, "The run was cancelled."],
+  [C.CATEGORY_UNKNOWN_TOOL, "There is no such tool; use one of the available tools."],
+  [C.CATEGORY_FORMAT, "The tool call could not be read; make it valid JSON that matches the tool's schema."],
   [C.CATEGORY_UNKNOWN, "The error was not recognised; its message may say what went wrong."],
 ]);
 
@@ -264,6 +273,7 @@ const SUGGESTIONS = new Map<pb.Category, string>([
 const INSTRUCTIONS = new Map<pb.Action, string>([
   [A.ACTION_RETRY, "This is a transient failure; the same call will be retried."],
   [A.ACTION_RECOVER, "Do not repeat the same call unchanged: check the arguments or choose another approach."],
+  [A.ACTION_RECLASSIFY, "Choose another tool: this one does not exist."],
   [A.ACTION_ESCALATE, "This needs a human: stop and report the error."],
   [A.ACTION_ABORT, "The run is over: stop."],
 ]);

@@ -135,9 +135,14 @@ const CASES: Case[] = [
   },
   { name: "404 is not a coarse signal: recover", outcome: { tool: "fetch", httpStatus: 404 }, action: "recover", category: "unknown" },
   {
-    name: "an unknown tool recovers (the sidecar would reclassify)",
+    name: "an unknown tool is reclassified, as the sidecar does",
     outcome: { tool: "serch", kind: pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL, message: "Tool serch not found" },
-    action: "recover", category: "unknown",
+    action: "reclassify", category: "unknown_tool",
+  },
+  {
+    name: "an invalid tool call is a format error: recover",
+    outcome: { tool: "search", kind: pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL, message: "Expecting ',' delimiter" },
+    action: "recover", category: "format",
   },
 ];
 

@@ -1,7 +1,8 @@
 """The local fallback policy: what the client decides on its own when the sidecar cannot be
 reached within the call deadline. It carries the sidecar's seed defaults and classifies only
 coarse signals: timeouts, connection errors, HTTP 429 and 5xx (retried), 401 and 403
-(escalated), cancellation (aborted); anything else goes back to the LLM (recover)."""
+(escalated), cancellation (aborted), an unknown tool (reclassify: choose another tool);
+anything else goes back to the LLM (recover)."""
 
 from __future__ import annotations
 
@@ -41,12 +42,15 @@ _SUGGESTIONS = {
     Category.AUTH: "Credentials are missing or invalid; a human must fix them.",
     Category.PERMISSION_DENIED: "The agent is not allowed to do this; a human must decide.",
     Category.CANCELLED: "The run was cancelled.",
+    Category.UNKNOWN_TOOL: "There is no such tool; use one of the available tools.",
+    Category.FORMAT: "The tool call could not be read; make it valid JSON that matches the tool's schema.",
     Category.UNKNOWN: "The error was not recognised; its message may say what went wrong.",
 }
 
 _INSTRUCTIONS = {
     Action.RETRY: "This is a transient failure; the same call will be retried.",
     Action.RECOVER: "Do not repeat the same call unchanged: check the arguments or choose another approach.",
+    Action.RECLASSIFY: "Choose another tool: this one does not exist.",
     Action.ESCALATE: "This needs a human: stop and report the error.",
     Action.ABORT: "The run is over: stop.",
 }
@@ -124,6 +128,8 @@ class FallbackPolicy:
             _escalation(v, outcome, f"tool {outcome.tool!r} failed {consecutive} times in a row")
         elif category in _RETRYABLE:
             self._retry(v, outcome, consecutive, now, random)
+        elif category is Category.UNKNOWN_TOOL:
+            v.action = Action.RECLASSIFY.proto
         else:
             v.action = Action.RECOVER.proto
         v.snippet = _snippet(outcome, category, Action.of(v.action))
@@ -180,6 +186,10 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.TIMEOUT, "fallback.kind_timeout"
     if Kind.of(o.kind) is Kind.CANCELLED:
         return Category.CANCELLED, "fallback.kind_cancelled"
+    if Kind.of(o.kind) is Kind.UNKNOWN_TOOL:
+        return Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"
+    if Kind.of(o.kind) in (Kind.NO_TOOL_CALL, Kind.INVALID_TOOL_CALL):
+        return Category.FORMAT, "fallback.kind_format"
     if o.HasField("grpc_code") and o.grpc_code in _GRPC_CATEGORIES:
         return _GRPC_CATEGORIES[o.grpc_code]
     code = o.code.upper()
