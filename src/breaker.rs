@@ -37,7 +37,11 @@ pub struct SessionLimits {
 impl SessionLimits {
     /// The configured defaults.
     pub fn from_policy(limits: &Limits) -> Self {
-        SessionLimits { step_limit: limits.step_limit, cost_limit: limits.cost_limit, error_limit: limits.session_errors }
+        SessionLimits {
+            step_limit: limits.step_limit,
+            cost_limit: limits.cost_limit,
+            error_limit: limits.session_errors,
+        }
     }
 }
 
@@ -246,7 +250,13 @@ impl ToolBreaker {
     }
 
     /// Records an outcome; pushes the states it moved to.
-    pub fn record(&mut self, now_ms: u64, health: Health, policy: &ToolBreakerPolicy, transitions: &mut Vec<BreakerState>) {
+    pub fn record(
+        &mut self,
+        now_ms: u64,
+        health: Health,
+        policy: &ToolBreakerPolicy,
+        transitions: &mut Vec<BreakerState>,
+    ) {
         match (self.state(now_ms, transitions), health) {
             (_, Health::Neutral) | (BreakerState::Open, _) => {}
             (BreakerState::Closed, Health::Success) => {
@@ -301,7 +311,13 @@ impl ToolBreaker {
         self.window_len = (self.window_len + 1).min(window);
     }
 
-    fn open(&mut self, now_ms: u64, provider_delay_ms: Option<u64>, policy: &ToolBreakerPolicy, transitions: &mut Vec<BreakerState>) {
+    fn open(
+        &mut self,
+        now_ms: u64,
+        provider_delay_ms: Option<u64>,
+        policy: &ToolBreakerPolicy,
+        transitions: &mut Vec<BreakerState>,
+    ) {
         let grown = policy.open_base_ms.saturating_mul(1u64 << self.opens.min(20));
         let period = grown.min(policy.open_max_ms).max(provider_delay_ms.unwrap_or(0));
         self.opens += 1;

@@ -12,9 +12,9 @@
 use crate::model::{Action, Category, Outcome, OutcomeKind};
 use globset::{Glob, GlobMatcher};
 use regex::bytes::{RegexSet, RegexSetBuilder};
-use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 /// The default rules, shipped inside the binary.
 pub const DEFAULT_RULES: &str = include_str!("defaults/rules.toml");
@@ -558,7 +558,12 @@ fn exception_in_trace(detail: &str) -> Option<&str> {
         (looks_like_type && (rest.is_empty() || rest.starts_with(':'))).then_some(name)
     }
     let tail = suffix(detail, 2048);
-    tail.lines().rev().filter(|l| !l.trim().is_empty()).take(6).find_map(name_of).or_else(|| detail.lines().next().and_then(name_of))
+    tail.lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(6)
+        .find_map(name_of)
+        .or_else(|| detail.lines().next().and_then(name_of))
 }
 
 /// The text message rules look at: a bounded prefix of the message, and the
@@ -609,9 +614,7 @@ pub fn suffix(text: &str, max: usize) -> &str {
 
 /// Parses the built-in rules.
 pub fn default_rules() -> Result<Vec<RuleSpec>, RuleError> {
-    toml::from_str::<RulesFile>(DEFAULT_RULES)
-        .map(|f| f.rules)
-        .map_err(|e| RuleError::Defaults(e.to_string()))
+    toml::from_str::<RulesFile>(DEFAULT_RULES).map(|f| f.rules).map_err(|e| RuleError::Defaults(e.to_string()))
 }
 
 /// User rules replace defaults with the same id in place; new ones go first.
@@ -634,8 +637,7 @@ fn merge_rules(defaults: &[RuleSpec], user: &[RuleSpec]) -> Result<Vec<RuleSpec>
         }
     }
     let overrides: BTreeMap<&str, &RuleSpec> = user.iter().map(|r| (r.id.as_str(), r)).collect();
-    let mut merged: Vec<RuleSpec> =
-        user.iter().filter(|r| !default_ids.contains(r.id.as_str())).cloned().collect();
+    let mut merged: Vec<RuleSpec> = user.iter().filter(|r| !default_ids.contains(r.id.as_str())).cloned().collect();
     merged.extend(defaults.iter().map(|d| overrides.get(d.id.as_str()).map_or_else(|| d.clone(), |u| (*u).clone())));
     Ok(merged)
 }
@@ -663,9 +665,8 @@ fn compile_rule(spec: &RuleSpec) -> Result<Rule, RuleError> {
         .map(|s| match s {
             StatusSpec::One(n) if (100..=599).contains(n) => Ok(StatusMatch::One(*n)),
             StatusSpec::One(n) => Err(bad(id, "http_status", n, "an HTTP status is 100 to 599")),
-            StatusSpec::Range(text) => parse_range(text).ok_or_else(|| {
-                bad(id, "http_status", text, "write a status range as \"500-599\" within 100-599")
-            }),
+            StatusSpec::Range(text) => parse_range(text)
+                .ok_or_else(|| bad(id, "http_status", text, "write a status range as \"500-599\" within 100-599")),
         })
         .collect::<Result<_, _>>()?;
     let grpc_code = spec
@@ -813,11 +814,16 @@ mod tests {
     fn a_trace_names_its_exception_when_the_outcome_does_not() {
         let c = classifier();
         let py = Outcome {
-            detail: "Traceback (most recent call last):\n  File \"a.py\", line 3, in run\n    x = d['k']\nKeyError: 'k'\n".into(),
+            detail:
+                "Traceback (most recent call last):\n  File \"a.py\", line 3, in run\n    x = d['k']\nKeyError: 'k'\n"
+                    .into(),
             ..failure("")
         };
         assert_eq!(c.classify(&py).category, Category::Validation);
-        let java = Outcome { detail: "java.net.ConnectException: Connection refused\n\tat x.y(Z.java:1)\n".into(), ..failure("") };
+        let java = Outcome {
+            detail: "java.net.ConnectException: Connection refused\n\tat x.y(Z.java:1)\n".into(),
+            ..failure("")
+        };
         assert_eq!(c.classify(&java).category, Category::Network);
         assert_eq!(exception_in_trace("no trace here\njust words"), None);
     }
@@ -873,7 +879,12 @@ mod tests {
         };
         let err = Classifier::build(&[], &[bad_status], categories(), 2048).unwrap_err();
         assert!(err.to_string().contains("600-700"), "{err}");
-        let twice = RuleSpec { id: "a".into(), code: vec!["x".into()], category: Some(Category::Unknown), ..Default::default() };
+        let twice = RuleSpec {
+            id: "a".into(),
+            code: vec!["x".into()],
+            category: Some(Category::Unknown),
+            ..Default::default()
+        };
         let err = Classifier::build(&[], &[twice.clone(), twice], categories(), 2048).unwrap_err();
         assert_eq!(err, RuleError::DuplicateId { id: "a".into() });
     }

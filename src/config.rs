@@ -410,8 +410,18 @@ pub enum ConfigError {
 
 /// The config sections that environment variables may override.
 /// Longest first, so `retry_budget` is not read as `retry` with key `budget_...`.
-const ENV_SECTIONS: [&str; 10] =
-    ["tool_breaker", "retry_budget", "breakers", "sessions", "classify", "snippet", "metrics", "server", "retry", "state"];
+const ENV_SECTIONS: [&str; 10] = [
+    "tool_breaker",
+    "retry_budget",
+    "breakers",
+    "sessions",
+    "classify",
+    "snippet",
+    "metrics",
+    "server",
+    "retry",
+    "state",
+];
 
 impl Config {
     /// Parses a config file's text; `origin` names it in errors.
@@ -433,15 +443,15 @@ impl Config {
     where
         I: IntoIterator<Item = (String, String)>,
     {
-        let mut table = toml::Table::try_from(&self).map_err(|e| ConfigError::Parse {
-            origin: "config".into(),
-            message: e.to_string(),
-        })?;
+        let mut table = toml::Table::try_from(&self)
+            .map_err(|e| ConfigError::Parse { origin: "config".into(), message: e.to_string() })?;
         let mut changed = false;
         let mut vars: Vec<(String, String)> = vars.into_iter().collect();
         vars.sort();
         for (name, raw) in vars {
-            let Some(rest) = name.strip_prefix("REBOUND_") else { continue };
+            let Some(rest) = name.strip_prefix("REBOUND_") else {
+                continue;
+            };
             let lower = rest.to_ascii_lowercase();
             let Some(section) = ENV_SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_"))) else {
                 continue;
@@ -485,7 +495,9 @@ impl Config {
 fn env_value(raw: &str) -> toml::Value {
     let parsed: Result<toml::Table, _> = toml::from_str(&format!("v = {raw}"));
     match parsed.ok().and_then(|mut t| t.remove("v")) {
-        Some(v @ (toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) | toml::Value::Array(_))) => v,
+        Some(
+            v @ (toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) | toml::Value::Array(_)),
+        ) => v,
         _ => toml::Value::String(raw.to_string()),
     }
 }

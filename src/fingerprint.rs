@@ -56,11 +56,17 @@ mod tests {
         let same = [
             ("timed out after 30.1s", "timed out after 30.4s"),
             ("user 'alice' not found", "user 'bob' not found"),
-            ("request 3f2b9c1e-8d4a-4c3b-9e2f-1a2b3c4d5e6f failed", "request 0a1b2c3d-8d4a-4c3b-9e2f-1a2b3c4d5e6f failed"),
+            (
+                "request 3f2b9c1e-8d4a-4c3b-9e2f-1a2b3c4d5e6f failed",
+                "request 0a1b2c3d-8d4a-4c3b-9e2f-1a2b3c4d5e6f failed",
+            ),
             ("at 2024-05-01T12:00:01Z: refused", "at 2025-01-09T08:30:59.123Z: refused"),
             ("open /tmp/a/b.txt: no such file", "open /var/data/c.txt: no such file"),
             ("GET https://api.x.com/v1/items/1 -> 500", "GET https://api.x.com/v1/items/2 -> 500"),
-            ("object 9fceb02d0ae598e95dc970b74767f19372d61af8 missing", "object 0123456789abcdef0123456789abcdef01234567 missing"),
+            (
+                "object 9fceb02d0ae598e95dc970b74767f19372d61af8 missing",
+                "object 0123456789abcdef0123456789abcdef01234567 missing",
+            ),
             ("Connection   refused", "connection refused"),
         ];
         for (a, b) in same {

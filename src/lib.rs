@@ -43,10 +43,10 @@ pub mod replay;
 pub mod rng;
 pub mod server;
 pub mod session;
-pub mod templates;
-pub mod trace;
 pub mod shared;
 pub mod sidecar;
+pub mod templates;
+pub mod trace;
 
 /// Code generated from `proto/rebound/v1/rebound.proto`.
 #[allow(missing_docs, clippy::all)]

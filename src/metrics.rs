@@ -222,7 +222,9 @@ impl Metrics {
 
     /// Records tool breaker transitions and the state they end in (rare: registered per call).
     pub fn breaker_transitions(&self, tool: &str, transitions: &[crate::model::BreakerState]) {
-        let Some(last) = transitions.last() else { return };
+        let Some(last) = transitions.last() else {
+            return;
+        };
         let label = self.tool_label(tool).to_string();
         for to in transitions {
             metrics::counter!(BREAKER_TRANSITIONS_TOTAL, "tool" => label.clone(), "to" => to.as_str()).increment(1);
@@ -267,7 +269,6 @@ impl Metrics {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {

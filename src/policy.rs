@@ -5,11 +5,11 @@
 use crate::backoff::{BackoffError, BackoffPolicy};
 use crate::breaker::ToolBreakerPolicy;
 use crate::budget::BudgetPolicy;
-use globset::{Glob, GlobMatcher};
 use crate::classify::{default_rules, CategoryDefaults, Classifier, RuleError};
 use crate::compact::SnippetPolicy;
 use crate::config::{CategoryPatch, Config};
 use crate::model::{Action, Category};
+use globset::{Glob, GlobMatcher};
 use std::collections::BTreeMap;
 
 /// The built-in category table.
@@ -121,7 +121,11 @@ impl Policy {
             return Err(invalid("breakers.cost_limit", b.cost_limit, "must be 0 (no limit) or positive"));
         }
         if config.snippet.message_chars < 20 || config.snippet.message_chars > 100_000 {
-            return Err(invalid("snippet.message_chars", config.snippet.message_chars, "must be between 20 and 100000"));
+            return Err(invalid(
+                "snippet.message_chars",
+                config.snippet.message_chars,
+                "must be between 20 and 100000",
+            ));
         }
         if config.snippet.context_errors == 0 || config.snippet.context_errors > 100 {
             return Err(invalid("snippet.context_errors", config.snippet.context_errors, "must be between 1 and 100"));
@@ -130,7 +134,11 @@ impl Policy {
             return Err(invalid("classify.text_limit", config.classify.text_limit, "must be between 64 and 1048576"));
         }
         if matches!(config.retry.long_delay_action, Action::Continue | Action::Retry) {
-            return Err(invalid("retry.long_delay_action", config.retry.long_delay_action, "must not be continue or retry"));
+            return Err(invalid(
+                "retry.long_delay_action",
+                config.retry.long_delay_action,
+                "must not be continue or retry",
+            ));
         }
         if config.retry.max_provider_delay_ms == 0 {
             return Err(invalid("retry.max_provider_delay_ms", 0, "must be above 0"));
@@ -248,10 +256,17 @@ fn snippet_policy(s: &crate::config::SnippetConfig) -> Result<SnippetPolicy, Pol
         }
     }
     if !crate::templates::ENCODINGS.contains(&s.encoding.as_str()) {
-        return Err(invalid("snippet.encoding", format!("{:?}", s.encoding), "must be o200k_base, cl100k_base, p50k_base or r50k_base"));
+        return Err(invalid(
+            "snippet.encoding",
+            format!("{:?}", s.encoding),
+            "must be o200k_base, cl100k_base, p50k_base or r50k_base",
+        ));
     }
-    let templates = crate::templates::Templates::build(&s.templates)
-        .map_err(|e| PolicyError::Invalid { field: "snippet.templates".into(), value: String::new(), problem: e.to_string() })?;
+    let templates = crate::templates::Templates::build(&s.templates).map_err(|e| PolicyError::Invalid {
+        field: "snippet.templates".into(),
+        value: String::new(),
+        problem: e.to_string(),
+    })?;
     Ok(SnippetPolicy {
         message_chars: s.message_chars,
         context_errors: s.context_errors,
@@ -366,7 +381,8 @@ fn build_categories(config: &Config) -> Result<BTreeMap<Category, CategoryPolicy
         let patch = config.categories.get(category).cloned().unwrap_or_default();
         let section = format!("categories.{category}");
         let field = |name: &str| format!("{section}.{name}");
-        let retryable = patch.retryable.or(base.retryable).ok_or_else(|| invalid(&field("retryable"), "", "missing"))?;
+        let retryable =
+            patch.retryable.or(base.retryable).ok_or_else(|| invalid(&field("retryable"), "", "missing"))?;
         let action = patch.action.or(base.action).ok_or_else(|| invalid(&field("action"), "", "missing"))?;
         if matches!(action, Action::Continue | Action::Retry) {
             return Err(invalid(
@@ -430,7 +446,8 @@ mod tests {
 
     #[test]
     fn tool_globs_pick_their_own_backoff() {
-        let c = Config::parse("[[tools]]\ntool = \"search_*\"\nmax_retries = 6\nbase_ms = 50\ncap_ms = 100\n", "t").unwrap();
+        let c = Config::parse("[[tools]]\ntool = \"search_*\"\nmax_retries = 6\nbase_ms = 50\ncap_ms = 100\n", "t")
+            .unwrap();
         let p = Policy::from_config(&c).unwrap();
         assert_eq!(p.backoff(Category::Timeout, "search_web").max_retries(), 6);
         assert_eq!(p.backoff(Category::Timeout, "search_web").cap_ms(), 100);

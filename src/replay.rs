@@ -227,8 +227,7 @@ pub fn replay(
         let outcome = json.into_outcome().map_err(|message| ReplayError::Line { line: number, message })?;
         let verdict =
             engine.report(&outcome).map_err(|e| ReplayError::Line { line: number, message: e.to_string() })?;
-        serde_json::to_writer(&mut output, &VerdictJson::from(&verdict))
-            .map_err(|e| ReplayError::Write(e.into()))?;
+        serde_json::to_writer(&mut output, &VerdictJson::from(&verdict)).map_err(|e| ReplayError::Write(e.into()))?;
         output.write_all(b"\n")?;
         count += 1;
     }

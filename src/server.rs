@@ -342,7 +342,9 @@ pub async fn serve_metrics(
                             .header("content-type", "text/plain; version=0.0.4; charset=utf-8")
                             .body(Full::new(Bytes::from(handle.render())))
                     } else {
-                        hyper::Response::builder().status(404).body(Full::new(Bytes::from_static(b"not found: try /metrics\n")))
+                        hyper::Response::builder()
+                            .status(404)
+                            .body(Full::new(Bytes::from_static(b"not found: try /metrics\n")))
                     };
                     Ok::<_, std::convert::Infallible>(response.expect("static response parts are valid"))
                 }

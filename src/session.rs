@@ -124,7 +124,12 @@ impl Session {
         if let Some(i) = self.tool_stats.iter().position(|t| t.tool == tool) {
             return &mut self.tool_stats[i];
         }
-        self.tool_stats.push(ToolStats { tool: tool.to_string(), consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
+        self.tool_stats.push(ToolStats {
+            tool: tool.to_string(),
+            consecutive_failures: 0,
+            retries: 0,
+            last_delay_ms: 0,
+        });
         self.tool_stats.last_mut().expect("just pushed")
     }
 

@@ -147,7 +147,11 @@ pub enum SharedError {
 pub fn client(config: &StateConfig) -> Result<redis::Client, SharedError> {
     use redis::IntoConnectionInfo;
     let mut info = config.redis_url.as_str().into_connection_info().map_err(|e| {
-        SharedError::Url(format!("{}: {}", crate::redact::redact(&config.redis_url), crate::redact::redact(&e.to_string())))
+        SharedError::Url(format!(
+            "{}: {}",
+            crate::redact::redact(&config.redis_url),
+            crate::redact::redact(&e.to_string())
+        ))
     })?;
     if !config.redis_password_env.is_empty() {
         if let Ok(password) = std::env::var(&config.redis_password_env) {

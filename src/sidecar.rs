@@ -86,7 +86,9 @@ async fn watch_config(path: PathBuf, mut current: Config, engine: Arc<Engine>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
         if last.as_deref() == Some(&bytes[..]) {
             continue;
         }

@@ -170,7 +170,11 @@ mod tests {
         assert!(err.to_string().contains("unknown variable `secret_sauce`"), "{err}");
         assert!(matches!(one("footer", "x"), Err(TemplateError::Unknown(_))));
         let t = one("instruction", "NOTE: {{ advice }}").unwrap().unwrap();
-        assert_eq!(t.render("instruction", minijinja::context! { advice => "fix it", nudge => "", action => "", kind => "" }).unwrap(), "NOTE: fix it");
+        assert_eq!(
+            t.render("instruction", minijinja::context! { advice => "fix it", nudge => "", action => "", kind => "" })
+                .unwrap(),
+            "NOTE: fix it"
+        );
         assert_eq!(t.render("error_block", minijinja::context! {}), None);
     }
 

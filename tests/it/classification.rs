@@ -26,11 +26,13 @@ fn load(name: &str) -> Vec<Case> {
             let mut outcome = v["outcome"].clone();
             outcome["session_id"] = "corpus".into();
             outcome["tool"] = "tool".into();
-            let outcome: OutcomeJson = serde_json::from_value(outcome).unwrap_or_else(|e| panic!("{name}:{}: {e}", i + 1));
+            let outcome: OutcomeJson =
+                serde_json::from_value(outcome).unwrap_or_else(|e| panic!("{name}:{}: {e}", i + 1));
             Case {
                 id: v["id"].as_str().unwrap_or_default().to_string(),
                 source: v["source"].as_str().unwrap_or_default().to_string(),
-                category: Category::parse(v["category"].as_str().unwrap()).unwrap_or_else(|| panic!("{name}:{}: category", i + 1)),
+                category: Category::parse(v["category"].as_str().unwrap())
+                    .unwrap_or_else(|| panic!("{name}:{}: category", i + 1)),
                 retryable: v["retryable"].as_bool().unwrap(),
                 outcome: outcome.into_outcome().unwrap(),
             }

@@ -14,7 +14,9 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     while let Some(at) = text[i..].find("rebound_") {
         let start = i + at;
         let mut end = start;
-        while end < bytes.len() && (bytes[end].is_ascii_lowercase() || bytes[end] == b'_' || bytes[end].is_ascii_digit()) {
+        while end < bytes.len()
+            && (bytes[end].is_ascii_lowercase() || bytes[end] == b'_' || bytes[end].is_ascii_digit())
+        {
             end += 1;
         }
         let name = &text[start..end];
@@ -28,7 +30,8 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 #[tokio::test]
 async fn dashboard_and_alert_metrics_are_all_exported() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let mut wanted = metric_names(&std::fs::read_to_string(format!("{root}/deploy/monitoring/dashboard.json")).unwrap());
+    let mut wanted =
+        metric_names(&std::fs::read_to_string(format!("{root}/deploy/monitoring/dashboard.json")).unwrap());
     wanted.extend(metric_names(&std::fs::read_to_string(format!("{root}/deploy/monitoring/rules.yml")).unwrap()));
     assert!(wanted.len() >= 10, "{wanted:?}");
 
@@ -42,7 +45,10 @@ async fn dashboard_and_alert_metrics_are_all_exported() {
     }
     server.client.admit(pb::AdmitRequest { session_id: "m0".into(), tool: "dash_tool".into() }).await.unwrap();
     for i in 0..3 {
-        let o = pb::Outcome { kind: pb::OutcomeKind::Timeout as i32, ..failure(&format!("b{i}"), "budget_tool", "timed out") };
+        let o = pb::Outcome {
+            kind: pb::OutcomeKind::Timeout as i32,
+            ..failure(&format!("b{i}"), "budget_tool", "timed out")
+        };
         server.client.report(o).await.unwrap();
     }
     server.client.report(pb::Outcome { http_status: 401, ..failure("auth", "llm", "Unauthorized") }).await.unwrap();

@@ -27,7 +27,12 @@ async fn the_secret_corpus_leaks_nothing_through_the_server() {
         // A 401 escalates, so the escalation report is produced too.
         let outcome = pb::Outcome { http_status: 401, detail: message.into(), ..failure(&session, "tool", message) };
         let v = server.client.report(outcome).await.unwrap().into_inner();
-        let context = server.client.context(pb::ContextRequest { session_id: session, ..Default::default() }).await.unwrap().into_inner();
+        let context = server
+            .client
+            .context(pb::ContextRequest { session_id: session, ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner();
         let escalation = v.escalation.as_ref().map(|e| format!("{} {:?}", e.text, e.history)).unwrap_or_default();
         for secret in secrets_of(case) {
             for (what, text) in [("snippet", &v.snippet), ("context", &context.text), ("escalation", &escalation)] {

@@ -10,11 +10,8 @@ async fn health_reports_serving_for_both_names() {
     let server = TestServer::start().await;
     let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel.clone());
     for service in ["", "rebound.v1.Rebound"] {
-        let reply = health
-            .check(tonic_health::pb::HealthCheckRequest { service: service.into() })
-            .await
-            .unwrap()
-            .into_inner();
+        let reply =
+            health.check(tonic_health::pb::HealthCheckRequest { service: service.into() }).await.unwrap().into_inner();
         assert_eq!(reply.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32, "{service:?}");
     }
     server.stop().await;
@@ -31,7 +28,8 @@ async fn reflection_lists_the_service_in_v1_and_v1alpha() {
     };
     let mut replies = client.server_reflection_info(tokio_stream::iter([request])).await.unwrap().into_inner();
     let reply = replies.message().await.unwrap().unwrap();
-    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) = reply.message_response else {
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) = reply.message_response
+    else {
         panic!("unexpected reflection reply");
     };
     let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
@@ -76,7 +74,11 @@ async fn observe_answers_two_thousand_outcomes_in_order() {
     let outcomes: Vec<pb::Outcome> = (0..2000)
         .map(|i| {
             let session = format!("obs-{}", i % 50);
-            let mut o = if i % 3 == 0 { success(&session, "search") } else { failure(&session, "fetch", "503 Service Unavailable") };
+            let mut o = if i % 3 == 0 {
+                success(&session, "search")
+            } else {
+                failure(&session, "fetch", "503 Service Unavailable")
+            };
             o.call_id = format!("call-{i}");
             o
         })
@@ -115,27 +117,49 @@ async fn context_start_admit_and_end_session() {
         .into_inner();
     assert!(!again.created, "StartSession is idempotent");
 
-    let v = server.client.report(failure("life", "read_file", "No such file or directory: '/data/x.csv'")).await.unwrap().into_inner();
+    let v = server
+        .client
+        .report(failure("life", "read_file", "No such file or directory: '/data/x.csv'"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(v.action, pb::Action::Recover as i32);
-    let context = server.client.context(pb::ContextRequest { session_id: "life".into(), ..Default::default() }).await.unwrap().into_inner();
+    let context = server
+        .client
+        .context(pb::ContextRequest { session_id: "life".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
     assert!(context.text.contains("<error>\ntool: read_file\ntype: not_found\n"), "{}", context.text);
     assert_eq!(context.errors_shown, 1);
 
-    let admit = server.client.admit(pb::AdmitRequest { session_id: "life".into(), tool: "search_web".into() }).await.unwrap().into_inner();
+    let admit = server
+        .client
+        .admit(pb::AdmitRequest { session_id: "life".into(), tool: "search_web".into() })
+        .await
+        .unwrap()
+        .into_inner();
     assert!(admit.allowed);
     server.client.report(success("life", "search_web")).await.unwrap();
     let v = server.client.report(success("life", "search_web")).await.unwrap().into_inner();
     assert_eq!(v.action, pb::Action::Abort as i32, "the third step reaches the limit of 3");
-    let admit = server.client.admit(pb::AdmitRequest { session_id: "life".into(), tool: "search_web".into() }).await.unwrap().into_inner();
+    let admit = server
+        .client
+        .admit(pb::AdmitRequest { session_id: "life".into(), tool: "search_web".into() })
+        .await
+        .unwrap()
+        .into_inner();
     assert!(!admit.allowed);
     assert_eq!(admit.reason, pb::Reason::SessionStopped as i32);
 
-    let ended = server.client.end_session(pb::EndSessionRequest { session_id: "life".into() }).await.unwrap().into_inner();
+    let ended =
+        server.client.end_session(pb::EndSessionRequest { session_id: "life".into() }).await.unwrap().into_inner();
     assert!(ended.found);
     let summary = ended.summary.unwrap();
     assert_eq!((summary.calls, summary.errors), (3, 1));
     assert_eq!(summary.errors_by_category.get("not_found"), Some(&1));
-    let gone = server.client.end_session(pb::EndSessionRequest { session_id: "life".into() }).await.unwrap().into_inner();
+    let gone =
+        server.client.end_session(pb::EndSessionRequest { session_id: "life".into() }).await.unwrap().into_inner();
     assert!(!gone.found);
     server.stop().await;
 }
@@ -210,7 +234,9 @@ async fn unix_socket_serving() {
     let channel = tonic::transport::Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
             let socket = socket.clone();
-            async move { Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tokio::net::UnixStream::connect(socket).await?))
+            }
         }))
         .await
         .unwrap();
@@ -262,7 +288,9 @@ async fn sigterm_with_an_idle_open_stream_exits_after_the_grace_period() {
     let mut not_serving = false;
     for _ in 0..50 {
         match health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await {
-            Ok(r) if r.get_ref().status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 => {
+            Ok(r)
+                if r.get_ref().status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 =>
+            {
                 not_serving = true;
                 break;
             }
@@ -297,7 +325,12 @@ category = "rate_limited"
     )
     .unwrap();
     let mut server = TestServer::start_with(config).await;
-    let v = server.client.report(pb::Outcome { http_status: 404, ..failure("rules", "a", "Not Found") }).await.unwrap().into_inner();
+    let v = server
+        .client
+        .report(pb::Outcome { http_status: 404, ..failure("rules", "a", "Not Found") })
+        .await
+        .unwrap()
+        .into_inner();
     let c = v.classification.unwrap();
     assert_eq!((c.category, c.rule.as_str()), (pb::Category::Unavailable as i32, "http.404"));
     let v = server.client.report(failure("rules", "b", "the frobnicator declined")).await.unwrap().into_inner();

@@ -20,7 +20,9 @@ impl Redis {
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("redis-server is needed for these tests (Debian: apt-get install redis-server): {e}"));
+            .unwrap_or_else(|e| {
+                panic!("redis-server is needed for these tests (Debian: apt-get install redis-server): {e}")
+            });
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "redis-server did not start on {port}");
@@ -125,7 +127,8 @@ async fn two_sidecars_share_breakers_and_survive_redis_restarts() {
         .unwrap_or(0.0);
     assert!(errors > 0.0, "backend errors not counted:\n{body}");
     let mut health = tonic_health::pb::health_client::HealthClient::new(crate::common::connect(&a.sidecar.grpc).await);
-    let status = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap().into_inner();
+    let status =
+        health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap().into_inner();
     assert_eq!(status.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
 
     // Redis returns on the same port: sharing resumes (after the reconnect backoff).

@@ -13,7 +13,11 @@ fn enum_name(prefix: &str, wire: &str) -> String {
 async fn shared_vectors_hold() {
     let mut server = TestServer::start().await;
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors");
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
     files.sort();
     assert!(!files.is_empty());
     let mut ran = 0;
@@ -29,14 +33,20 @@ async fn shared_vectors_hold() {
                 session_id: o.session_id,
                 tool: o.tool,
                 ok: o.ok,
-                kind: o.kind.map_or(0, |k| pb::OutcomeKind::from_str_name(&format!("OUTCOME_KIND_{}", k.as_str().to_ascii_uppercase())).unwrap() as i32),
+                kind: o.kind.map_or(0, |k| {
+                    pb::OutcomeKind::from_str_name(&format!("OUTCOME_KIND_{}", k.as_str().to_ascii_uppercase()))
+                        .unwrap() as i32
+                }),
                 message: o.message,
                 exception_type: o.exception_type,
                 http_status: o.http_status.map_or(0, i32::from),
                 grpc_code: o.grpc_code,
                 exit_code: o.exit_code,
                 code: o.code,
-                headers: case["outcome"]["headers"].as_object().map(|h| h.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()).unwrap_or_default(),
+                headers: case["outcome"]["headers"]
+                    .as_object()
+                    .map(|h| h.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect())
+                    .unwrap_or_default(),
                 detail: o.detail,
                 ..Default::default()
             };

@@ -47,12 +47,8 @@ impl TestServer {
         let handle = rebound::metrics::install();
         let policy = Policy::from_config(&config).expect("test config is valid");
         let settings = EngineSettings::from_config(&config, 7);
-        let engine = Arc::new(Engine::new(
-            policy,
-            settings,
-            clock,
-            Arc::new(Metrics::new(config.metrics.tool_label_cap)),
-        ));
+        let engine =
+            Arc::new(Engine::new(policy, settings, clock, Arc::new(Metrics::new(config.metrics.tool_label_cap))));
         let listener = Listener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.address();
         let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -159,7 +155,8 @@ impl Sidecar {
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).expect("ready line");
-        let ready: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("ready line {line:?}: {e}"));
+        let ready: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("ready line {line:?}: {e}"));
         assert_eq!(ready["event"], "ready");
         Sidecar {
             child,
