@@ -1,55 +1,77 @@
 //! Snippet size against the raw error over the trace set (tests/data/traces/), in
 //! o200k_base tokens (target: an average ratio ≤ 0.15), and the time to compact
 //! a 4 KB trace (target ≤ 20 µs).
+//!
+//! The snippets are the ones `Engine::report` returns (the `<error>` block, its
+//! location line and the recovery instruction), for each file given as the
+//! outcome's `detail`. `SHOW=1 cargo bench --bench snippets` prints each one.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use rebound::compact::{clean_message, error_block, headline, ErrorView};
-use rebound::model::Category;
+use rebound::clock::SystemClock;
+use rebound::compact::digest;
+use rebound::config::Config;
+use rebound::engine::{Engine, EngineSettings};
+use rebound::metrics::Metrics;
+use rebound::model::Outcome;
+use rebound::policy::Policy;
 use rebound::templates::Tokenizer;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-fn compact(detail: &str) -> String {
-    let message = clean_message(&headline("", "", detail), 200);
-    let location = rebound::trace::collapse(detail, 2).map(|t| clean_message(&t.location(), 200)).unwrap_or_default();
-    error_block(&ErrorView {
-        tool: "search",
-        category: Category::Network,
-        message: &message,
-        suggestion: "Check the host and the connection; retry, or use an alternative.",
-        count: 1,
-        location: &location,
-    })
-}
-
-fn traces() -> Vec<String> {
+fn traces() -> Vec<(PathBuf, String)> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/traces");
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "txt")).collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("tests/data/traces")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
     files.sort();
-    files.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect()
+    files.into_iter().map(|p| (p.clone(), std::fs::read_to_string(&p).expect("a UTF-8 trace"))).collect()
 }
 
 fn bench(c: &mut Criterion) {
-    let tokenizer = Tokenizer::by_name("o200k_base").unwrap();
+    let config = Config::default();
+    let engine = Engine::new(
+        Policy::from_config(&config).expect("the default config is valid"),
+        EngineSettings::from_config(&config, 1),
+        Arc::new(SystemClock::new()),
+        Arc::new(Metrics::new(100)),
+    );
+    let tokenizer = Tokenizer::by_name("o200k_base").expect("o200k_base ships with tiktoken-rs");
+    let show = std::env::var_os("SHOW").is_some();
     let traces = traces();
     let (mut raw, mut compacted, mut ratios) = (0u64, 0u64, Vec::new());
-    for t in &traces {
-        let (r, s) = (tokenizer.count(t), tokenizer.count(&compact(t)));
+    for (i, (path, trace)) in traces.iter().enumerate() {
+        let outcome = Outcome {
+            session_id: format!("bench-{i}"),
+            // A tool of its own per trace: one tool failing 48 times would open its breaker.
+            tool: format!("tool_{i}"),
+            detail: trace.clone(),
+            ..Outcome::default()
+        };
+        let snippet = engine.report(&outcome).expect("a valid outcome").snippet;
+        let (r, s) = (tokenizer.count(trace), tokenizer.count(&snippet));
+        if show {
+            println!("== {} ({s}/{r} tokens)\n{snippet}\n", path.file_name().unwrap_or_default().to_string_lossy());
+        }
         raw += u64::from(r);
         compacted += u64::from(s);
         ratios.push(f64::from(s) / f64::from(r));
     }
     let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
     println!(
-        "snippet/raw tokens over {} traces: mean ratio {mean:.3}, total {compacted}/{raw} = {:.3} (target <= 0.15)",
+        "snippet/raw tokens over {} traces: total {compacted}/{raw} = {:.3} (target <= 0.15), per-trace mean {mean:.3}",
         traces.len(),
         compacted as f64 / raw as f64
     );
-    // A 4 KB trace: the longest Python one, repeated frames up to 4 KB.
-    let base = traces.iter().find(|t| t.contains("Traceback")).unwrap().clone();
-    let mut four_kb = String::new();
-    while four_kb.len() < 4096 {
-        four_kb.push_str(&base);
-    }
-    c.bench_function("compact a 4 KB trace", |b| b.iter(|| compact(black_box(&four_kb))));
+    // A 4 KB trace: the real Python traceback in the set whose size is nearest 4096 bytes.
+    let (path, four_kb) = traces
+        .iter()
+        .filter(|(_, t)| t.contains("Traceback (most recent call last):"))
+        .min_by_key(|(_, t)| t.len().abs_diff(4096))
+        .expect("a Python traceback in the set");
+    println!("4 KB trace: {} ({} bytes)", path.file_name().unwrap_or_default().to_string_lossy(), four_kb.len());
+    c.bench_function("compact a 4 KB trace", |b| b.iter(|| digest("", "", black_box(four_kb), 200)));
 }
 
 criterion_group!(benches, bench);

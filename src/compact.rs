@@ -62,11 +62,27 @@ pub struct ErrorView<'a> {
     pub location: &'a str,
 }
 
-/// A message made safe and short: redacted, whitespace folded, its middle elided past `max_chars`.
+/// A message made safe and short: redacted, whitespace folded, rules of repeated
+/// punctuation (`=====`, `-----`) shortened to three, its middle elided past `max_chars`.
 pub fn clean_message(message: &str, max_chars: usize) -> String {
     let redacted = redact(message);
-    let folded = redacted.split_whitespace().collect::<Vec<_>>().join(" ");
+    let folded = fold_rules(&redacted.split_whitespace().collect::<Vec<_>>().join(" "));
     elide_middle(&folded, max_chars)
+}
+
+/// Runs of more than three of the same punctuation character cut to three: test
+/// runners and build tools draw lines with them, and each costs tokens.
+fn fold_rules(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut last, mut run) = ('\0', 0usize);
+    for c in text.chars() {
+        run = if c == last { run + 1 } else { 1 };
+        last = c;
+        if run <= 3 || !c.is_ascii_punctuation() {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `text` shortened to at most `max_chars` characters by keeping its head and
@@ -106,24 +122,49 @@ pub fn cut(text: &str, max_chars: usize) -> String {
     out
 }
 
-/// The message to show for a failure: the message, or else the last line of the
-/// detail (where tracebacks put the exception), prefixed with the exception type.
+/// What a snippet shows of one failure, worked out once: its trace collapsed a
+/// single time, then each part redacted and cut.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Digest {
+    /// The message before cleaning (see [`headline`]), to shorten again under a token budget.
+    pub headline: String,
+    /// The headline redacted, folded and cut to the policy's length.
+    pub message: String,
+    /// Where it happened (a collapsed stack trace), redacted and cut, or empty.
+    pub location: String,
+}
+
+/// The [`Digest`] of a failure: the stack trace in `detail` (or in a multi-line
+/// `message`) is collapsed once and gives both the headline and the location.
+pub fn digest(message: &str, exception_type: &str, detail: &str, message_chars: usize) -> Digest {
+    let trace = crate::trace::collapse(if detail.is_empty() { message } else { detail }, 2);
+    let headline = headline_with(message, exception_type, detail, trace.as_ref());
+    Digest {
+        message: clean_message(&headline, message_chars),
+        location: trace.map(|t| clean_message(&t.location(), message_chars)).unwrap_or_default(),
+        headline,
+    }
+}
+
+/// The longest headline taken from tool output, in characters (before the policy's cut).
+const HEADLINE_CHARS: usize = 200;
+
+/// The message to show for a failure: the message, or else the exception of the
+/// stack trace in the detail, or else the failure lines of tool output; prefixed
+/// with the exception type when the text does not name it.
 pub fn headline(message: &str, exception_type: &str, detail: &str) -> String {
+    let trace = if message.trim().is_empty() { crate::trace::collapse(detail, 0) } else { None };
+    headline_with(message, exception_type, detail, trace.as_ref())
+}
+
+fn headline_with(message: &str, exception_type: &str, detail: &str, trace: Option<&crate::trace::Collapsed>) -> String {
     let message = message.trim();
-    let base = if message.is_empty() {
-        match crate::trace::collapse(detail, 0) {
-            Some(trace) => trace.exception,
-            // Tool output: the last line that reports a failure, else the last line.
-            None => {
-                let lines = || detail.lines().rev().map(str::trim).filter(|l| !l.is_empty());
-                const MARKS: [&str; 6] = ["error", "err!", "failed", "fatal", "exception", "panic"];
-                let starts = |l: &&str| MARKS.iter().any(|w| l.to_ascii_lowercase().starts_with(w));
-                let mentions = |l: &&str| MARKS.iter().any(|w| l.to_ascii_lowercase().contains(w));
-                lines().find(starts).or_else(|| lines().find(mentions)).or_else(|| lines().next()).unwrap_or("").to_string()
-            }
-        }
-    } else {
+    let base = if !message.is_empty() {
         message.to_string()
+    } else if let Some(trace) = trace {
+        trace.exception.clone()
+    } else {
+        failure_lines(detail, HEADLINE_CHARS)
     };
     let short_type = exception_type.trim().rsplit('.').next().unwrap_or("");
     if !short_type.is_empty() && !base.contains(short_type) {
@@ -137,6 +178,57 @@ pub fn headline(message: &str, exception_type: &str, detail: &str) -> String {
     } else {
         base
     }
+}
+
+/// What tool output says went wrong, in at most about `max_chars` characters: its
+/// first line that reports a failure (a heading ending in ':' is skipped; a very
+/// short one, such as `npm error code ERESOLVE`, takes the next line with it) and
+/// its last line, where tools print their verdict, joined by " | ". Output with no
+/// failure line gives its last line.
+pub fn failure_lines(detail: &str, max_chars: usize) -> String {
+    const MARKS: [&str; 8] = ["error", "err!", "failed", "fatal", "exception", "panic", "traceback", "conflict"];
+    let lines: Vec<&str> = detail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let Some(&last) = lines.last() else {
+        return String::new();
+    };
+    let reports = |l: &str| {
+        let lower = l.to_ascii_lowercase();
+        (MARKS.iter().any(|w| lower.contains(w)) || is_diagnostic(l)) && !l.ends_with(':')
+    };
+    let Some(first) = lines.iter().position(|l| reports(l)) else {
+        return cut(last, max_chars);
+    };
+    let mut picked = vec![lines[first]];
+    if lines[first].len() < 40 && lines[first].split_whitespace().count() <= 4 && first + 1 < lines.len() - 1 {
+        picked.push(lines[first + 1]);
+    }
+    if !picked.contains(&last) {
+        picked.push(last);
+    }
+    // The first failure line says most; the last line gets at most a quarter.
+    let n = picked.len();
+    let budget = max_chars.saturating_sub(3 * (n - 1));
+    let last_share = if n > 1 { (budget / 4).min(picked[n - 1].chars().count()) } else { 0 };
+    let first_share = ((budget - last_share) / (n - usize::from(n > 1)).max(1)).max(20);
+    picked
+        .iter()
+        .enumerate()
+        .map(|(i, l)| cut(l, if n > 1 && i == n - 1 { last_share.max(20) } else { first_share }))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// A compiler diagnostic: `path:line:` first (`./main.go:5:2: "os" imported and not used`).
+fn is_diagnostic(line: &str) -> bool {
+    let mut parts = line.splitn(3, ':');
+    let (Some(path), Some(number)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    parts.next().is_some()
+        && (path.contains('/') || path.contains('.'))
+        && !path.contains(' ')
+        && !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The `<error>` block for one failure, from the user's template if there is one.
@@ -191,7 +283,8 @@ pub fn instruction(action: crate::model::Action, kind: Option<crate::model::Outc
         }
         (Action::Reclassify, _) => "Use one of the available tools instead.",
         (Action::Replan, _) => "Change the plan: this request cannot succeed as it is.",
-        (Action::Recover, _) => "The error above says what failed; do not repeat the same call unchanged.",
+        // An execution failure: the advice is the error itself, in the block above.
+        (Action::Recover, _) => return Some(NUDGE.to_string()),
         _ => return None,
     };
     Some(format!("{NUDGE} {specific}"))
@@ -235,9 +328,10 @@ pub fn context_text(unresolved: &[ErrorView<'_>], dropped: u32, policy: &Snippet
             parts.push(format!("older: {dropped}"));
         }
         let total: u32 = by_category.iter().map(|(_, n)| n).sum::<u32>() + dropped;
-        let rendered = policy.templates.as_ref().and_then(|t| {
-            t.render("summary", minijinja::context! { total => total, parts => parts.join(", ") })
-        });
+        let rendered = policy
+            .templates
+            .as_ref()
+            .and_then(|t| t.render("summary", minijinja::context! { total => total, parts => parts.join(", ") }));
         match rendered {
             Some(line) => {
                 out.push_str(&line);
@@ -269,7 +363,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn view<'a>(tool: &'a str, message: &'a str) -> ErrorView<'a> {
-        ErrorView { tool, category: Category::Timeout, message, suggestion: "Try a smaller input.", count: 1, location: "" }
+        ErrorView {
+            tool,
+            category: Category::Timeout,
+            message,
+            suggestion: "Try a smaller input.",
+            count: 1,
+            location: "",
+        }
     }
 
     #[test]
@@ -301,13 +402,58 @@ mod tests {
     }
 
     #[test]
+    fn tool_output_gives_its_first_failure_line_and_its_last_line() {
+        // npm 11: a short first line takes the next with it.
+        let npm = "npm error code ERESOLVE\nnpm error ERESOLVE unable to resolve dependency tree\nnpm error\nnpm error Found: react@17.0.2\nnpm error A complete log of this run can be found in: /root/.npm/_logs/x.log";
+        assert_eq!(
+            failure_lines(npm, 200),
+            "npm error code ERESOLVE | npm error ERESOLVE unable to resolve dependency tree | npm error A complete log of this run can be fou…"
+        );
+        // A heading that ends in ':' is skipped; compiler diagnostics count without the word "error".
+        assert_eq!(
+            failure_lines("Errors found:\n./main.go:5:2: \"os\" imported and not used\ndone", 200),
+            "./main.go:5:2: \"os\" imported and not used | done"
+        );
+        assert_eq!(
+            failure_lines("Auto-merging a.toml\nCONFLICT (content): Merge conflict in a.toml\nfix conflicts", 200),
+            "CONFLICT (content): Merge conflict in a.toml | fix conflicts"
+        );
+        // No failure line: the last line. Nothing: nothing.
+        assert_eq!(failure_lines("building\n\nstep 3 of 4\n", 200), "step 3 of 4");
+        assert_eq!(failure_lines(" \n", 200), "");
+        // The budget holds, separators included.
+        let long = format!("error: {}\n{}", "x".repeat(400), "y".repeat(400));
+        assert!(failure_lines(&long, 200).chars().count() <= 200);
+    }
+
+    #[test]
+    fn rules_of_punctuation_are_folded_but_not_words_or_numbers() {
+        assert_eq!(fold_rules("===== 3 failed in 0.03s ====="), "=== 3 failed in 0.03s ===");
+        assert_eq!(fold_rules("aaaa 11111 ...."), "aaaa 11111 ...");
+    }
+
+    #[test]
+    fn a_digest_collapses_the_trace_once_for_headline_and_location() {
+        let trace = "Traceback (most recent call last):\n  File \"/srv/app/agent/tools/search.py\", line 41, in run\n    r = httpx.get(url)\nhttpx.ConnectError: [Errno 111] Connection refused";
+        let d = digest("", "", trace, 200);
+        assert_eq!(d.message, "httpx.ConnectError: [Errno 111] Connection refused");
+        assert_eq!(d.location, "tools/search.py:41 in run");
+        assert_eq!(d.headline, d.message);
+        // A message given wins over the trace; the trace still gives the location.
+        assert_eq!(digest("boom", "", trace, 200).message, "boom");
+        assert_eq!(digest("boom", "", trace, 200).location, "tools/search.py:41 in run");
+    }
+
+    #[test]
     fn context_shows_newest_blocks_and_summarises_the_rest() {
         let errors: Vec<ErrorView<'_>> = ["a", "b", "c", "d", "e"].iter().map(|t| view(t, "boom")).collect();
         let (text, shown, hidden) = context_text(&errors, 0, &SnippetPolicy::default());
         assert_eq!((shown, hidden), (3, 2));
         assert!(text.starts_with("<error_summary>2 earlier unresolved errors not shown (timeout: 2)</error_summary>"));
         assert_eq!(text.matches("<error>").count(), 3);
-        assert!(text.trim_end().ends_with("tool: e\ntype: timeout\nmessage: boom\nsuggestion: Try a smaller input.\n</error>"));
+        assert!(text
+            .trim_end()
+            .ends_with("tool: e\ntype: timeout\nmessage: boom\nsuggestion: Try a smaller input.\n</error>"));
     }
 
     proptest! {

@@ -112,11 +112,8 @@ pub struct ContextText {
 struct Judged {
     classification: Classification,
     fingerprint: u64,
-    message: String,
-    /// The message before cleaning, to shorten again under a token budget.
-    headline: String,
-    /// Where it happened, from a stack trace in the detail (or the message), or empty.
-    location: String,
+    /// The message, its headline and location, ready to show.
+    digest: compact::Digest,
     provider: Option<ProviderDelay>,
 }
 
@@ -233,8 +230,7 @@ impl Engine {
         };
         let _ = policy.classifier.classify(&sample);
         let _ = fingerprint(&sample.message);
-        let _ = compact::clean_message(&compact::headline(&sample.message, "", &sample.detail), policy.snippet.message_chars);
-        let _ = crate::trace::collapse(&sample.detail, 2);
+        let _ = compact::digest(&sample.message, "", &sample.detail, policy.snippet.message_chars);
     }
 
     /// Declares a session (idempotent: a second call updates limits and tools).
@@ -296,17 +292,15 @@ impl Engine {
         let now = self.clock.now_ms();
         // Classify before taking the session's lock: it is the costly part and needs no state.
         let judged = (!outcome.ok).then(|| Judged {
-            headline: compact::headline(&outcome.message, &outcome.exception_type, &outcome.detail),
             classification: policy.classifier.classify(outcome),
             fingerprint: fingerprint(if outcome.message.is_empty() { &outcome.detail } else { &outcome.message }),
-            message: compact::clean_message(
-                &compact::headline(&outcome.message, &outcome.exception_type, &outcome.detail),
+            digest: compact::digest(
+                &outcome.message,
+                &outcome.exception_type,
+                &outcome.detail,
                 policy.snippet.message_chars,
             ),
             provider: provider_delay(&outcome.headers, self.clock.wall_ms()),
-            location: crate::trace::collapse(if outcome.detail.is_empty() { &outcome.message } else { &outcome.detail }, 2)
-                .map(|t| compact::clean_message(&t.location(), policy.snippet.message_chars))
-                .unwrap_or_default(),
         });
         let window = self.settings.idempotency_window;
         let history = self.settings.history;
@@ -440,12 +434,15 @@ impl Engine {
         let (session_state, refusal) = session.unwrap_or((SessionState::Active, None));
         let (gate, view) = match &policy.tool_breaker {
             Some(p) if refusal.is_none() => self.tools.admit(tool, now, p),
-            _ => (Gate::Allowed, ToolView {
-                before: BreakerState::Closed,
-                after: BreakerState::Closed,
-                open_until_ms: 0,
-                transitions: Vec::new(),
-            }),
+            _ => (
+                Gate::Allowed,
+                ToolView {
+                    before: BreakerState::Closed,
+                    after: BreakerState::Closed,
+                    open_until_ms: 0,
+                    transitions: Vec::new(),
+                },
+            ),
         };
         self.metrics.breaker_transitions(tool, &view.transitions);
         let (reason, retry_after_ms, message) = match (refusal, gate) {
@@ -453,7 +450,11 @@ impl Engine {
             (None, Gate::Denied { retry_after_ms }) => (
                 Some(Reason::ToolBreakerOpen),
                 retry_after_ms,
-                format!("tool `{}` is fenced off (breaker {}); come back in {retry_after_ms} ms", compact::cut(tool, 100), view.after),
+                format!(
+                    "tool `{}` is fenced off (breaker {}); come back in {retry_after_ms} ms",
+                    compact::cut(tool, 100),
+                    view.after
+                ),
             ),
             (None, Gate::Probe) => (None, 0, "allowed as a probe of a half-open breaker".to_string()),
             (None, Gate::Allowed) => (None, 0, "allowed".to_string()),
@@ -472,7 +473,11 @@ impl Engine {
             retry_after_ms: if allowed { 0 } else { retry_after_ms },
             tool_state: view.after,
             session_state,
-            message: if policy.shadow && reason.is_some() { format!("allowed (shadow mode; would deny: {message})") } else { message },
+            message: if policy.shadow && reason.is_some() {
+                format!("allowed (shadow mode; would deny: {message})")
+            } else {
+                message
+            },
         })
     }
 
@@ -767,7 +772,10 @@ fn decide(
     }
     let suggestion: Arc<str> = if reason == Some(Reason::ToolBreakerOpen) {
         let seconds = gate.view.open_until_ms.saturating_sub(now).div_ceil(1000);
-        Arc::from(format!("Tool `{}` is unavailable for about {seconds}s (circuit open): use another tool.", compact::cut(&o.tool, 100)))
+        Arc::from(format!(
+            "Tool `{}` is unavailable for about {seconds}s (circuit open): use another tool.",
+            compact::cut(&o.tool, 100)
+        ))
     } else if category == Category::UnknownTool {
         Arc::from(unknown_tool_suggestion(&o.tool, &s.tools, &j.classification.suggestion))
     } else {
@@ -777,7 +785,7 @@ fn decide(
         HistoryEntry {
             tool: o.tool.clone(),
             category,
-            message: j.message.clone(),
+            message: j.digest.message.clone(),
             suggestion: suggestion.clone(),
             fingerprint: j.fingerprint,
             count: 1,
@@ -797,7 +805,7 @@ fn decide(
             message,
             suggestion: if trim >= 3 { "" } else { &suggestion },
             count: 1,
-            location: if trim >= 2 { "" } else { &j.location },
+            location: if trim >= 2 { "" } else { &j.digest.location },
         };
         let mut text = compact::render_block(&view, templates);
         if trim == 0 {
@@ -808,16 +816,16 @@ fn decide(
         }
         text
     };
-    verdict.snippet = snippet_with(&j.message, 0);
+    verdict.snippet = snippet_with(&j.digest.message, 0);
     if let (Some(budget), Some(tokenizer)) = (policy.snippet.max_tokens, policy.snippet.tokenizer) {
         // Shorten the message first, then drop the optional parts, until the snippet fits.
         let (mut chars, mut trim) = (policy.snippet.message_chars, 0u8);
-        let mut message = j.message.clone();
+        let mut message = j.digest.message.clone();
         let mut tokens = tokenizer.count(&verdict.snippet);
         while tokens > budget && (chars > 20 || trim < 3) {
             if chars > 20 {
                 chars = (chars * 3 / 4).max(20);
-                message = compact::clean_message(&j.headline, chars);
+                message = compact::clean_message(&j.digest.headline, chars);
             } else {
                 trim += 1;
             }
@@ -886,7 +894,8 @@ fn plan_retry(
         Some(ProviderDelay::After(ms)) => (backoff.spread_provider_delay(ms, &mut s.rng), true),
         None => (backoff.delay_ms(done, previous, &mut s.rng), false),
     };
-    let plan = RetryPlan { delay_ms: delay, attempt: done + 1, attempts_left: max - done - 1, provider_delay: provider };
+    let plan =
+        RetryPlan { delay_ms: delay, attempt: done + 1, attempts_left: max - done - 1, provider_delay: provider };
     ((Action::Retry, None), Some(plan))
 }
 
@@ -904,7 +913,9 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
     let consecutive = s.tool_stats.iter().find(|t| t.tool == o.tool).map_or(0, |t| t.consecutive_failures);
     let tool = compact::cut(&o.tool, 100);
     let summary = match reason {
-        Reason::ConsecutiveFailures => format!("{consecutive} consecutive failures of tool `{tool}` (last: {category})."),
+        Reason::ConsecutiveFailures => {
+            format!("{consecutive} consecutive failures of tool `{tool}` (last: {category}).")
+        }
         Reason::SessionErrors => format!("{} errors in this session (last: {category} from `{tool}`).", s.errors),
         _ => format!("A {category} error from tool `{tool}` needs a human."),
     };
@@ -926,7 +937,16 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
     let mut text = format!("Rebound escalation: {summary}\nErrors, oldest first:\n");
     for e in &history {
         let times = if e.count > 1 { format!(" (×{})", e.count) } else { String::new() };
-        let _ = writeln!(text, "- {:.1}s [{}] {}: {}{} → {}", e.at_ms as f64 / 1000.0, e.category, e.tool, e.message, times, e.action);
+        let _ = writeln!(
+            text,
+            "- {:.1}s [{}] {}: {}{} → {}",
+            e.at_ms as f64 / 1000.0,
+            e.category,
+            e.tool,
+            e.message,
+            times,
+            e.action
+        );
     }
     let totals: Vec<String> = errors_by_category.iter().map(|(c, n)| format!("{c}={n}")).collect();
     let _ = write!(
@@ -965,7 +985,10 @@ mod tests {
     #[test]
     fn three_consecutive_failures_escalate_and_success_resets() {
         let (e, _) = engine();
-        let timeout = |n: u32| Outcome { kind: Some(OutcomeKind::Timeout), ..fail("s", "search", &format!("timed out after {n}.1s")) };
+        let timeout = |n: u32| Outcome {
+            kind: Some(OutcomeKind::Timeout),
+            ..fail("s", "search", &format!("timed out after {n}.1s"))
+        };
         assert_eq!(e.report(&timeout(1)).unwrap().action, Action::Retry);
         assert_eq!(e.report(&timeout(2)).unwrap().action, Action::Retry);
         assert_eq!(e.report(&ok("s", "search")).unwrap().action, Action::Continue);
@@ -983,7 +1006,13 @@ mod tests {
     fn ten_errors_in_a_session_escalate() {
         let (e, _) = engine();
         for i in 0..9 {
-            let v = e.report(&fail("s", &format!("tool{i}"), &format!("distinct failure {}", ["a", "b", "c", "d", "e", "f", "g", "h", "i"][i]))).unwrap();
+            let v = e
+                .report(&fail(
+                    "s",
+                    &format!("tool{i}"),
+                    &format!("distinct failure {}", ["a", "b", "c", "d", "e", "f", "g", "h", "i"][i]),
+                ))
+                .unwrap();
             assert_ne!(v.action, Action::Escalate, "error {i}");
         }
         let v = e.report(&fail("s", "tool9", "the tenth")).unwrap();
@@ -999,7 +1028,8 @@ mod tests {
         let mut last = None;
         for n in 0..5 {
             clock.advance(10);
-            last = Some(e.report(&fail("s", "calc", &format!("invalid literal for int() with base 10: '{n}x'"))).unwrap());
+            last =
+                Some(e.report(&fail("s", "calc", &format!("invalid literal for int() with base 10: '{n}x'"))).unwrap());
         }
         let v = last.unwrap();
         assert_eq!((v.action, v.breaker.reason), (Action::Abort, Some(Reason::IdenticalErrors)));
@@ -1047,7 +1077,9 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let v = e.report(&Outcome { kind: Some(OutcomeKind::UnknownTool), ..fail("s", "serch_web", "no such tool") }).unwrap();
+        let v = e
+            .report(&Outcome { kind: Some(OutcomeKind::UnknownTool), ..fail("s", "serch_web", "no such tool") })
+            .unwrap();
         assert_eq!(v.action, Action::Reclassify);
         assert!(v.snippet.contains("Did you mean `search_web`?"), "{}", v.snippet);
     }
@@ -1154,7 +1186,8 @@ mod tests {
         assert!(err.contains("`tool`") && err.contains("must not be empty"), "{err}");
         let err = e.report(&Outcome { cost: f64::NAN, ..fail("s", "t", "x") }).unwrap_err().to_string();
         assert!(err.contains("`cost`"), "{err}");
-        let err = e.start_session(&StartSession { session_id: "s".into(), profile: "gold".into(), ..Default::default() });
+        let err =
+            e.start_session(&StartSession { session_id: "s".into(), profile: "gold".into(), ..Default::default() });
         assert!(err.unwrap_err().to_string().contains("`profile`"));
     }
 
@@ -1190,7 +1223,8 @@ mod tests {
     fn caller_mistakes_do_not_open_the_tool_breaker() {
         let (e, _) = engine();
         for i in 0..10 {
-            let v = e.report(&Outcome { http_status: Some(400), ..fail(&format!("v{i}"), "search", "bad query") }).unwrap();
+            let v =
+                e.report(&Outcome { http_status: Some(400), ..fail(&format!("v{i}"), "search", "bad query") }).unwrap();
             assert_eq!(v.breaker.tool_state, BreakerState::Closed);
         }
     }
@@ -1202,8 +1236,10 @@ mod tests {
         config.tool_breaker.enabled = false;
         let (e, _) = engine();
         e.set_policy(Policy::from_config(&config).unwrap());
-        let actions: Vec<(Action, Option<Reason>)> =
-            (0..3).map(|i| e.report(&unavailable(&format!("b{i}"))).unwrap()).map(|v| (v.action, v.breaker.reason)).collect();
+        let actions: Vec<(Action, Option<Reason>)> = (0..3)
+            .map(|i| e.report(&unavailable(&format!("b{i}"))).unwrap())
+            .map(|v| (v.action, v.breaker.reason))
+            .collect();
         assert_eq!(actions[0], (Action::Retry, None));
         assert_eq!(actions[1], (Action::Recover, Some(Reason::RetryBudgetExhausted)));
         assert_eq!(actions[2], (Action::Recover, Some(Reason::RetryBudgetExhausted)));
@@ -1230,7 +1266,9 @@ mod tests {
         // Session breakers too: three consecutive failures stay retries, flagged as escalate.
         let mut v = None;
         for _ in 0..3 {
-            v = Some(e.report(&Outcome { kind: Some(OutcomeKind::Timeout), ..fail("one", "slow", "timed out") }).unwrap());
+            v = Some(
+                e.report(&Outcome { kind: Some(OutcomeKind::Timeout), ..fail("one", "slow", "timed out") }).unwrap(),
+            );
         }
         let v = v.unwrap();
         assert_eq!((v.action, v.shadow_action), (Action::Retry, Some(Action::Escalate)));

@@ -5,7 +5,7 @@
 //! `password=` pair stays, so the LLM still sees what was wrong) with a typed
 //! placeholder such as `[REDACTED:openai_key]`.
 
-use regex::{Captures, Regex};
+use regex::{Captures, Regex, RegexSet};
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
@@ -20,33 +20,67 @@ fn p(kind: &'static str, group: usize, re: &str) -> Pattern {
     Pattern { kind, regex: Regex::new(re).expect("redaction patterns are tested"), group }
 }
 
-/// Ordered: specific shapes first, generic `name=value` pairs last.
+/// Ordered: specific shapes first, generic `name=value` pairs last. Word
+/// boundaries are ASCII (`(?-u:\b)`): a Unicode `\b` makes the regex engine
+/// leave its fast DFA on any non-ASCII text, and secrets are ASCII.
 static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     vec![
-        p("private_key", 0, r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)"),
-        p("anthropic_key", 0, r"\bsk-ant-[A-Za-z0-9_\-]{10,}"),
-        p("stripe_key", 0, r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
-        p("openai_key", 0, r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}"),
-        p("google_key", 0, r"\bAIza[0-9A-Za-z_\-]{35}"),
-        p("aws_access_key", 0, r"\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}\b"),
-        p("aws_secret_key", 2, r#"(?i)(aws_?secret_?access_?key|secret_?access_?key|aws_?secret)["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})"#),
-        p("github_token", 0, r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}"),
-        p("slack_token", 0, r"\bxox[abposre]-[A-Za-z0-9\-]{10,}"),
-        p("jwt", 0, r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"),
-        p("bearer_token", 1, r"(?i)\bbearer\s+([A-Za-z0-9._~+/=\-]{8,})"),
-        p("basic_auth", 1, r"(?i)\bbasic\s+([A-Za-z0-9+/]{8,}={0,2})"),
-        p("url_password", 1, r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^\s:/@]*:([^\s@/]+)@"),
-        p("password", 2, r#"(?i)\b(password|passwd|pwd|pass)(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})"#),
-        p("api_key", 2, r#"(?i)\b(api[_\-]?key|apikey|x-api-key|access[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#),
-        p("secret", 2, r#"(?i)\b(client[_\-]?secret|secret[_\-]?key|secret|private[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#),
-        p("token", 2, r#"(?i)\b(access[_\-]?token|refresh[_\-]?token|auth[_\-]?token|id[_\-]?token|session[_\-]?token|token)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{8,})"#),
+        p(
+            "private_key",
+            0,
+            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)",
+        ),
+        p("anthropic_key", 0, r"(?-u:\b)sk-ant-[A-Za-z0-9_\-]{10,}"),
+        p("stripe_key", 0, r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+        p("openai_key", 0, r"(?-u:\b)sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}"),
+        p("google_key", 0, r"(?-u:\b)AIza[0-9A-Za-z_\-]{35}"),
+        p("aws_access_key", 0, r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}(?-u:\b)"),
+        p(
+            "aws_secret_key",
+            2,
+            r#"(?i)(aws_?secret_?access_?key|secret_?access_?key|aws_?secret)["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})"#,
+        ),
+        p("github_token", 0, r"(?-u:\b)(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|(?-u:\b)github_pat_[A-Za-z0-9_]{22,}"),
+        p("slack_token", 0, r"(?-u:\b)xox[abposre]-[A-Za-z0-9\-]{10,}"),
+        p("jwt", 0, r"(?-u:\b)eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"),
+        p("bearer_token", 1, r"(?i)(?-u:\b)bearer\s+([A-Za-z0-9._~+/=\-]{8,})"),
+        p("basic_auth", 1, r"(?i)(?-u:\b)basic\s+([A-Za-z0-9+/]{8,}={0,2})"),
+        p("url_password", 1, r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/@]*:([^\s@/]+)@"),
+        p(
+            "password",
+            2,
+            r#"(?i)(?-u:\b)(password|passwd|pwd|pass)(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})"#,
+        ),
+        p(
+            "api_key",
+            2,
+            r#"(?i)(?-u:\b)(api[_\-]?key|apikey|x-api-key|access[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#,
+        ),
+        p(
+            "secret",
+            2,
+            r#"(?i)(?-u:\b)(client[_\-]?secret|secret[_\-]?key|secret|private[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#,
+        ),
+        p(
+            "token",
+            2,
+            r#"(?i)(?-u:\b)(access[_\-]?token|refresh[_\-]?token|auth[_\-]?token|id[_\-]?token|session[_\-]?token|token)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{8,})"#,
+        ),
     ]
 });
 
+/// All the patterns in one automaton: one scan says which of them can match,
+/// so ordinary text (most of it) is read once, not once per pattern.
+static ANY: LazyLock<RegexSet> =
+    LazyLock::new(|| RegexSet::new(PATTERNS.iter().map(|p| p.regex.as_str())).expect("redaction patterns are tested"));
+
 /// The text with every secret replaced by `[REDACTED:kind]`; borrowed when nothing matched.
 pub fn redact(text: &str) -> Cow<'_, str> {
+    let candidates = ANY.matches(text);
     let mut out: Cow<'_, str> = Cow::Borrowed(text);
-    for pattern in PATTERNS.iter() {
+    // A placeholder starts and ends with a bracket, so replacing one secret never
+    // makes another pattern match that did not match the original text.
+    for pattern in candidates.iter().map(|i| &PATTERNS[i]) {
         if !pattern.regex.is_match(&out) {
             continue;
         }

@@ -89,7 +89,8 @@ impl Collapsed {
         }
         parts.extend(self.own_frames.iter().cloned());
         if self.more_frames > 0 {
-            parts.push(format!("… {} more frames …", self.more_frames));
+            let n = self.more_frames;
+            parts.push(format!("… {n} more frame{} …", if n == 1 { "" } else { "s" }));
         }
         for (place, n) in &self.library {
             parts.push(format!("… {n} frame{} in {place} …", if *n == 1 { "" } else { "s" }));
@@ -99,6 +100,29 @@ impl Collapsed {
         }
         parts.join(" ← ")
     }
+}
+
+/// `frame` with each path in it cut to its last two parts (`file:///app/src/tools/search.mjs:21:15`
+/// → `tools/search.mjs:21:15`): the file and line tell the model where; the folders above are
+/// the machine's, and cost tokens.
+fn short_paths(frame: &str) -> String {
+    let mut out = String::with_capacity(frame.len());
+    let mut rest = frame;
+    while let Some(start) = rest.find(|c: char| !matches!(c, ' ' | '(' | ')')) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find([' ', '(', ')']).unwrap_or(rest.len());
+        let token = &rest[..end];
+        let parts: Vec<&str> = token.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.len() > 2 && token.contains('/') {
+            out.push_str(&parts[parts.len() - 2..].join("/"));
+        } else {
+            out.push_str(token);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The message part of `Type: message` (all of it when there is no type).
@@ -164,7 +188,7 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
     }
     let runtime = if text.contains("Traceback (most recent call last):") {
         Runtime::Python
-    } else if text.contains("' panicked at ") {
+    } else if text.contains("thread '") && text.contains(" panicked at ") {
         Runtime::Rust
     } else if text.contains("goroutine ") && text.contains(".go:") {
         Runtime::Go
@@ -172,17 +196,25 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
         Runtime::AtFrames
     };
     let mut r = Reading::default();
-    let lines: Vec<&str> = text.lines().collect();
+    let grouped = runtime == Runtime::Python && text.contains("Exception Group Traceback");
+    let lines: Vec<&str> = if grouped { text.lines().filter_map(ungroup).collect() } else { text.lines().collect() };
     match runtime {
         Runtime::Python => read_python(&lines, &mut r),
         Runtime::Go => read_go(&lines, &mut r),
         Runtime::Rust => read_rust(&lines, &mut r),
         Runtime::AtFrames => read_at_frames(&lines, &mut r),
     }
-    if !r.any_frames() || r.exceptions.is_empty() {
+    // A Rust panic without RUST_BACKTRACE has no frames, but its location is in the panic line.
+    if (!r.any_frames() && runtime != Runtime::Rust) || r.exceptions.is_empty() {
         return None;
     }
-    let (exception, cause) = if runtime == Runtime::Python {
+    let (exception, cause) = if grouped {
+        // An exception group is raised last but printed first; its first sub-exception is the cause.
+        let at = r.exceptions.iter().position(|e| python_type(e).ends_with("Group")).unwrap_or(0);
+        let group = r.exceptions.remove(at);
+        r.frames.reverse();
+        (group, r.exceptions.into_iter().next())
+    } else if runtime == Runtime::Python {
         // Python prints the newest exception last and the root of the chain first.
         let last = r.exceptions.pop().expect("not empty");
         let first = r.exceptions.into_iter().next().filter(|f| *f != last);
@@ -197,7 +229,7 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
         exception,
         cause,
         more_frames: own_total - r.frames.len() + r.more,
-        own_frames: r.frames.into_iter().map(|f| crate::compact::cut(&f, FRAME_CHARS)).collect(),
+        own_frames: r.frames.into_iter().map(|f| crate::compact::cut(&short_paths(&f), FRAME_CHARS)).collect(),
         library: r.library,
         other_goroutines: r.goroutines.saturating_sub(1),
     })
@@ -221,6 +253,7 @@ fn read_python(lines: &[&str], r: &mut Reading) {
             continue;
         }
         if t.starts_with("Traceback (most recent call last)")
+            || t.starts_with("Exception Group Traceback (most recent call last)")
             || t.starts_with("During handling of the above exception")
             || t.starts_with("The above exception was the direct cause")
         {
@@ -232,6 +265,31 @@ fn read_python(lines: &[&str], r: &mut Reading) {
             after_frames = false;
         }
     }
+}
+
+/// A line of a Python exception group with its box drawing taken off (`  | `
+/// before each line, deeper for nested groups); `None` for a border line
+/// (`+-+---- 1 ----`, `+------`).
+fn ungroup(line: &str) -> Option<&str> {
+    let mut rest = line;
+    loop {
+        let t = rest.trim_start();
+        if let Some(after) = t.strip_prefix('|') {
+            rest = after.strip_prefix(' ').unwrap_or(after);
+        } else if let Some(after) = t.strip_prefix('+') {
+            if after.is_empty() || after.starts_with('-') {
+                return None;
+            }
+            rest = after.strip_prefix(' ').unwrap_or(after);
+        } else {
+            return Some(rest);
+        }
+    }
+}
+
+/// The exception type of a Python exception line: `ExceptionGroup` of `ExceptionGroup: …`.
+fn python_type(line: &str) -> &str {
+    line.split_once(':').map_or(line, |(t, _)| t).trim()
 }
 
 /// Go: `panic: …` (or the log line before the first goroutine), then per
@@ -260,7 +318,13 @@ fn read_go(lines: &[&str], r: &mut Reading) {
         if line.starts_with('\t') && t.contains(".go:") {
             let path = t.split(" +0x").next().unwrap_or(t);
             let name = function.take().unwrap_or("");
-            let shown = || if name.is_empty() { path.to_string() } else { format!("{name} ({path})") };
+            let shown = || {
+                if name.is_empty() {
+                    path.to_string()
+                } else {
+                    format!("{name} ({path})")
+                }
+            };
             // The Go standard library is told by its path; without GOROOT in it, by its package.
             if library_place(path).is_none() && !name.is_empty() && go_std_package(name) {
                 r.frame("runtime.", shown);
@@ -291,7 +355,8 @@ fn read_rust(lines: &[&str], r: &mut Reading) {
     let mut i = 0;
     while i < lines.len() {
         let t = lines[i].trim();
-        if t.starts_with("thread '") && t.contains("' panicked at ") {
+        // `thread 'main' panicked at`, or since Rust 1.91 `thread 'main' (6636) panicked at`.
+        if t.starts_with("thread '") && t.contains(" panicked at ") {
             let mut exception = t.to_string();
             // Rust 1.73+ puts the message on the lines after the location.
             while let Some(next) = lines.get(i + 1).map(|l| l.trim()) {
@@ -331,7 +396,8 @@ fn read_at_frames(lines: &[&str], r: &mut Reading) {
     let mut candidate: Option<&str> = None;
     for line in lines {
         let t = line.trim();
-        if let Some(frame) = t.strip_prefix("at ") {
+        // Jackson ends its messages with ` at [Source: …; line: 1, column: 33]`: not a frame.
+        if let Some(frame) = t.strip_prefix("at ").filter(|f| !f.starts_with('[')) {
             if r.exceptions.is_empty() {
                 r.exceptions.extend(candidate.map(str::to_string));
             }
@@ -358,7 +424,7 @@ mod tests {
 
     /// A file of the trace set (real formats; see tests/data/traces/README.md).
     fn data(name: &str) -> String {
-        std::fs::read_to_string(format!("{}/tests/data/traces/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+        std::fs::read_to_string(format!("{}/tests/data/traces/written/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
     }
 
     #[test]
@@ -366,10 +432,10 @@ mod tests {
         let c = collapse(&data("01-py-httpx.txt"), 2).unwrap();
         assert_eq!(c.exception, "httpx.ConnectError: [Errno 111] Connection refused");
         assert_eq!(c.cause.as_deref(), Some("httpcore.ConnectError: [Errno 111] Connection refused"));
-        assert_eq!(c.own_frames, vec!["/app/agent/tools/search.py:41 in run"]);
+        assert_eq!(c.own_frames, vec!["tools/search.py:41 in run"]);
         assert_eq!(c.library, vec![("site-packages", 5)]);
         // The cause says nothing the exception does not: left out of the line.
-        assert_eq!(c.location(), "/app/agent/tools/search.py:41 in run ← … 5 frames in site-packages …");
+        assert_eq!(c.location(), "tools/search.py:41 in run ← … 5 frames in site-packages …");
     }
 
     #[test]
@@ -377,7 +443,12 @@ mod tests {
         let c = collapse(&data("06-py-timeout.txt"), 2).unwrap();
         assert!(c.exception.starts_with("requests.exceptions.ReadTimeout: HTTPSConnectionPool"), "{}", c.exception);
         assert_eq!(c.cause.as_deref(), Some("TimeoutError: The read operation timed out"));
-        assert!(c.location().starts_with("caused by TimeoutError: The read operation timed out ← /app/agent/tools/fetch.py:22 in fetch"), "{}", c.location());
+        assert!(
+            c.location()
+                .starts_with("caused by TimeoutError: The read operation timed out ← tools/fetch.py:22 in fetch"),
+            "{}",
+            c.location()
+        );
         let custom = "Traceback (most recent call last):\n  File \"/app/run.py\", line 3, in <module>\n    main()\napp.errors.ToolFailed: the index is empty\n";
         assert_eq!(collapse(custom, 2).unwrap().exception, "app.errors.ToolFailed: the index is empty");
         let c = collapse(&data("09-py-cancel.txt"), 2).unwrap();
@@ -403,15 +474,19 @@ mod tests {
     fn go_panics_read_the_panicking_goroutine_only() {
         let c = collapse(&data("13-go-panic.txt"), 2).unwrap();
         assert_eq!(c.exception, "panic: runtime error: invalid memory address or nil pointer dereference");
-        assert_eq!(c.own_frames, vec!["main.(*Tool).Run (/src/cmd/tool/main.go:42)", "main.main (/src/cmd/tool/main.go:17)"]);
+        assert_eq!(c.own_frames, vec!["main.(*Tool).Run (tool/main.go:42)", "main.main (tool/main.go:17)"]);
         let dump = "panic: send on closed channel\n\ngoroutine 12 [running]:\nmain.(*Pool).submit(0xc000010000, {0x0, 0x0})\n\t/app/internal/pool/pool.go:57 +0x65\nnet/http.(*conn).serve(0xc0001a2000)\n\t/usr/local/go/src/net/http/server.go:2092 +0x5d4\ncreated by net/http.(*Server).Serve in goroutine 1\n\t/usr/local/go/src/net/http/server.go:3285 +0x4b4\n\ngoroutine 1 [IO wait]:\ninternal/poll.runtime_pollWait(0x7f, 0x72)\n\t/usr/local/go/src/runtime/netpoll.go:345 +0x85\n\ngoroutine 7 [select]:\ngithub.com/acme/agent/worker.loop()\n\t/go/pkg/mod/github.com/acme/agent@v1.2.0/worker/loop.go:30 +0x1a\nexit status 2\n";
         let c = collapse(dump, 3).unwrap();
         assert_eq!(c.exception, "panic: send on closed channel");
         // /app/internal/… is the caller's own code, not Go's internal packages.
-        assert_eq!(c.own_frames, vec!["main.(*Pool).submit (/app/internal/pool/pool.go:57)"]);
+        assert_eq!(c.own_frames, vec!["main.(*Pool).submit (pool/pool.go:57)"]);
         assert_eq!(c.library, vec![("the Go standard library", 2)]);
         assert_eq!(c.other_goroutines, 2);
-        assert!(c.location().ends_with("… 2 frames in the Go standard library … ← … 2 other goroutines …"), "{}", c.location());
+        assert!(
+            c.location().ends_with("… 2 frames in the Go standard library … ← … 2 other goroutines …"),
+            "{}",
+            c.location()
+        );
         let logged = collapse(&data("14-go-dial.txt"), 2).unwrap();
         assert!(logged.exception.starts_with("2024/05/01 12:00:01 search failed: Post"), "{}", logged.exception);
     }
@@ -421,38 +496,47 @@ mod tests {
         let c = collapse(&data("16-node-fetch.txt"), 2).unwrap();
         assert_eq!(c.exception, "TypeError: fetch failed");
         assert_eq!(c.cause.as_deref(), Some("ConnectTimeoutError: Connect Timeout Error"));
-        assert_eq!(c.own_frames, vec!["async searchTool (/app/src/tools/search.ts:21:15)"]);
+        assert_eq!(c.own_frames, vec!["async searchTool (tools/search.ts:21:15)"]);
         assert_eq!(c.library, vec![("Node internals", 3)]);
         let c = collapse(&data("15-node-econn.txt"), 2).unwrap();
         assert_eq!(c.exception, "Error: connect ECONNREFUSED 127.0.0.1:5432");
         assert_eq!(c.library, vec![("Node internals", 1)]);
-        let modules = "Error: Request failed with status code 500\n    at settle (/app/node_modules/axios/lib/core/settle.js:19:12)\n    at Client.run (/app/src/client.js:10:3)\n";
-        assert_eq!(collapse(modules, 2).unwrap().location(), "Client.run (/app/src/client.js:10:3) ← … 1 frame in node_modules …");
+        let modules = "Error: Request failed with status code 500\n    at settle (/app/node_modules/axios/lib/core/settle.js:19:12)\n    at Client.run (src/client.js:10:3)\n";
+        assert_eq!(
+            collapse(modules, 2).unwrap().location(),
+            "Client.run (src/client.js:10:3) ← … 1 frame in node_modules …"
+        );
     }
 
     #[test]
     fn rust_panics_join_the_message_and_pair_frames_with_their_paths() {
         let c = collapse(&data("18-rust-panic.txt"), 2).unwrap();
         assert!(c.exception.starts_with("thread 'tokio-runtime-worker' panicked at src/tools/index.rs:88:14: called `Result::unwrap()` on an `Err` value"), "{}", c.exception);
-        assert_eq!(c.own_frames, vec!["indexer::tools::index::build (./src/tools/index.rs:88:14)"]);
+        assert_eq!(c.own_frames, vec!["indexer::tools::index::build (tools/index.rs:88:14)"]);
         assert_eq!(c.library, vec![("the Rust standard library", 3)]);
         let full = "thread 'main' panicked at src/main.rs:42:10:\ncalled `Option::unwrap()` on a `None` value\nstack backtrace:\n   0: rust_begin_unwind\n             at /rustc/59807616e/library/std/src/panicking.rs:689:5\n   1: serde_json::de::from_str\n             at /root/.cargo/registry/src/index.crates.io-6f17d22bba15001f/serde_json-1.0.1/src/de.rs:2676:5\n   2: app::run\n             at ./src/main.rs:42:10\nnote: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.\n";
         let c = collapse(full, 3).unwrap();
-        assert_eq!(c.exception, "thread 'main' panicked at src/main.rs:42:10: called `Option::unwrap()` on a `None` value");
-        assert_eq!(c.own_frames, vec!["app::run (./src/main.rs:42:10)"]);
+        assert_eq!(
+            c.exception,
+            "thread 'main' panicked at src/main.rs:42:10: called `Option::unwrap()` on a `None` value"
+        );
+        assert_eq!(c.own_frames, vec!["app::run (src/main.rs:42:10)"]);
         assert_eq!(c.library, vec![("the Rust standard library", 1), ("crates", 1)]);
     }
 
     #[test]
     fn dotnet_inner_exceptions_and_frames() {
         let c = collapse(&data("29-dotnet-httprequest.txt"), 2).unwrap();
-        assert_eq!(c.exception, "Unhandled exception. System.Net.Http.HttpRequestException: Connection refused (inventory:8080)");
+        assert_eq!(
+            c.exception,
+            "Unhandled exception. System.Net.Http.HttpRequestException: Connection refused (inventory:8080)"
+        );
         assert_eq!(c.cause.as_deref(), Some("System.Net.Sockets.SocketException (111): Connection refused"));
         assert_eq!(
             c.own_frames,
             vec![
-                "Acme.Agent.Tools.InventoryTool.ListAsync(String sku) in /src/Agent/Tools/InventoryTool.cs:line 37",
-                "Acme.Agent.Program.Main(String[] args) in /src/Agent/Program.cs:line 12"
+                "Acme.Agent.Tools.InventoryTool.ListAsync(String sku) in Tools/InventoryTool.cs:line 37",
+                "Acme.Agent.Program.Main(String[] args) in Agent/Program.cs:line 12"
             ]
         );
         assert_eq!(c.library, vec![(".NET", 3)]);
@@ -472,5 +556,59 @@ mod tests {
         assert_eq!(collapse("ValueError: bad input at position 3", 3), None);
         assert_eq!(collapse(&data("24-pip-install-nomatch.txt"), 3), None);
         assert_eq!(collapse(&data("25-cargo-build-error.txt"), 3), None);
+    }
+
+    #[test]
+    fn paths_in_frames_keep_their_last_two_parts() {
+        assert_eq!(
+            short_paths("loadConfig (file:///work/app/src/tools/config.mjs:28:10)"),
+            "loadConfig (tools/config.mjs:28:10)"
+        );
+        assert_eq!(short_paths("/srv/app/agent/search.py:41 in run"), "agent/search.py:41 in run");
+        assert_eq!(short_paths("Failures.main(Failures.java:77)"), "Failures.main(Failures.java:77)");
+        assert_eq!(short_paths("app::run (src/main.rs:4:9)"), "app::run (src/main.rs:4:9)");
+    }
+
+    #[test]
+    fn python_exception_groups_show_the_group_and_its_first_sub_exception() {
+        let text = "  + Exception Group Traceback (most recent call last):\n  |   File \"/srv/agent/run.py\", line 9, in gather\n  |     async with asyncio.TaskGroup() as tg:\n  | ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)\n  +-+---------------- 1 ----------------\n    | Traceback (most recent call last):\n    |   File \"/srv/agent/run.py\", line 4, in fetch\n    |     raise ConnectionError(name)\n    | ConnectionError: news\n    +---------------- 2 ----------------\n    | Traceback (most recent call last):\n    |   File \"/srv/agent/run.py\", line 4, in fetch\n    |     raise ConnectionError(name)\n    | ConnectionError: weather\n    +------------------------------------";
+        let c = collapse(text, 2).unwrap();
+        assert_eq!(c.exception, "ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)");
+        assert_eq!(c.cause.as_deref(), Some("ConnectionError: news"));
+        assert_eq!(c.own_frames[0], "agent/run.py:4 in fetch");
+    }
+
+    #[test]
+    fn rust_panics_with_thread_ids_and_without_a_backtrace() {
+        // rustc 1.95, RUST_BACKTRACE=0: the location is in the panic line, and there are no frames.
+        let text = "\nthread 'main' (30658) panicked at src/main.rs:6:18:\ncalled `Result::unwrap()` on an `Err` value: ParseIntError { kind: InvalidDigit }\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        let c = collapse(text, 2).unwrap();
+        assert_eq!(
+            c.exception,
+            "thread 'main' (30658) panicked at src/main.rs:6:18: called `Result::unwrap()` on an `Err` value: ParseIntError { kind: InvalidDigit }"
+        );
+        assert!(c.own_frames.is_empty() && c.library.is_empty());
+        assert_eq!(
+            collapse(
+                &std::fs::read_to_string(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/tests/data/traces/rust-thread-backtrace.txt"
+                ))
+                .unwrap(),
+                2
+            )
+            .unwrap()
+            .exception
+            .starts_with("thread 'worker-3' ("),
+            true
+        );
+    }
+
+    #[test]
+    fn jackson_source_locations_are_not_frames() {
+        let text = "Exception in thread \"main\" com.fasterxml.jackson.core.JsonParseException: Unexpected character ('}')\n at [Source: REDACTED; line: 1, column: 33]\n\tat com.fasterxml.jackson.core.JsonParser._constructError(JsonParser.java:2596)\n\tat Agent.main(Agent.java:12)";
+        let c = collapse(text, 2).unwrap();
+        assert_eq!(c.own_frames, vec!["Agent.main(Agent.java:12)"]);
+        assert_eq!(c.library, vec![("libraries", 1)]);
     }
 }

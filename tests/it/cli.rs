@@ -40,7 +40,8 @@ fn three_consecutive_failures_escalate_and_a_success_resets() {
 #[test]
 fn ten_errors_escalate_and_five_identical_abort() {
     let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"];
-    let lines: Vec<Value> = words.iter().enumerate().map(|(i, w)| fail("ten", &format!("tool{i}"), &format!("{w} failed"))).collect();
+    let lines: Vec<Value> =
+        words.iter().enumerate().map(|(i, w)| fail("ten", &format!("tool{i}"), &format!("{w} failed"))).collect();
     let out = replay(&lines, &[]);
     assert!(out[..9].iter().all(|v| v["action"] != "escalate"));
     assert_eq!(out[9]["action"], "escalate");
@@ -51,7 +52,8 @@ fn ten_errors_escalate_and_five_identical_abort() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("c.toml");
     std::fs::write(&config, "[breakers]\ntool_consecutive_failures = 10\n").unwrap();
-    let lines: Vec<Value> = (0..5).map(|i| fail("same", "calc", &format!("invalid literal for int() with base 10: '{i}a'"))).collect();
+    let lines: Vec<Value> =
+        (0..5).map(|i| fail("same", "calc", &format!("invalid literal for int() with base 10: '{i}a'"))).collect();
     let out = replay(&lines, &["--config", config.to_str().unwrap()]);
     assert_eq!(out[3]["action"], "recover");
     assert_eq!(out[4]["action"], "abort");
@@ -64,7 +66,9 @@ fn backoff_is_within_twenty_percent_and_retry_after_wins() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("c.toml");
     std::fs::write(&config, "[breakers]\ntool_consecutive_failures = 10\n").unwrap();
-    let mut lines: Vec<Value> = (0..4).map(|i| json!({"session_id": "b", "tool": "api", "http_status": 503, "message": format!("busy {i}")})).collect();
+    let mut lines: Vec<Value> = (0..4)
+        .map(|i| json!({"session_id": "b", "tool": "api", "http_status": 503, "message": format!("busy {i}")}))
+        .collect();
     lines.push(json!({"session_id": "r", "tool": "limited_api", "http_status": 429, "headers": {"Retry-After": "7"}, "message": "slow down"}));
     lines.push(json!({"session_id": "r2", "tool": "busy_api", "http_status": 503, "headers": {"retry-after-ms": "1500"}, "message": "busy"}));
     let out = replay(&lines, &["--config", config.to_str().unwrap()]);
@@ -82,7 +86,10 @@ fn backoff_is_within_twenty_percent_and_retry_after_wins() {
     // A provider delay past the maximum (5 min) is not waited for: a human decides.
     let long = json!({"session_id": "long", "tool": "slow_api", "http_status": 429, "headers": {"retry-after": "3600"}, "message": "quota window"});
     let out_long = replay(&[long], &[]);
-    assert_eq!((out_long[0]["action"].as_str(), out_long[0]["breaker"]["reason"].as_str()), (Some("escalate"), Some("delay_too_long")));
+    assert_eq!(
+        (out_long[0]["action"].as_str(), out_long[0]["breaker"]["reason"].as_str()),
+        (Some("escalate"), Some("delay_too_long"))
+    );
     // The same seed gives the same delays.
     assert_eq!(out, replay(&lines, &["--config", config.to_str().unwrap()]));
 }
@@ -99,7 +106,7 @@ fn snippets_are_shaped_cut_and_redacted() {
     let out = replay(&lines, &[]);
     assert_eq!(
         out[0]["snippet"],
-        "<error>\ntool: search\ntype: validation\nmessage: ValueError: query must not be empty\nsuggestion: Check the input against the tool's schema and fix the arguments.\n</error>\nPlease analyze what went wrong and try a different approach. The error above says what failed; do not repeat the same call unchanged."
+        "<error>\ntool: search\ntype: validation\nmessage: ValueError: query must not be empty\nsuggestion: Check the input against the tool's schema and fix the arguments.\n</error>\nPlease analyze what went wrong and try a different approach."
     );
     let snippet = out[1]["snippet"].as_str().unwrap();
     let message = snippet.lines().find(|l| l.starts_with("message: ")).unwrap();
@@ -129,9 +136,17 @@ fn default_actions_follow_the_design() {
         (json!({"exception_type": "ValueError", "message": "bad value"}), "recover", "validation"),
         (json!({"kind": "unknown_tool", "message": "no such tool"}), "reclassify", "unknown_tool"),
         (json!({"kind": "cancelled", "message": ""}), "abort", "cancelled"),
-        (json!({"kind": "invalid_tool_call", "message": "Expecting value: line 1 column 1 (char 0)"}), "recover", "format"),
+        (
+            json!({"kind": "invalid_tool_call", "message": "Expecting value: line 1 column 1 (char 0)"}),
+            "recover",
+            "format",
+        ),
         (json!({"kind": "no_tool_call"}), "recover", "format"),
-        (json!({"http_status": 400, "message": "This model's maximum context length is 8192 tokens"}), "replan", "context_length"),
+        (
+            json!({"http_status": 400, "message": "This model's maximum context length is 8192 tokens"}),
+            "replan",
+            "context_length",
+        ),
         (json!({"http_status": 404, "message": "Not Found"}), "recover", "not_found"),
     ];
     for (i, (fields, action, category)) in cases.iter().enumerate() {
@@ -139,7 +154,11 @@ fn default_actions_follow_the_design() {
         line["session_id"] = json!(format!("d{i}"));
         line["tool"] = json!("t");
         let out = replay(&[line], &[]);
-        assert_eq!((out[0]["action"].as_str().unwrap(), out[0]["category"].as_str().unwrap()), (*action, *category), "{fields}");
+        assert_eq!(
+            (out[0]["action"].as_str().unwrap(), out[0]["category"].as_str().unwrap()),
+            (*action, *category),
+            "{fields}"
+        );
     }
 }
 
@@ -162,7 +181,8 @@ fn classify_explains_the_deciding_rule() {
     assert_eq!(v["category"], "unavailable");
     assert_eq!(v["action"], "retry");
     assert_eq!(v["explain"]["winner"], v["rule"]);
-    let matched: Vec<&str> = v["explain"]["matched"].as_array().unwrap().iter().map(|m| m["rule"].as_str().unwrap()).collect();
+    let matched: Vec<&str> =
+        v["explain"]["matched"].as_array().unwrap().iter().map(|m| m["rule"].as_str().unwrap()).collect();
     assert!(matched.contains(&"message.timeout"), "{matched:?}");
     assert_eq!(v["explain"]["signals"]["http_status"], 504);
     let (code, _, stderr) = run_cli(&["classify", "--message", "x", "--kind", "nope"], None);

@@ -10,7 +10,7 @@ async fn a_custom_template_from_the_config_changes_the_snippet() {
         r#"
 [snippet.templates]
 error_block = "[{{ type }}] {{ tool }} failed: {{ message }}{% if suggestion %} (hint: {{ suggestion }}){% endif %}"
-instruction = "NEXT: {{ advice }}"
+instruction = "NEXT({{ action }}): {{ nudge }}{% if advice %} {{ advice }}{% endif %}"
 "#,
         "test",
     )
@@ -23,7 +23,11 @@ instruction = "NEXT: {{ advice }}"
         .unwrap()
         .into_inner();
     assert!(v.snippet.starts_with("[not_found] fetch failed: 404 Client Error: Not Found (hint: "), "{}", v.snippet);
-    assert!(v.snippet.ends_with("NEXT: The error above says what failed; do not repeat the same call unchanged."), "{}", v.snippet);
+    assert!(
+        v.snippet.ends_with("NEXT(recover): Please analyze what went wrong and try a different approach."),
+        "{}",
+        v.snippet
+    );
     server.stop().await;
 }
 
@@ -49,8 +53,18 @@ async fn token_budgets_shorten_snippets_and_drop_the_oldest_context() {
     }
     let v = last.unwrap();
     assert!(v.snippet_tokens > 0 && v.snippet_tokens <= 60, "{} tokens: {}", v.snippet_tokens, v.snippet);
-    let all = server.client.context(pb::ContextRequest { session_id: "budget".into(), max_tokens: 0 }).await.unwrap().into_inner();
-    let fitted = server.client.context(pb::ContextRequest { session_id: "budget".into(), max_tokens: 150 }).await.unwrap().into_inner();
+    let all = server
+        .client
+        .context(pb::ContextRequest { session_id: "budget".into(), max_tokens: 0 })
+        .await
+        .unwrap()
+        .into_inner();
+    let fitted = server
+        .client
+        .context(pb::ContextRequest { session_id: "budget".into(), max_tokens: 150 })
+        .await
+        .unwrap()
+        .into_inner();
     assert!(fitted.tokens <= 150 || fitted.errors_shown == 1, "{} tokens", fitted.tokens);
     assert!(fitted.errors_shown < all.errors_shown, "{} vs {}", fitted.errors_shown, all.errors_shown);
     assert!(fitted.text.contains("tool5"), "the newest error stays: {}", fitted.text);
@@ -71,7 +85,10 @@ async fn an_unknown_tools_snippet_lists_the_sessions_tools_nearest_first() {
         })
         .await
         .unwrap();
-    let outcome = pb::Outcome { kind: pb::OutcomeKind::UnknownTool as i32, ..failure("unknown", "serch_web", "no such tool: serch_web") };
+    let outcome = pb::Outcome {
+        kind: pb::OutcomeKind::UnknownTool as i32,
+        ..failure("unknown", "serch_web", "no such tool: serch_web")
+    };
     let v = server.client.report(outcome).await.unwrap().into_inner();
     assert_eq!(v.action, pb::Action::Reclassify as i32);
     assert!(v.snippet.contains("Did you mean `search_web`?"), "{}", v.snippet);
@@ -95,7 +112,10 @@ async fn a_template_in_a_config_file_changes_the_snippet_of_the_real_binary() {
     let sidecar = crate::common::Sidecar::spawn(&["--config", config.to_str().unwrap()]);
     let mut client = rebound::pb::rebound_client::ReboundClient::new(crate::common::connect(&sidecar.grpc).await);
     let v = client
-        .report(pb::Outcome { http_status: 404, ..failure("file-tpl", "fetch", "404 Client Error: Not Found for url: https://example.com/x") })
+        .report(pb::Outcome {
+            http_status: 404,
+            ..failure("file-tpl", "fetch", "404 Client Error: Not Found for url: https://example.com/x")
+        })
         .await
         .unwrap()
         .into_inner();
@@ -108,6 +128,7 @@ async fn a_template_in_a_config_file_changes_the_snippet_of_the_real_binary() {
     for i in 0..4 {
         client.report(failure("file-tpl", &format!("other{i}"), &format!("distinct failure {i}x"))).await.unwrap();
     }
-    let c = client.context(pb::ContextRequest { session_id: "file-tpl".into(), max_tokens: 0 }).await.unwrap().into_inner();
+    let c =
+        client.context(pb::ContextRequest { session_id: "file-tpl".into(), max_tokens: 0 }).await.unwrap().into_inner();
     assert!(c.text.starts_with("(2 older errors)\n<tool_error name="), "{}", c.text);
 }

@@ -1,0 +1,3 @@
+module tracegen-http
+
+go 1.22

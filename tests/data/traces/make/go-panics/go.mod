@@ -1,0 +1,3 @@
+module tracegen
+
+go 1.22
