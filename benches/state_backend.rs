@@ -55,9 +55,9 @@ async fn throughput(config: Config) -> f64 {
                 let outcome = pb::Outcome {
                     session_id: format!("s-{c}-{}", i % 100),
                     tool,
-                    ok: i % 4 != 0,
-                    http_status: if i % 4 == 0 { 503 } else { 0 },
-                    message: if i % 4 == 0 { "503 Service Unavailable".into() } else { String::new() },
+                    ok: !i.is_multiple_of(4),
+                    http_status: if i.is_multiple_of(4) { 503 } else { 0 },
+                    message: if i.is_multiple_of(4) { "503 Service Unavailable".into() } else { String::new() },
                     ..Default::default()
                 };
                 client.report(outcome).await.unwrap();
@@ -103,6 +103,7 @@ fn main() {
     };
     let (memory, with_redis) = (median(&mut memories), median(&mut redises));
     let _ = redis.kill();
+    let _ = redis.wait();
     println!("Report throughput, {CLIENTS} clients over loopback, median of {ROUNDS} alternating runs of {SECONDS} s:");
     println!("  memory backend: {memory:>10.0} reports/s");
     println!("  redis backend:  {with_redis:>10.0} reports/s");

@@ -75,7 +75,7 @@ impl BackoffPolicy {
         if base_ms == 0 {
             return invalid("base_ms", base_ms.to_string(), "must be above 0");
         }
-        if !multiplier.is_finite() || multiplier < 1.0 || multiplier > 100.0 {
+        if !multiplier.is_finite() || !(1.0..=100.0).contains(&multiplier) {
             return invalid("multiplier", multiplier.to_string(), "must be between 1 and 100");
         }
         if cap_ms < base_ms {
@@ -166,9 +166,9 @@ pub fn provider_delay(headers: &Headers, wall_ms: u64) -> Option<ProviderDelay> 
         }
     }
     let candidates = [
-        headers.get("retry-after-ms").and_then(|v| parse_millis(v)),
+        headers.get("retry-after-ms").and_then(parse_millis),
         headers.get("retry-after").and_then(|v| parse_retry_after(v, wall_ms)),
-        headers.get("grpc-retry-pushback-ms").and_then(|v| parse_millis(v)),
+        headers.get("grpc-retry-pushback-ms").and_then(parse_millis),
         headers.get("x-ratelimit-reset-requests").and_then(parse_go_duration),
         headers.get("x-ratelimit-reset-tokens").and_then(parse_go_duration),
         headers.get("x-ratelimit-reset").and_then(|v| parse_reset(v, wall_ms)),
@@ -304,7 +304,8 @@ mod tests {
 
     #[test]
     fn header_forms_as_providers_document_them() {
-        let cases: &[(&[(&str, &str)], Option<ProviderDelay>)] = &[
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<ProviderDelay>);
+        let cases: &[Case] = &[
             (&[("Retry-After", "7")], Some(ProviderDelay::After(7000))),
             (&[("retry-after", "Tue, 14 Nov 2023 22:13:30 GMT")], Some(ProviderDelay::After(10_000))),
             (&[("retry-after", "Tue, 14 Nov 2023 22:13:00 GMT")], Some(ProviderDelay::After(0))),

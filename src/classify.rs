@@ -746,11 +746,13 @@ pub fn grpc_code_from_name(name: &str) -> Option<i32> {
     // CamelCase (Go's DeadlineExceeded) gets underscores between its words.
     let name = name.trim();
     let mut spaced = String::with_capacity(name.len() + 4);
-    for (i, c) in name.chars().enumerate() {
-        if i > 0 && c.is_ascii_uppercase() && name[..i].chars().last().is_some_and(|p| p.is_ascii_lowercase()) {
+    let mut previous: Option<char> = None;
+    for c in name.chars() {
+        if c.is_ascii_uppercase() && previous.is_some_and(|p| p.is_ascii_lowercase()) {
             spaced.push('_');
         }
         spaced.push(c);
+        previous = Some(c);
     }
     let normal: String = spaced.chars().map(|c| if c == ' ' { '_' } else { c.to_ascii_uppercase() }).collect();
     let normal = if normal == "CANCELED" { "CANCELLED".to_string() } else { normal };
@@ -908,6 +910,8 @@ mod tests {
         assert_eq!(grpc_code_in_message("rpc error: code = PermissionDenied desc = no"), Some(7));
         assert_eq!(grpc_code_in_message("no code here"), None);
         assert_eq!(grpc_code_from_name("nope"), None);
+        // A rule's code name comes from the config file: other scripts must not panic.
+        assert_eq!(grpc_code_from_name("éUnavailable"), None);
     }
 
     #[test]

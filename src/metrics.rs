@@ -93,12 +93,15 @@ fn describe() {
     metrics::describe_counter!(STATE_BACKEND_ERRORS_TOTAL, "Failed exchanges with the shared state backend.");
 }
 
+/// An outcome counter's labels: tool, category (none for a success), action.
+type OutcomeKey = (Arc<str>, Option<Category>, Action);
+
 /// Stored metric handles and the capped tool label.
 #[derive(Debug)]
 pub struct Metrics {
     tool_cap: usize,
     tools: RwLock<HashSet<Arc<str>>>,
-    outcomes: RwLock<HashMap<(Arc<str>, Option<Category>, Action), Counter>>,
+    outcomes: RwLock<HashMap<OutcomeKey, Counter>>,
     escalations: HashMap<Reason, Counter>,
     evicted_idle: Counter,
     evicted_capacity: Counter,

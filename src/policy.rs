@@ -335,11 +335,14 @@ fn retry_budget(config: &Config) -> Result<Option<BudgetPolicy>, PolicyError> {
     Ok(Some(BudgetPolicy { max_tokens: b.max_tokens, token_ratio: b.token_ratio }))
 }
 
+/// A tool glob with the backoff per category it sets.
+type ToolBackoff = (GlobMatcher, BTreeMap<Category, BackoffPolicy>);
+
 /// `[[tools]]`: each glob's backoff for every category, built (and so checked) at load.
 fn tool_retry(
     config: &Config,
     categories: &BTreeMap<Category, CategoryPolicy>,
-) -> Result<Vec<(GlobMatcher, BTreeMap<Category, BackoffPolicy>)>, PolicyError> {
+) -> Result<Vec<ToolBackoff>, PolicyError> {
     let r = &config.retry;
     config
         .tools
