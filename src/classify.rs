@@ -280,6 +280,12 @@ impl SignalIndex {
     }
 
     /// Rules whose first structured signal matches the outcome (may repeat a rule).
+    /// True when some rule names this exception type (dotted, or its last part).
+    fn knows(&self, exception: &str) -> bool {
+        let last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
+        self.exception.contains_key(exception) || self.exception.contains_key(last)
+    }
+
     fn candidates(&self, o: &Outcome, exception: &str, exception_last: &str, out: &mut Vec<usize>) {
         let mut extend = |list: Option<&Vec<usize>>| out.extend(list.into_iter().flatten().copied());
         if let Some(kind) = o.kind {
@@ -427,7 +433,13 @@ impl Classifier {
     /// The winning rule index and, when `collect`, every match as (index, category, score).
     fn best(&self, outcome: &Outcome, collect: bool) -> (Option<usize>, Vec<(usize, Category, i32)>) {
         let text = match_text(outcome, self.text_limit);
-        let derived = if outcome.exception_type.trim().is_empty() { exception_in_trace(&outcome.detail) } else { None };
+        // From a trace: the first type some rule knows (a root cause may be too generic to).
+        let derived = if outcome.exception_type.trim().is_empty() {
+            let names = exceptions_in_trace(&outcome.detail);
+            names.iter().copied().find(|n| self.index.knows(n)).or(names.first().copied())
+        } else {
+            None
+        };
         let exception = derived.unwrap_or_else(|| outcome.exception_type.trim());
         let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
         let mut candidates = Vec::with_capacity(16);
@@ -542,28 +554,41 @@ impl Rule {
     }
 }
 
-/// The exception type a stack trace names, when the outcome did not say: the
-/// last `Name: message` line of a Python traceback, or the first line of a
-/// Java, Node or .NET trace (`java.net.ConnectException: ...`).
-fn exception_in_trace(detail: &str) -> Option<&str> {
+/// The exception types a stack trace names, for when the outcome did not say,
+/// in the order to try them: a Java trace's `Caused by:` types innermost first
+/// (the root cause is what can be acted on), then the exception itself: the
+/// last `Name: message` line of a Python traceback, or the first such line of a
+/// Java, Node or .NET trace (`Exception in thread "main" java.net.ConnectException`,
+/// or Node's after the source line it quotes).
+fn exceptions_in_trace(detail: &str) -> Vec<&str> {
     if detail.is_empty() {
-        return None;
+        return Vec::new();
     }
     fn name_of(line: &str) -> Option<&str> {
-        let line = line.trim();
+        let mut line = line.trim();
+        if let Some(rest) = line.strip_prefix("Exception in thread \"") {
+            line = rest.split_once("\" ").map_or(rest, |(_, r)| r);
+        }
         let end = line.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(line.len());
         let name = &line[..end];
         let rest = &line[end..];
         let looks_like_type = ["Error", "Exception", "Interrupt", "Exit", "Timeout"].iter().any(|s| name.ends_with(s));
         (looks_like_type && (rest.is_empty() || rest.starts_with(':'))).then_some(name)
     }
+    let head = prefix(detail, 8192);
+    let mut names: Vec<&str> =
+        head.lines().filter_map(|l| l.trim().strip_prefix("Caused by: ")).filter_map(name_of).collect();
+    names.reverse();
     let tail = suffix(detail, 2048);
-    tail.lines()
+    let own = tail
+        .lines()
         .rev()
         .filter(|l| !l.trim().is_empty())
         .take(6)
         .find_map(name_of)
-        .or_else(|| detail.lines().next().and_then(name_of))
+        .or_else(|| head.lines().take(8).find_map(name_of));
+    names.extend(own);
+    names
 }
 
 /// The text message rules look at: a bounded prefix of the message, and the
@@ -827,7 +852,16 @@ mod tests {
             ..failure("")
         };
         assert_eq!(c.classify(&java).category, Category::Network);
-        assert_eq!(exception_in_trace("no trace here\njust words"), None);
+        assert!(exceptions_in_trace("no trace here\njust words").is_empty());
+        // Java 17: the JVM's prefix, and the root cause when a rule knows it, else the next one out
+        // (from tests/data/traces/java-caused-by.txt and java-connect-refused.txt).
+        let wrapped = "Exception in thread \"main\" java.lang.IllegalStateException: agent failed to start\n\tat Failures.causedBy(Failures.java:54)\nCaused by: java.io.UncheckedIOException: could not read settings\n\tat Failures.readSettings(Failures.java:46)\nCaused by: java.nio.file.NoSuchFileException: /etc/agent/settings.json\n\tat java.base/sun.nio.fs.UnixException.translateToIOException(UnixException.java:92)\n";
+        assert_eq!(c.classify(&Outcome { detail: wrapped.into(), ..failure("") }).category, Category::NotFound);
+        let refused = "Exception in thread \"main\" java.net.ConnectException\n\tat java.net.http/jdk.internal.net.http.HttpClientImpl.send(HttpClientImpl.java:951)\nCaused by: java.net.ConnectException\n\tat java.net.http/jdk.internal.net.http.common.Utils.toConnectException(Utils.java:1055)\nCaused by: java.nio.channels.ClosedChannelException\n\tat java.base/sun.nio.ch.SocketChannelImpl.ensureOpen(SocketChannelImpl.java:195)\n";
+        assert_eq!(c.classify(&Outcome { detail: refused.into(), ..failure("") }).category, Category::Network);
+        // Node quotes the source line first; the exception comes after it.
+        let node = "file:///app/tools.mjs:24\n  return JSON.parse(text);\n              ^\n\nSyntaxError: Expected double-quoted property name in JSON at position 46\n    at JSON.parse (<anonymous>)\n";
+        assert_eq!(c.classify(&Outcome { detail: node.into(), ..failure("") }).category, Category::Format);
     }
 
     #[test]
