@@ -1,5 +1,6 @@
 //! Integration tests: the real server on ephemeral ports, the real binary.
 
+mod abuse;
 mod breakers;
 mod classification;
 mod cli;
