@@ -18,6 +18,9 @@ use rebound::templates::Tokenizer;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// A trace this long (in tokens) is one an agent would not want in its prompt whole.
+const LONG_TOKENS: u32 = 400;
+
 fn traces() -> Vec<(PathBuf, String)> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/traces");
     let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -41,6 +44,8 @@ fn bench(c: &mut Criterion) {
     let show = std::env::var_os("SHOW").is_some();
     let traces = traces();
     let (mut raw, mut compacted, mut ratios) = (0u64, 0u64, Vec::new());
+    // The same over the longer inputs only: what compaction is for, shown beside the whole set.
+    let (mut long_raw, mut long_compacted, mut long_count) = (0u64, 0u64, 0usize);
     for (i, (path, trace)) in traces.iter().enumerate() {
         let outcome = Outcome {
             session_id: format!("bench-{i}"),
@@ -56,6 +61,10 @@ fn bench(c: &mut Criterion) {
         }
         raw += u64::from(r);
         compacted += u64::from(s);
+        if r >= LONG_TOKENS {
+            (long_raw, long_compacted, long_count) =
+                (long_raw + u64::from(r), long_compacted + u64::from(s), long_count + 1);
+        }
         ratios.push(f64::from(s) / f64::from(r));
     }
     let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
@@ -63,6 +72,10 @@ fn bench(c: &mut Criterion) {
         "snippet/raw tokens over {} traces: total {compacted}/{raw} = {:.3} (target <= 0.15), per-trace mean {mean:.3}",
         traces.len(),
         compacted as f64 / raw as f64
+    );
+    println!(
+        "  over the {long_count} traces of {LONG_TOKENS} tokens or more: total {long_compacted}/{long_raw} = {:.3}",
+        long_compacted as f64 / long_raw.max(1) as f64
     );
     // A 4 KB trace: the real Python traceback in the set whose size is nearest 4096 bytes.
     let (path, four_kb) = traces
