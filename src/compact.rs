@@ -66,16 +66,25 @@ pub struct ErrorView<'a> {
 /// punctuation (`=====`, `-----`) shortened to three, its middle elided past `max_chars`.
 pub fn clean_message(message: &str, max_chars: usize) -> String {
     let redacted = redact(message);
-    let folded = fold_rules(&redacted.split_whitespace().collect::<Vec<_>>().join(" "));
-    elide_middle(&folded, max_chars)
+    elide_middle(&fold_rules(&redacted), max_chars)
 }
 
-/// Runs of more than three of the same punctuation character cut to three: test
-/// runners and build tools draw lines with them, and each costs tokens.
+/// Whitespace runs folded to one space (none at the ends), and runs of more
+/// than three of the same punctuation character cut to three: test runners and
+/// build tools draw lines with them, and each costs tokens. One pass.
 fn fold_rules(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let (mut last, mut run) = ('\0', 0usize);
+    let (mut last, mut run, mut space) = ('\0', 0usize, false);
     for c in text.chars() {
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            last = ' ';
+            continue;
+        }
+        if space {
+            out.push(' ');
+            space = false;
+        }
         run = if c == last { run + 1 } else { 1 };
         last = c;
         if run <= 3 || !c.is_ascii_punctuation() {
@@ -89,6 +98,9 @@ fn fold_rules(text: &str) -> String {
 /// tail with `[… N characters elided …]` between: tool output puts its noise in
 /// the middle and its verdict at the end.
 pub fn elide_middle(text: &str, max_chars: usize) -> String {
+    if text.len() <= max_chars {
+        return text.to_string();
+    }
     let total = text.chars().count();
     if total <= max_chars {
         return text.to_string();
@@ -430,6 +442,7 @@ mod tests {
     fn rules_of_punctuation_are_folded_but_not_words_or_numbers() {
         assert_eq!(fold_rules("===== 3 failed in 0.03s ====="), "=== 3 failed in 0.03s ===");
         assert_eq!(fold_rules("aaaa 11111 ...."), "aaaa 11111 ...");
+        assert_eq!(fold_rules("  a \n\t b  ==== \u{a0}"), "a b ===");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! `password=` pair stays, so the LLM still sees what was wrong) with a typed
 //! placeholder such as `[REDACTED:openai_key]`.
 
+use aho_corasick::AhoCorasick;
 use regex::{Captures, Regex, RegexSet};
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -69,13 +70,58 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     ]
 });
 
+/// Literals of which every pattern needs one (ASCII case aside): text with
+/// none of them, most error text, has no secret and is read once, cheaply.
+const NEEDLES: &[&str] = &[
+    "-----begin",
+    "sk-",
+    "sk_",
+    "rk_",
+    "aiza",
+    "akia",
+    "asia",
+    "abia",
+    "acca",
+    "aida",
+    "aroa",
+    "secret",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "eyj",
+    "bearer",
+    "basic",
+    "://",
+    "pass",
+    "pwd",
+    "api_key",
+    "api-key",
+    "apikey",
+    "access_key",
+    "access-key",
+    "accesskey",
+    "private",
+    "token",
+];
+
+static PREFILTER: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder().ascii_case_insensitive(true).build(NEEDLES).expect("redaction needles are tested")
+});
+
 /// All the patterns in one automaton: one scan says which of them can match,
-/// so ordinary text (most of it) is read once, not once per pattern.
+/// so text past the prefilter is read once, not once per pattern.
 static ANY: LazyLock<RegexSet> =
     LazyLock::new(|| RegexSet::new(PATTERNS.iter().map(|p| p.regex.as_str())).expect("redaction patterns are tested"));
 
 /// The text with every secret replaced by `[REDACTED:kind]`; borrowed when nothing matched.
 pub fn redact(text: &str) -> Cow<'_, str> {
+    if !PREFILTER.is_match(text) {
+        return Cow::Borrowed(text);
+    }
     let candidates = ANY.matches(text);
     let mut out: Cow<'_, str> = Cow::Borrowed(text);
     // A placeholder starts and ends with a bracket, so replacing one secret never
@@ -133,6 +179,51 @@ mod tests {
             assert!(out.contains(&format!("[REDACTED:{kind}]")), "{kind}: {out}");
         }
         assert!(!redact(cases[2].0).contains("hunter2"));
+    }
+
+    #[test]
+    fn the_prefilter_lets_every_pattern_through() {
+        // Each pattern's shortest shapes, in both cases: a needle must be found in all of them.
+        for text in [
+            "-----BEGIN PRIVATE KEY-----",
+            "sk-ant-0123456789",
+            "sk_live_0123456789",
+            "rk_test_0123456789",
+            "sk-0123456789abcdefghij",
+            "AIza0123",
+            "AKIA0123456789ABCDEF",
+            "ASIA",
+            "ABIA",
+            "ACCA",
+            "AIDA",
+            "AROA",
+            "aws_secret_access_key=x",
+            "SecretAccessKey=x",
+            "ghp_x",
+            "gho_x",
+            "ghu_x",
+            "ghs_x",
+            "ghr_x",
+            "github_pat_x",
+            "xoxb-1",
+            "eyJa.eyJb.c",
+            "Bearer x",
+            "BASIC x",
+            "http://u:p@h",
+            "PASSWD=x",
+            "pwd=x",
+            "API_KEY=x",
+            "x-api-key: x",
+            "ApiKey=x",
+            "access_key=x",
+            "Access-Key=x",
+            "client_secret=x",
+            "private_key=x",
+            "PrivateKey=x",
+            "id_token=x",
+        ] {
+            assert!(PREFILTER.is_match(text), "{text}");
+        }
     }
 
     #[test]
