@@ -2,6 +2,7 @@
 
 mod abuse;
 mod breakers;
+mod chaos;
 mod classification;
 mod cli;
 mod common;
