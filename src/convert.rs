@@ -182,7 +182,7 @@ pub fn verdict(v: model::Verdict) -> pb::Verdict {
             steps: v.breaker.steps,
             cost: v.breaker.cost,
         }),
-        escalation: v.escalation.map(|e| pb::EscalationReport {
+        escalation: v.escalation.map(|e| *e).map(|e| pb::EscalationReport {
             summary: e.summary,
             history: e
                 .history

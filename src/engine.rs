@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::policy::Policy;
 use crate::rng::Rng;
-use crate::session::{Eviction, HistoryEntry, Session, SessionStore};
+use crate::session::{Eviction, HistoryEntry, Remembered, Session, SessionStore, SnippetRecipe};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, RwLock};
@@ -310,13 +310,11 @@ impl Engine {
             || self.new_session(&policy, &outcome.session_id, now),
             |s| {
                 if let Some(earlier) = s.recall(&outcome.call_id) {
-                    let mut again = earlier.clone();
-                    again.replayed = true;
-                    return (again, false);
+                    return (recalled(earlier, outcome, &policy), false);
                 }
                 let gate = self.tool_gate(outcome, judged.as_ref(), &policy, now);
-                let verdict = decide(s, outcome, judged, &policy, &gate, now, history);
-                s.remember(&verdict, window);
+                let (verdict, recipe) = decide(s, outcome, judged, &policy, &gate, now, history);
+                s.remember(&verdict, recipe, window);
                 (verdict, true)
             },
         );
@@ -641,7 +639,61 @@ struct ToolGate {
     budget_ok: bool,
 }
 
-/// Updates the session for one outcome and builds the verdict.
+/// An earlier verdict again, for a repeated call_id: its ids from the request,
+/// its snippet made again from what the session kept.
+fn recalled(earlier: &Remembered, o: &Outcome, policy: &Policy) -> Verdict {
+    let mut again = (*earlier.verdict).clone();
+    again.call_id = o.call_id.clone();
+    again.session_id = o.session_id.clone();
+    again.replayed = true;
+    match &earlier.snippet {
+        SnippetRecipe::Text(text) => again.snippet = text.to_string(),
+        SnippetRecipe::Block { message, suggestion, location, kind, trim } => {
+            let category = again.classification.as_ref().map_or(Category::Unknown, |c| c.category);
+            let parts = SnippetParts { tool: &again.tool, category, message, suggestion, location, kind: *kind };
+            again.snippet = render_snippet(&parts, again.action, *trim, policy);
+            if let Some(c) = again.classification.as_mut() {
+                c.suggestion = suggestion.to_string();
+            }
+        }
+    }
+    again
+}
+
+/// What an `<error>` block is made of.
+struct SnippetParts<'a> {
+    tool: &'a str,
+    category: Category,
+    message: &'a str,
+    suggestion: &'a str,
+    location: &'a str,
+    kind: Option<crate::model::OutcomeKind>,
+}
+
+/// The snippet for a failure. `trim` 0 is the whole snippet; under a token
+/// budget, higher levels drop the instruction, then the location, then the suggestion.
+fn render_snippet(parts: &SnippetParts<'_>, action: Action, trim: u8, policy: &Policy) -> String {
+    let templates = policy.snippet.templates.as_ref();
+    let view = ErrorView {
+        tool: parts.tool,
+        category: parts.category,
+        message: parts.message,
+        suggestion: if trim >= 3 { "" } else { parts.suggestion },
+        count: 1,
+        location: if trim >= 2 { "" } else { parts.location },
+    };
+    let mut text = compact::render_block(&view, templates);
+    if trim == 0 {
+        if let Some(instruction) = compact::render_instruction(action, parts.kind, templates) {
+            text.push('\n');
+            text.push_str(&instruction);
+        }
+    }
+    text
+}
+
+/// Updates the session for one outcome and builds the verdict, with what it
+/// takes to make its snippet again for a repeated call_id.
 fn decide(
     s: &mut Session,
     o: &Outcome,
@@ -650,7 +702,7 @@ fn decide(
     gate: &ToolGate,
     now: u64,
     history: usize,
-) -> Verdict {
+) -> (Verdict, SnippetRecipe) {
     let mut verdict = Verdict {
         call_id: o.call_id.clone(),
         session_id: o.session_id.clone(),
@@ -681,7 +733,8 @@ fn decide(
         verdict.breaker.reason = Some(Reason::SessionStopped);
         verdict.classification = judged.map(|j| j.classification);
         verdict.snippet = "<error>\nThe session was stopped earlier; end the run.\n</error>".into();
-        return verdict;
+        let recipe = SnippetRecipe::Text(verdict.snippet.as_str().into());
+        return (verdict, recipe);
     }
     s.steps += 1;
     s.cost += o.cost;
@@ -704,12 +757,12 @@ fn decide(
         verdict.action = action;
         verdict.breaker.reason = reason;
         fill_counters(&mut verdict.breaker, s, 0);
-        return verdict;
+        return (verdict, SnippetRecipe::Text("".into()));
     };
 
     let category = j.classification.category;
     s.errors += 1;
-    *s.errors_by_category.entry(category).or_default() += 1;
+    s.count_error(category);
     let same_as_last = s.last_error.as_ref().is_some_and(|(tool, fp)| *tool == o.tool && *fp == j.fingerprint);
     if same_as_last {
         s.identical += 1;
@@ -781,11 +834,12 @@ fn decide(
     } else {
         Arc::from(j.classification.suggestion.as_str())
     };
+    let message: Arc<str> = Arc::from(j.digest.message.as_str());
     s.push_error(
         HistoryEntry {
             tool: o.tool.clone(),
             category,
-            message: j.digest.message.clone(),
+            message: message.clone(),
             suggestion: suggestion.clone(),
             fingerprint: j.fingerprint,
             count: 1,
@@ -795,55 +849,60 @@ fn decide(
         },
         history,
     );
-    // `trim` 0 is the whole snippet; under a token budget, higher levels drop the
-    // instruction, then the location, then the suggestion.
-    let snippet_with = |message: &str, trim: u8| {
-        let templates = policy.snippet.templates.as_ref();
-        let view = ErrorView {
+    let render = |message: &str, trim: u8| {
+        let parts = SnippetParts {
             tool: &o.tool,
             category,
             message,
-            suggestion: if trim >= 3 { "" } else { &suggestion },
-            count: 1,
-            location: if trim >= 2 { "" } else { &j.digest.location },
+            suggestion: &suggestion,
+            location: &j.digest.location,
+            kind: o.kind,
         };
-        let mut text = compact::render_block(&view, templates);
-        if trim == 0 {
-            if let Some(instruction) = compact::render_instruction(action, o.kind, templates) {
-                text.push('\n');
-                text.push_str(&instruction);
-            }
-        }
-        text
+        render_snippet(&parts, action, trim, policy)
     };
-    verdict.snippet = snippet_with(&j.digest.message, 0);
+    let mut trim = 0u8;
+    let mut shortened: Option<String> = None;
+    verdict.snippet = render(&message, trim);
+    let mut cut_to_fit = false;
     if let (Some(budget), Some(tokenizer)) = (policy.snippet.max_tokens, policy.snippet.tokenizer) {
         // Shorten the message first, then drop the optional parts, until the snippet fits.
-        let (mut chars, mut trim) = (policy.snippet.message_chars, 0u8);
-        let mut message = j.digest.message.clone();
+        let mut chars = policy.snippet.message_chars;
         let mut tokens = tokenizer.count(&verdict.snippet);
         while tokens > budget && (chars > 20 || trim < 3) {
             if chars > 20 {
                 chars = (chars * 3 / 4).max(20);
-                message = compact::clean_message(&j.digest.headline, chars);
+                shortened = Some(compact::clean_message(&j.digest.headline, chars));
             } else {
                 trim += 1;
             }
-            verdict.snippet = snippet_with(&message, trim);
+            verdict.snippet = render(shortened.as_deref().unwrap_or(&message), trim);
             tokens = tokenizer.count(&verdict.snippet);
         }
         if tokens > budget {
             // A long tool name or template text: cut the snippet itself, so it never exceeds its budget.
             (verdict.snippet, tokens) = tokenizer.fit(&verdict.snippet, budget);
+            cut_to_fit = true;
         }
         verdict.snippet_tokens = tokens;
     }
+    let recipe = if cut_to_fit {
+        SnippetRecipe::Text(verdict.snippet.as_str().into())
+    } else {
+        SnippetRecipe::Block {
+            message: shortened.map_or(message, Arc::from),
+            suggestion: suggestion.clone(),
+            location: j.digest.location.as_str().into(),
+            kind: o.kind,
+            trim,
+        }
+    };
     fill_counters(&mut verdict.breaker, s, consecutive);
     if action == Action::Escalate {
-        verdict.escalation = Some(escalation_report(s, o, reason.unwrap_or(Reason::CategoryPolicy), category, now));
+        verdict.escalation =
+            Some(Box::new(escalation_report(s, o, reason.unwrap_or(Reason::CategoryPolicy), category, now)));
     }
     verdict.classification = Some(Classification { suggestion: suggestion.to_string(), ..j.classification });
-    verdict
+    (verdict, recipe)
 }
 
 /// The action in force: the guard's when enforcing, the plan's in shadow mode
@@ -925,7 +984,7 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
         .map(|e| ErrorRecord {
             tool: e.tool.clone(),
             category: e.category,
-            message: e.message.clone(),
+            message: e.message.to_string(),
             count: e.count,
             at_ms: e.at_ms,
             action: e.action,
@@ -1060,6 +1119,35 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_call_id_gets_the_earlier_verdict_whole() {
+        let (e, _) = engine();
+        let tools = vec!["search_web".to_string(), "fetch_url".to_string()];
+        e.start_session(&StartSession { session_id: "s".into(), tools, ..Default::default() }).unwrap();
+        // Real texts: a Python traceback from the trace set, an unknown tool, a 401 from the OpenAI SDK.
+        let trace = include_str!("../tests/data/traces/py-requests-timeout.txt");
+        let outcomes = [
+            Outcome { call_id: "c1".into(), detail: trace.into(), ..fail("s", "search_web", "") },
+            Outcome { call_id: "c2".into(), kind: Some(OutcomeKind::UnknownTool), ..fail("s", "serch_web", "no such tool") },
+            Outcome { call_id: "c3".into(), ..ok("s", "fetch_url") },
+            Outcome { call_id: "c4".into(), detail: trace.into(), ..fail("s", "search_web", "") },
+            Outcome {
+                call_id: "c5".into(),
+                http_status: Some(401),
+                ..fail("s", "llm", "Error code: 401 - {'error': {'message': 'Incorrect API key provided: sk-proj-********abcd.', 'type': 'invalid_request_error', 'code': 'invalid_api_key'}}")
+            },
+        ];
+        let first: Vec<Verdict> = outcomes.iter().map(|o| e.report(o).unwrap()).collect();
+        assert!(first[0].snippet.contains("where: "), "{}", first[0].snippet);
+        assert!(first[1].snippet.contains("Did you mean `search_web`?"), "{}", first[1].snippet);
+        assert_eq!(first[4].action, Action::Escalate);
+        // c4 folded into c1's history entry; every verdict still comes back as it was, in any order.
+        for (o, v) in outcomes.iter().zip(&first).rev() {
+            assert_eq!(e.report(o).unwrap(), Verdict { replayed: true, ..v.clone() }, "{}", o.call_id);
+        }
+        assert_eq!(e.end_session("s").unwrap().unwrap().calls, 5, "repeats counted nothing");
+    }
+
+    #[test]
     fn retries_run_out_into_the_category_action() {
         let (e, _) = engine();
         let o = |attempt| Outcome { http_status: Some(500), attempt, ..fail("s", "api", "Internal Server Error") };
@@ -1157,14 +1245,20 @@ mod tests {
             secret in "[A-Za-z0-9]{40}",
         ) {
             let (budget, e) = &budget_engines()[which];
-            let v = e.report(&Outcome {
+            let outcome = Outcome {
                 kind: Some(OutcomeKind::InvalidToolCall),
+                call_id: "call-1".into(),
                 ..fail(&session, &tool, &format!("{message} api_key={secret} {message}"))
-            }).unwrap();
+            };
+            let v = e.report(&outcome).unwrap();
             let counted = Tokenizer::by_name("o200k_base").unwrap().count(&v.snippet);
             proptest::prop_assert!(counted <= *budget, "{} > {}: {}", counted, budget, v.snippet);
             proptest::prop_assert_eq!(counted, v.snippet_tokens);
             proptest::prop_assert!(!v.snippet.contains(&secret));
+            // A repeated call_id gets the same snippet back, however the budget shaped it.
+            let again = e.report(&outcome).unwrap();
+            proptest::prop_assert!(again.replayed);
+            proptest::prop_assert_eq!(again, Verdict { replayed: true, ..v });
         }
     }
 

@@ -354,8 +354,8 @@ pub struct Verdict {
     pub snippet: String,
     /// The breakers' view.
     pub breaker: BreakerStatus,
-    /// The report, for an escalation.
-    pub escalation: Option<EscalationReport>,
+    /// The report, for an escalation (boxed: most verdicts have none, and sessions remember verdicts).
+    pub escalation: Option<Box<EscalationReport>>,
     /// False in shadow mode.
     pub enforced: bool,
     /// In shadow mode, what the breakers would have answered.

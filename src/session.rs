@@ -3,7 +3,7 @@
 //! recently used.
 
 use crate::breaker::SessionLimits;
-use crate::model::{Action, Category, SessionState, SessionSummary, Verdict};
+use crate::model::{Action, Category, OutcomeKind, SessionState, SessionSummary, Verdict};
 use crate::rng::Rng;
 use lru::LruCache;
 use std::collections::{BTreeMap, VecDeque};
@@ -31,8 +31,8 @@ pub struct HistoryEntry {
     pub tool: String,
     /// Its category.
     pub category: Category,
-    /// The cleaned message.
-    pub message: String,
+    /// The cleaned message (shared with the remembered verdict that showed it).
+    pub message: Arc<str>,
     /// The suggestion shown with it.
     pub suggestion: Arc<str>,
     /// Fingerprint of the raw message.
@@ -74,8 +74,8 @@ pub struct Session {
     pub retries: u32,
     /// Escalations answered.
     pub escalations: u32,
-    /// Failures by category.
-    pub errors_by_category: BTreeMap<Category, u32>,
+    /// Failures by category (a few at most: a list, not a map).
+    pub errors_by_category: Vec<(Category, u32)>,
     /// Per-tool counters.
     pub tool_stats: Vec<ToolStats>,
     /// The last error's tool and fingerprint, and how many times in a row.
@@ -87,7 +87,7 @@ pub struct Session {
     /// Unresolved errors pushed out of the history.
     pub dropped_unresolved: u32,
     /// Recent verdicts by call_id, for idempotency.
-    pub recent: VecDeque<(String, Verdict)>,
+    pub recent: VecDeque<Remembered>,
     /// Jitter source.
     pub rng: Rng,
 }
@@ -108,7 +108,7 @@ impl Session {
             errors: 0,
             retries: 0,
             escalations: 0,
-            errors_by_category: BTreeMap::new(),
+            errors_by_category: Vec::new(),
             tool_stats: Vec::new(),
             last_error: None,
             identical: 0,
@@ -119,11 +119,25 @@ impl Session {
         }
     }
 
+    /// Counts a failure of `category`.
+    pub fn count_error(&mut self, category: Category) {
+        match self.errors_by_category.iter_mut().find(|(c, _)| *c == category) {
+            Some((_, n)) => *n += 1,
+            None => {
+                // Exact growth here and below: a session holds a few of each, and
+                // doubling would leave most of the space unused across 100,000 sessions.
+                self.errors_by_category.reserve_exact(1);
+                self.errors_by_category.push((category, 1));
+            }
+        }
+    }
+
     /// The counters of one tool, created on first use.
     pub fn tool_mut(&mut self, tool: &str) -> &mut ToolStats {
         if let Some(i) = self.tool_stats.iter().position(|t| t.tool == tool) {
             return &mut self.tool_stats[i];
         }
+        self.tool_stats.reserve_exact(1);
         self.tool_stats.push(ToolStats {
             tool: tool.to_string(),
             consecutive_failures: 0,
@@ -134,22 +148,50 @@ impl Session {
     }
 
     /// The earlier verdict for a call_id, if it is still remembered.
-    pub fn recall(&self, call_id: &str) -> Option<&Verdict> {
+    pub fn recall(&self, call_id: &str) -> Option<&Remembered> {
         if call_id.is_empty() {
             return None;
         }
-        self.recent.iter().find(|(id, _)| id == call_id).map(|(_, v)| v)
+        let call = call_hash(call_id);
+        self.recent.iter().find(|r| r.call == call)
     }
 
     /// Remembers a verdict for its call_id, forgetting the oldest past `window`.
-    pub fn remember(&mut self, verdict: &Verdict, window: usize) {
+    /// Its ids, snippet and suggestion are not kept: the request has the ids,
+    /// and `snippet` rebuilds the rest from text the history already holds.
+    pub fn remember(&mut self, verdict: &Verdict, snippet: SnippetRecipe, window: usize) {
         if verdict.call_id.is_empty() || window == 0 {
             return;
         }
         if self.recent.len() >= window {
             self.recent.pop_front();
         }
-        self.recent.push_back((verdict.call_id.clone(), verdict.clone()));
+        self.recent.reserve_exact(1);
+        let kept = Verdict {
+            call_id: String::new(),
+            session_id: String::new(),
+            tool: verdict.tool.clone(),
+            action: verdict.action,
+            // A block's recipe holds the suggestion; anything else keeps its own.
+            classification: verdict.classification.as_ref().map(|c| crate::model::Classification {
+                rule: c.rule.clone(),
+                suggestion: match snippet {
+                    SnippetRecipe::Block { .. } => String::new(),
+                    SnippetRecipe::Text(_) => c.suggestion.clone(),
+                },
+                ..*c
+            }),
+            retry: verdict.retry.clone(),
+            snippet: String::new(),
+            breaker: verdict.breaker.clone(),
+            escalation: verdict.escalation.clone(),
+            enforced: verdict.enforced,
+            shadow_action: verdict.shadow_action,
+            shadow_reason: verdict.shadow_reason,
+            replayed: verdict.replayed,
+            snippet_tokens: verdict.snippet_tokens,
+        };
+        self.recent.push_back(Remembered { call: call_hash(&verdict.call_id), verdict: Box::new(kept), snippet });
     }
 
     /// Adds an error to the history, folding a repeat of the newest unresolved one.
@@ -170,6 +212,7 @@ impl Session {
                 }
             }
         }
+        self.history.reserve_exact(1);
         self.history.push_back(entry);
     }
 
@@ -193,6 +236,48 @@ impl Session {
             state: self.state,
         }
     }
+}
+
+/// How a remembered verdict's snippet is made again on recall.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SnippetRecipe {
+    /// The text itself: empty for a success, a fixed sentence, or a snippet cut to its token budget.
+    Text(Box<str>),
+    /// An `<error>` block, rendered again from the parts it was made of.
+    Block {
+        /// The message shown (the history's own text unless a budget shortened it).
+        message: Arc<str>,
+        /// The suggestion shown.
+        suggestion: Arc<str>,
+        /// The location line, or empty.
+        location: Box<str>,
+        /// The outcome's kind, for the recovery instruction.
+        kind: Option<OutcomeKind>,
+        /// How much a token budget left out (see `engine::render_snippet`).
+        trim: u8,
+    },
+}
+
+/// A verdict remembered for its call_id, for idempotency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remembered {
+    /// The call_id's hash: a session's window is small, and a collision would
+    /// need 2^32 call_ids in it.
+    call: u64,
+    /// The verdict, its ids and snippet left out (and its suggestion, when the recipe holds it).
+    pub verdict: Box<Verdict>,
+    /// How to make its snippet again.
+    pub snippet: SnippetRecipe,
+}
+
+/// FNV-1a of a call_id.
+fn call_hash(call_id: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in call_id.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 /// Why a session left the store without EndSession.
