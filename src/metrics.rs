@@ -42,6 +42,9 @@ pub const STATE_BACKEND_ERRORS_TOTAL: &str = "rebound_state_backend_errors_total
 /// The value the tool label takes past the cap.
 pub const OTHER_TOOL: &str = "_other";
 
+/// How often histogram samples are drained when nobody scrapes (metrics-exporter-prometheus's default).
+const UPKEEP_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
+
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the global Prometheus recorder once (later calls return the same handle).
@@ -68,6 +71,14 @@ pub fn install() -> PrometheusHandle {
                 .expect("bucket lists are non-empty")
                 .build_recorder();
             let handle = recorder.handle();
+            // A built recorder keeps every histogram sample until something drains it: a scrape, or
+            // upkeep. A sidecar nobody scrapes would grow by each sample (about 25 bytes an outcome),
+            // so drain on the exporter's own default period.
+            let upkeep = handle.clone();
+            let _ = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || loop {
+                std::thread::sleep(UPKEEP_PERIOD);
+                upkeep.run_upkeep();
+            });
             // Another recorder may already be set (a host embedding the library); then ours only renders.
             let _ = metrics::set_global_recorder(recorder);
             describe();

@@ -184,55 +184,111 @@ impl From<&Verdict> for VerdictJson {
     }
 }
 
-/// Why a replay stopped.
+/// Bad lines named in a [`ReplayError::BadLines`]; past this many they are only counted.
+pub const MAX_NAMED_LINES: usize = 100;
+
+/// A line that could not be replayed.
+#[derive(Debug)]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong.
+    pub message: String,
+}
+
+/// Why a replay failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    /// A line could not be read or parsed, or the engine refused it.
-    #[error("line {line}: {message}")]
-    Line {
+    /// The input could not be read; nothing from `line` on was replayed.
+    #[error("line {line}: reading the input: {error}")]
+    Read {
         /// 1-based line number.
         line: usize,
-        /// What was wrong.
-        message: String,
+        /// The read error.
+        error: std::io::Error,
+    },
+    /// Some lines could not be replayed: each was skipped, every other line got its verdict.
+    #[error("{}", bad_lines(*.answered, *.skipped, .named))]
+    BadLines {
+        /// Outcomes answered.
+        answered: usize,
+        /// Lines skipped.
+        skipped: usize,
+        /// The first `MAX_NAMED_LINES` of them, in order.
+        named: Vec<BadLine>,
     },
     /// Writing the output failed.
     #[error("writing output: {0}")]
     Write(#[from] std::io::Error),
 }
 
+fn bad_lines(answered: usize, skipped: usize, named: &[BadLine]) -> String {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let mut text =
+        format!("{skipped} line{} skipped, {answered} outcome{} answered", plural(skipped), plural(answered));
+    for bad in named {
+        text.push_str(&format!("\nline {}: {}", bad.line, bad.message));
+    }
+    if skipped > named.len() {
+        text.push_str(&format!("\n… and {} more", skipped - named.len()));
+    }
+    text
+}
+
 /// Replays `input` through `engine`, writing one verdict line per outcome line.
-/// Blank lines and lines starting with `#` are skipped.
+/// Blank lines and lines starting with `#` are skipped. A line that is not
+/// UTF-8, not an outcome, or refused by the engine is skipped too, and the
+/// replay goes on: a recording cut off mid-line or holding one corrupt line
+/// still gets every other verdict, and the error names each bad line.
 pub fn replay(
     input: impl BufRead,
     mut output: impl Write,
     engine: &Engine,
     clock: &ManualClock,
 ) -> Result<usize, ReplayError> {
-    let mut count = 0;
+    let (mut answered, mut skipped, mut named) = (0, 0, Vec::new());
     for (index, line) in input.split(b'\n').enumerate() {
         let number = index + 1;
-        let bytes = line.map_err(|e| ReplayError::Line { line: number, message: e.to_string() })?;
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|e| ReplayError::Line { line: number, message: format!("not UTF-8: {e}") })?;
-        let text = text.trim();
-        if text.is_empty() || text.starts_with('#') {
-            continue;
+        let bytes = line.map_err(|error| ReplayError::Read { line: number, error })?;
+        match replay_line(&bytes, engine, clock) {
+            Ok(None) => {}
+            Ok(Some(verdict)) => {
+                serde_json::to_writer(&mut output, &VerdictJson::from(&verdict))
+                    .map_err(|e| ReplayError::Write(e.into()))?;
+                output.write_all(b"\n")?;
+                answered += 1;
+            }
+            Err(message) => {
+                skipped += 1;
+                if named.len() < MAX_NAMED_LINES {
+                    named.push(BadLine { line: number, message });
+                }
+            }
         }
-        let json: OutcomeJson =
-            serde_json::from_str(text).map_err(|e| ReplayError::Line { line: number, message: e.to_string() })?;
-        match json.at_ms {
-            Some(at) => clock.set(at),
-            None => clock.advance(json.duration_ms),
-        }
-        let outcome = json.into_outcome().map_err(|message| ReplayError::Line { line: number, message })?;
-        let verdict =
-            engine.report(&outcome).map_err(|e| ReplayError::Line { line: number, message: e.to_string() })?;
-        serde_json::to_writer(&mut output, &VerdictJson::from(&verdict)).map_err(|e| ReplayError::Write(e.into()))?;
-        output.write_all(b"\n")?;
-        count += 1;
     }
     output.flush()?;
-    Ok(count)
+    if skipped > 0 {
+        return Err(ReplayError::BadLines { answered, skipped, named });
+    }
+    Ok(answered)
+}
+
+/// One line's verdict, `None` for a line without an outcome, or what is wrong with it.
+fn replay_line(bytes: &[u8], engine: &Engine, clock: &ManualClock) -> Result<Option<Verdict>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    let text = text.trim();
+    if text.is_empty() || text.starts_with('#') {
+        return Ok(None);
+    }
+    // serde_json counts lines within the text it was given, always one here.
+    let json: OutcomeJson =
+        serde_json::from_str(text).map_err(|e| e.to_string().replace(" at line 1 column ", " at column "))?;
+    match json.at_ms {
+        Some(at) => clock.set(at),
+        None => clock.advance(json.duration_ms),
+    }
+    let outcome = json.into_outcome()?;
+    engine.report(&outcome).map(Some).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -271,19 +327,53 @@ mod tests {
     #[test]
     fn bad_lines_are_named_by_number() {
         let err = run("\n{\"session_id\":\"s\",\"tool\":\"t\"}\n{\"tool\": 3}\n", 1).unwrap_err().to_string();
-        assert!(err.starts_with("line 3:"), "{err}");
+        assert!(err.contains("\nline 3: invalid type"), "{err}");
         let err = run("{\"session_id\":\"s\",\"tool\":\"t\",\"kind\":\"nope\"}\n", 1).unwrap_err().to_string();
-        assert!(err.starts_with("line 1:") && err.contains("nope"), "{err}");
+        assert!(err.contains("\nline 1: ") && err.contains("nope"), "{err}");
         let err = run("{\"session_id\":\"s\",\"tool\":\"\"}\n", 1).unwrap_err().to_string();
         assert!(err.contains("`tool`"), "{err}");
         let err = run("{\"session_id\":\"s\",\"tool\":\"t\",\"bogus\":1}\n", 1).unwrap_err().to_string();
         assert!(err.contains("bogus"), "{err}");
-        let mut invalid = b"{\"session_id\":\"s\",\"tool\":\"t\"}\n".to_vec();
-        invalid.extend_from_slice(b"\xff\xfe\n");
+    }
+
+    #[test]
+    fn bad_lines_are_skipped_and_the_others_answered() {
+        let good = |id: &str| {
+            format!("{{\"session_id\":\"s\",\"call_id\":\"{id}\",\"tool\":\"t\",\"message\":\"Read timed out\"}}\n")
+        };
+        let mut input = good("1").into_bytes();
+        input.extend_from_slice(b"{\"session_id\":\"s\",\"tool\":\"t\",\"message\":\"caf\xe9\"}\n");
+        input.extend_from_slice(good("3").as_bytes());
+        input.extend_from_slice(b"{\"session_id\":\"s\",\"tool\":\"t\",\"mess\n");
+        input.extend_from_slice(good("5").as_bytes());
+        input.extend_from_slice(b"{\"session_id\":\"s\",\"call_id\":\"6\",\"tool\"");
         let clock = Arc::new(ManualClock::new(0));
         let settings = EngineSettings::from_config(&crate::config::Config::default(), 1);
         let engine = Engine::new(Policy::default(), settings, clock.clone(), Arc::new(Metrics::new(10)));
-        let err = replay(&invalid[..], Vec::new(), &engine, &clock).unwrap_err().to_string();
-        assert!(err.starts_with("line 2: not UTF-8"), "{err}");
+        let mut out = Vec::new();
+        let err = replay(&input[..], &mut out, &engine, &clock).unwrap_err();
+        let ReplayError::BadLines { answered, skipped, ref named } = err else { panic!("{err}") };
+        assert_eq!((answered, skipped), (3, 3));
+        let lines: Vec<usize> = named.iter().map(|b| b.line).collect();
+        assert_eq!(lines, [2, 4, 6]);
+        assert!(named[0].message.starts_with("not UTF-8"), "{}", named[0].message);
+        assert!(named[1].message.contains("EOF while parsing a string at column"), "{}", named[1].message);
+        assert!(named[2].message.contains("EOF while parsing an object at column"), "{}", named[2].message);
+        let text = String::from_utf8(out).unwrap();
+        let ids: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["call_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(ids, ["1", "3", "5"]);
+        assert!(err.to_string().starts_with("3 lines skipped, 3 outcomes answered\nline 2: not UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn past_the_named_lines_bad_ones_are_counted() {
+        let input = "{\n".repeat(MAX_NAMED_LINES + 5);
+        let err = run(&input, 1).unwrap_err();
+        let ReplayError::BadLines { skipped, ref named, .. } = err else { panic!("{err}") };
+        assert_eq!((skipped, named.len()), (MAX_NAMED_LINES + 5, MAX_NAMED_LINES));
+        assert!(err.to_string().ends_with("\n… and 5 more"), "{err}");
     }
 }
