@@ -46,10 +46,11 @@ const MESSAGES: [&str; 3] = [
     "psycopg2.errors.UndefinedTable: relation \"orders_2024\" does not exist\nLINE 1: SELECT * FROM orders_2024 WHERE id = 42",
 ];
 
-/// Heap bytes held per session after `SESSIONS` sessions each reported three failures.
-fn bytes_per_session(with_call_ids: bool) -> f64 {
+/// Heap bytes held per session after `sessions` sessions each reported `errors`
+/// failures (cycling through the real messages, numbered so that none repeats).
+fn bytes_per_session(sessions: usize, errors: usize, with_call_ids: bool) -> f64 {
     let mut config = Config::default();
-    config.sessions.capacity = SESSIONS * 2;
+    config.sessions.capacity = sessions * 2;
     let engine = Engine::new(
         Policy::from_config(&config).expect("valid"),
         EngineSettings::from_config(&config, 1),
@@ -58,37 +59,48 @@ fn bytes_per_session(with_call_ids: bool) -> f64 {
     );
     engine.warm_up();
     let report = |session: usize, i: usize| {
+        let m = i % MESSAGES.len();
         let outcome = Outcome {
             session_id: format!("agent-run-{session:08}"),
             call_id: if with_call_ids { format!("call-{session:08}-{i}") } else { String::new() },
-            tool: ["web_search", "llm", "sql_query"][i].into(),
-            message: MESSAGES[i].into(),
-            http_status: (i == 1).then_some(429),
+            tool: ["web_search", "llm", "sql_query"][m].into(),
+            // Past the first round, a word that changes the fingerprint: no repeats fold.
+            message: if i < MESSAGES.len() {
+                MESSAGES[m].into()
+            } else {
+                format!("{} (stage {})", MESSAGES[m], ["a", "b", "c", "d", "e", "f", "g"][i % 7])
+            },
+            http_status: (m == 1).then_some(429),
             ..Outcome::default()
         };
         engine.report(&outcome).expect("valid");
     };
     // One session first, so lazily built state (patterns, metric handles) is not counted.
-    for i in 0..3 {
-        report(SESSIONS * 4, i);
+    for i in 0..errors {
+        report(sessions * 4, i);
     }
     let before = LIVE.load(Ordering::Relaxed);
-    for session in 0..SESSIONS {
-        for i in 0..3 {
+    for session in 0..sessions {
+        for i in 0..errors {
             report(session, i);
         }
     }
     let after = LIVE.load(Ordering::Relaxed);
-    assert_eq!(engine.session_count(), SESSIONS + 1);
-    (after - before) as f64 / SESSIONS as f64
+    assert_eq!(engine.session_count(), sessions + 1);
+    (after - before) as f64 / sessions as f64
 }
 
 fn main() {
     // Clients give every call a call_id, so the usual case remembers the verdicts too.
-    let with = bytes_per_session(true);
-    let without = bytes_per_session(false);
+    let with = bytes_per_session(SESSIONS, 3, true);
+    let without = bytes_per_session(SESSIONS, 3, false);
+    // A session at its limits: the default history (10 errors) and idempotency window (16 verdicts) full.
+    let full = bytes_per_session(SESSIONS / 10, 20, true);
     println!(
         "session memory: {with:.0} bytes per session with 3 errors and their 3 verdicts remembered (target <= 1024)"
     );
     println!("session memory: {without:.0} bytes per session with 3 errors, no call_ids");
+    println!(
+        "session memory: {full:.0} bytes per session at the default limits (10 errors kept, 16 verdicts remembered)"
+    );
 }

@@ -188,15 +188,15 @@ pub fn verdict(v: model::Verdict) -> pb::Verdict {
                 .history
                 .into_iter()
                 .map(|r| pb::ErrorRecord {
-                    tool: r.tool,
+                    tool: r.tool.to_string(),
                     category: category(r.category) as i32,
-                    message: r.message,
+                    message: r.message.to_string(),
                     count: r.count,
                     at_ms: r.at_ms,
                     action: action(r.action) as i32,
                 })
                 .collect(),
-            errors_by_category: e.errors_by_category.into_iter().collect(),
+            errors_by_category: e.errors_by_category.into_iter().map(|(c, n)| (c.as_str().to_string(), n)).collect(),
             retries: e.retries,
             session_duration_ms: e.session_duration_ms,
             text: e.text,

@@ -643,6 +643,9 @@ struct ToolGate {
 /// its snippet made again from what the session kept.
 fn recalled(earlier: &Remembered, o: &Outcome, policy: &Policy) -> Verdict {
     let mut again = (*earlier.verdict).clone();
+    if let Some(report) = again.escalation.as_mut() {
+        report.text = escalation_text(report, again.breaker.steps);
+    }
     again.call_id = o.call_id.clone();
     again.session_id = o.session_id.clone();
     again.replayed = true;
@@ -837,7 +840,7 @@ fn decide(
     let message: Arc<str> = Arc::from(j.digest.message.as_str());
     s.push_error(
         HistoryEntry {
-            tool: o.tool.clone(),
+            tool: Arc::from(o.tool.as_str()),
             category,
             message: message.clone(),
             suggestion: suggestion.clone(),
@@ -984,17 +987,31 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
         .map(|e| ErrorRecord {
             tool: e.tool.clone(),
             category: e.category,
-            message: e.message.to_string(),
+            message: e.message.clone(),
             count: e.count,
             at_ms: e.at_ms,
             action: e.action,
         })
         .collect();
-    let errors_by_category: BTreeMap<String, u32> =
-        s.errors_by_category.iter().map(|(c, n)| (c.as_str().to_string(), *n)).collect();
-    let duration = now.saturating_sub(s.created_ms);
-    let mut text = format!("Rebound escalation: {summary}\nErrors, oldest first:\n");
-    for e in &history {
+    let mut errors_by_category = s.errors_by_category.clone();
+    errors_by_category.sort_by_key(|(c, _)| c.as_str());
+    let mut report = EscalationReport {
+        summary,
+        history,
+        errors_by_category,
+        retries: s.retries,
+        session_duration_ms: now.saturating_sub(s.created_ms),
+        text: String::new(),
+    };
+    report.text = escalation_text(&report, s.steps);
+    report
+}
+
+/// The report as text: made from its parts alone (and the session's steps), so
+/// that a remembered verdict need not keep it.
+pub fn escalation_text(report: &EscalationReport, steps: u32) -> String {
+    let mut text = format!("Rebound escalation: {}\nErrors, oldest first:\n", report.summary);
+    for e in &report.history {
         let times = if e.count > 1 { format!(" (×{})", e.count) } else { String::new() };
         let _ = writeln!(
             text,
@@ -1007,17 +1024,16 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
             e.action
         );
     }
-    let totals: Vec<String> = errors_by_category.iter().map(|(c, n)| format!("{c}={n}")).collect();
+    let errors: u32 = report.errors_by_category.iter().map(|(_, n)| n).sum();
+    let totals: Vec<String> = report.errors_by_category.iter().map(|(c, n)| format!("{c}={n}")).collect();
     let _ = write!(
         text,
-        "Totals: {} calls, {} errors ({}), {} retries; session running {:.1}s.",
-        s.steps,
-        s.errors,
+        "Totals: {steps} calls, {errors} errors ({}), {} retries; session running {:.1}s.",
         totals.join(", "),
-        s.retries,
-        duration as f64 / 1000.0
+        report.retries,
+        report.session_duration_ms as f64 / 1000.0
     );
-    EscalationReport { summary, history, errors_by_category, retries: s.retries, session_duration_ms: duration, text }
+    text
 }
 
 #[cfg(test)]

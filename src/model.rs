@@ -305,11 +305,11 @@ pub struct BreakerStatus {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ErrorRecord {
     /// The tool that failed.
-    pub tool: String,
+    pub tool: std::sync::Arc<str>,
     /// Its category.
     pub category: Category,
-    /// The message, redacted and cut.
-    pub message: String,
+    /// The message, redacted and cut (shared with the session's history).
+    pub message: std::sync::Arc<str>,
     /// How many times in a row.
     pub count: u32,
     /// Milliseconds since the session started.
@@ -325,8 +325,8 @@ pub struct EscalationReport {
     pub summary: String,
     /// Recent errors, oldest first.
     pub history: Vec<ErrorRecord>,
-    /// Errors by category.
-    pub errors_by_category: BTreeMap<String, u32>,
+    /// Errors by category, by name.
+    pub errors_by_category: Vec<(Category, u32)>,
     /// Retries asked for.
     pub retries: u32,
     /// How long the session has run.

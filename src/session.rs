@@ -3,7 +3,7 @@
 //! recently used.
 
 use crate::breaker::SessionLimits;
-use crate::model::{Action, Category, OutcomeKind, SessionState, SessionSummary, Verdict};
+use crate::model::{Action, Category, EscalationReport, OutcomeKind, SessionState, SessionSummary, Verdict};
 use crate::rng::Rng;
 use lru::LruCache;
 use std::collections::{BTreeMap, VecDeque};
@@ -27,8 +27,8 @@ pub struct ToolStats {
 /// One error in a session's history, already redacted and cut.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HistoryEntry {
-    /// The tool.
-    pub tool: String,
+    /// The tool (shared with escalation reports).
+    pub tool: Arc<str>,
     /// Its category.
     pub category: Category,
     /// The cleaned message (shared with the remembered verdict that showed it).
@@ -184,7 +184,11 @@ impl Session {
             retry: verdict.retry.clone(),
             snippet: String::new(),
             breaker: verdict.breaker.clone(),
-            escalation: verdict.escalation.clone(),
+            // Its text is made again from its parts on recall.
+            escalation: verdict
+                .escalation
+                .as_ref()
+                .map(|e| Box::new(EscalationReport { text: String::new(), ..(**e).clone() })),
             enforced: verdict.enforced,
             shadow_action: verdict.shadow_action,
             shadow_reason: verdict.shadow_reason,
@@ -218,7 +222,7 @@ impl Session {
 
     /// Marks a tool's errors resolved after its success.
     pub fn resolve(&mut self, tool: &str) {
-        for e in self.history.iter_mut().filter(|e| e.tool == tool) {
+        for e in self.history.iter_mut().filter(|e| *e.tool == *tool) {
             e.resolved = true;
         }
     }
