@@ -73,25 +73,61 @@ pub fn clean_message(message: &str, max_chars: usize) -> String {
 /// than three of the same punctuation character cut to three: test runners and
 /// build tools draw lines with them, and each costs tokens. One pass.
 fn fold_rules(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let (mut last, mut run, mut space) = ('\0', 0usize, false);
-    for c in text.chars() {
-        if c.is_whitespace() {
-            space = !out.is_empty();
-            last = ' ';
-            continue;
+    if text.is_ascii() {
+        // Most messages: bytes, without decoding characters.
+        let mut out = Vec::with_capacity(text.len());
+        let mut fold = Fold::default();
+        for &b in text.as_bytes() {
+            // `char::is_whitespace` for ASCII: tab, line feed, vertical tab, form feed, return, space.
+            let (space, keep) = fold.step(b, matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' '));
+            if space {
+                out.push(b' ');
+            }
+            if keep {
+                out.push(b);
+            }
         }
+        return String::from_utf8(out).expect("ASCII in, ASCII out");
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut fold = Fold::default();
+    for c in text.chars() {
+        let (space, keep) = fold.step(c, c.is_whitespace());
         if space {
             out.push(' ');
-            space = false;
         }
-        run = if c == last { run + 1 } else { 1 };
-        last = c;
-        if run <= 3 || !c.is_ascii_punctuation() {
+        if keep {
             out.push(c);
         }
     }
     out
+}
+
+/// The state of [`fold_rules`]: the last character, how many times in a row,
+/// whether anything was written yet, and whether a space is owed.
+#[derive(Default)]
+struct Fold<C> {
+    last: Option<C>,
+    run: usize,
+    started: bool,
+    space: bool,
+}
+
+impl<C: Copy + PartialEq + Into<char>> Fold<C> {
+    /// For the next character: whether to write a space before it, and whether to write it.
+    fn step(&mut self, c: C, whitespace: bool) -> (bool, bool) {
+        if whitespace {
+            self.space = self.started;
+            self.last = None;
+            return (false, false);
+        }
+        let space = std::mem::take(&mut self.space);
+        self.run = if self.last == Some(c) { self.run + 1 } else { 1 };
+        self.last = Some(c);
+        let keep = self.run <= 3 || !c.into().is_ascii_punctuation();
+        self.started |= keep;
+        (space, keep)
+    }
 }
 
 /// `text` shortened to at most `max_chars` characters by keeping its head and

@@ -11,110 +11,137 @@
 /// How much of a message the fingerprint looks at.
 const PREFIX_BYTES: usize = 512;
 
-/// Characters that end a word, besides whitespace and quotes.
-fn is_delimiter(b: u8) -> bool {
-    matches!(b, b',' | b';' | b'(' | b')' | b'[' | b']' | b'{' | b'}' | b'<' | b'>' | b'=' | b'|' | b'!' | b'?' | b'&')
+/// What a byte is to the scanner.
+#[derive(Clone, Copy, PartialEq)]
+enum Class {
+    Space,
+    Quote,
+    /// Ends a word and stands alone.
+    Delimiter,
+    /// Part of a word (letters, digits, `.`, `-`, `:`, `/`, non-ASCII bytes...).
+    Word,
 }
 
-fn is_quote(b: u8) -> bool {
-    matches!(b, b'"' | b'\'' | b'`')
-}
-
-/// Writes pieces with single spaces between them where the text had whitespace.
-struct Pieces<F: FnMut(&[u8])> {
-    emit: F,
-    space: bool,
-    started: bool,
-}
-
-impl<F: FnMut(&[u8])> Pieces<F> {
-    fn push(&mut self, bytes: &[u8]) {
-        if self.space && self.started {
-            (self.emit)(b" ");
-        }
-        self.space = false;
-        self.started = true;
-        (self.emit)(bytes);
+const CLASSES: [Class; 256] = {
+    let mut classes = [Class::Word; 256];
+    let mut b = 0;
+    while b < 256 {
+        classes[b] = match b as u8 {
+            b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ' => Class::Space,
+            b'"' | b'\'' | b'`' => Class::Quote,
+            b',' | b';' | b'(' | b')' | b'[' | b']' | b'{' | b'}' | b'<' | b'>' | b'=' | b'|' | b'!' | b'?' | b'&' => {
+                Class::Delimiter
+            }
+            _ => Class::Word,
+        };
+        b += 1;
     }
+    classes
+};
 
-    /// A word in lower case, through a small buffer (no allocation).
-    fn push_lower(&mut self, word: &[u8]) {
-        let mut buf = [0u8; 64];
-        for chunk in word.chunks(buf.len()) {
-            let lower = &mut buf[..chunk.len()];
-            lower.copy_from_slice(chunk);
-            lower.make_ascii_lowercase();
-            self.push(lower);
+fn class(b: u8) -> Class {
+    CLASSES[usize::from(b)]
+}
+
+/// Where the normalised bytes go: a hash, or a string for tests and explanations.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+    fn put_lower(&mut self, bytes: &[u8]);
+}
+
+/// FNV-1a: stable across runs and platforms.
+struct Fnv(u64);
+
+impl Sink for Fnv {
+    fn put(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn put_lower(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3);
         }
     }
 }
 
-/// Feeds the normalised pieces of `message` to `emit`, in order.
-fn normalise_into(message: &str, emit: impl FnMut(&[u8])) {
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+    fn put_lower(&mut self, bytes: &[u8]) {
+        self.extend(bytes.iter().map(u8::to_ascii_lowercase));
+    }
+}
+
+/// Feeds the normalised text of `message` to `sink`: pieces with single spaces
+/// between them where the text had whitespace.
+fn normalise_into(message: &str, sink: &mut impl Sink) {
     let text = crate::classify::prefix(message, PREFIX_BYTES).as_bytes();
-    let mut out = Pieces { emit, space: false, started: false };
-    let mut i = 0;
+    let (mut i, mut space, mut started) = (0, false, false);
     while i < text.len() {
         let b = text[i];
-        if b.is_ascii_whitespace() {
-            out.space = true;
+        let kind = class(b);
+        if kind == Class::Space {
+            space = started;
             i += 1;
             continue;
         }
+        if std::mem::take(&mut space) {
+            sink.put(b" ");
+        }
+        started = true;
         // A quoted value; an apostrophe inside a word ("don't") opens nothing.
-        let opens = is_quote(b) && (b != b'\'' || i == 0 || !text[i - 1].is_ascii_alphanumeric());
-        if opens {
+        if kind == Class::Quote && (b != b'\'' || i == 0 || !text[i - 1].is_ascii_alphanumeric()) {
             if let Some(len) = text[i + 1..].iter().position(|&c| c == b) {
-                out.push(b"<q>");
+                sink.put(b"<q>");
                 i += len + 2;
                 continue;
             }
         }
-        if is_quote(b) || is_delimiter(b) {
-            out.push(&[b]);
+        if kind != Class::Word {
+            sink.put(&text[i..=i]);
             i += 1;
             continue;
         }
-        let rest = &text[i..];
-        let word_len =
-            rest.iter().position(|&c| c.is_ascii_whitespace() || is_quote(c) || is_delimiter(c)).unwrap_or(rest.len());
-        let word = &rest[..word_len];
-        if word.windows(3).any(|w| w == b"://") {
+        let (mut end, mut digit, mut url) = (i, false, false);
+        while end < text.len() && class(text[end]) == Class::Word {
+            digit |= text[end].is_ascii_digit();
+            url |= text[end] == b':' && text[end + 1..].starts_with(b"//");
+            end += 1;
+        }
+        let word = &text[i..end];
+        if url {
             // A URL runs to the next whitespace, through its query string.
-            out.push(b"<url>");
-            i += rest.iter().position(u8::is_ascii_whitespace).unwrap_or(rest.len());
-            continue;
-        }
-        let windows_path = word.len() > 2 && word[0].is_ascii_alphabetic() && word[1] == b':' && word[2] == b'\\';
-        if word[0] == b'/' || word.starts_with(b"~/") || windows_path {
-            out.push(b"<path>");
-        } else if word.iter().any(u8::is_ascii_digit) {
-            out.push(b"<n>");
+            sink.put(b"<url>");
+            end += text[end..].iter().position(|&c| class(c) == Class::Space).unwrap_or(text.len() - end);
+        } else if word[0] == b'/'
+            || word.starts_with(b"~/")
+            || (word.len() > 2 && word[0].is_ascii_alphabetic() && word[1] == b':' && word[2] == b'\\')
+        {
+            sink.put(b"<path>");
+        } else if digit {
+            sink.put(b"<n>");
         } else {
-            out.push_lower(word);
+            sink.put_lower(word);
         }
-        i += word_len;
+        i = end;
     }
 }
 
 /// The normalised text a fingerprint hashes (shown in tests and explanations).
 pub fn normalise(message: &str) -> String {
     let mut bytes = Vec::with_capacity(message.len().min(PREFIX_BYTES));
-    normalise_into(message, |piece| bytes.extend_from_slice(piece));
+    normalise_into(message, &mut bytes);
     // Whole words and ASCII pieces only, cut at a char boundary: still UTF-8.
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// A 64-bit fingerprint of the normalised message (FNV-1a: stable across runs).
+/// A 64-bit fingerprint of the normalised message.
 pub fn fingerprint(message: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    normalise_into(message, |piece| {
-        for b in piece {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    });
-    h
+    let mut hash = Fnv(0xcbf2_9ce4_8422_2325);
+    normalise_into(message, &mut hash);
+    hash.0
 }
 
 #[cfg(test)]
