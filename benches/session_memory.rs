@@ -100,7 +100,9 @@ fn main() {
         "session memory: {with:.0} bytes per session with 3 errors and their 3 verdicts remembered (target <= 1024)"
     );
     println!("session memory: {without:.0} bytes per session with 3 errors, no call_ids");
-    println!(
-        "session memory: {full:.0} bytes per session at the default limits (10 errors kept, 16 verdicts remembered)"
-    );
+    println!("session memory: {full:.0} bytes per session at the default limits (10 errors, 16 verdicts remembered)");
+    // For bench/run.
+    println!("@result heap_bytes_per_session {with:.0}");
+    println!("@result heap_bytes_per_session_no_call_ids {without:.0}");
+    println!("@result heap_bytes_per_session_at_limits {full:.0}");
 }

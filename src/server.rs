@@ -126,16 +126,19 @@ impl Rebound for Service {
         // slow reader slow down this stream only.
         tokio::spawn(async move {
             let _guard = guard;
+            // Made once and polled by reference: a `changed()` made anew for each outcome
+            // would register with (and leave) the watch's waiter list, under its lock, every time.
+            let closed = async move {
+                let _ = closing.wait_for(|closing| *closing).await;
+            };
+            tokio::pin!(closed);
             let mut index: u64 = 0;
             loop {
                 let next = tokio::select! {
                     biased;
-                    changed = closing.changed() => {
-                        if changed.is_err() || *closing.borrow() {
-                            let _ = tx.send(Err(Status::unavailable("the sidecar is shutting down; reconnect"))).await;
-                            break;
-                        }
-                        continue;
+                    () = &mut closed => {
+                        let _ = tx.send(Err(Status::unavailable("the sidecar is shutting down; reconnect"))).await;
+                        break;
                     }
                     next = inbound.message() => next,
                 };
@@ -204,6 +207,19 @@ fn oversize_layer<B>(mut response: http::Response<B>) -> http::Response<B> {
     response
 }
 
+/// The HTTP/2 transport with every limit set explicitly (the benchmarks' echo
+/// baseline is served with the same one).
+pub fn transport(config: &ServerConfig) -> tonic::transport::Server {
+    let keepalive = Duration::from_millis(config.keepalive_interval_ms);
+    tonic::transport::Server::builder()
+        .max_concurrent_streams(config.max_concurrent_streams)
+        .http2_keepalive_interval((config.keepalive_interval_ms > 0).then_some(keepalive))
+        .http2_keepalive_timeout(Some(Duration::from_millis(config.keepalive_timeout_ms.max(1))))
+        .initial_stream_window_size(1 << 20)
+        .initial_connection_window_size(4 << 20)
+        .tcp_nodelay(true)
+}
+
 /// Serves until `shutdown` resolves, then reports NOT_SERVING, refuses new
 /// streams and lets open ones drain for the grace period.
 pub async fn run(
@@ -246,15 +262,7 @@ pub async fn run(
         let _ = started_tx.send(());
     };
 
-    let keepalive = Duration::from_millis(config.keepalive_interval_ms);
-    let mut builder = tonic::transport::Server::builder()
-        .layer(tower::util::MapResponseLayer::new(oversize_layer))
-        .max_concurrent_streams(config.max_concurrent_streams)
-        .http2_keepalive_interval((config.keepalive_interval_ms > 0).then_some(keepalive))
-        .http2_keepalive_timeout(Some(Duration::from_millis(config.keepalive_timeout_ms.max(1))))
-        .initial_stream_window_size(1 << 20)
-        .initial_connection_window_size(4 << 20)
-        .tcp_nodelay(true);
+    let mut builder = transport(config).layer(tower::util::MapResponseLayer::new(oversize_layer));
     let router = builder
         .add_service(health_service)
         .add_service(reflection_v1)

@@ -1,0 +1,36 @@
+//! The benchmarks' baseline as a standalone server: a no-op `rebound.v1.Rebound`
+//! (fixed verdicts, the same message shapes and transport settings as the
+//! sidecar, see `benches/support/echo.rs`) with reflection, for outside load
+//! generators such as ghz. Prints one ready line like the sidecar's and serves
+//! until SIGTERM or SIGINT.
+//!
+//!     cargo run --release --example echo -- 127.0.0.1:0     (or unix:/path)
+
+#[path = "../benches/support/echo.rs"]
+mod echo;
+
+use rebound::server::Listener;
+use std::io::Write;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".into());
+    let listener = Listener::bind(&address).await?;
+    let ready = serde_json::json!({"event": "ready", "grpc": listener.address()});
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{ready}")?;
+        stdout.flush()?;
+    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    };
+    echo::serve(listener, shutdown).await?;
+    Ok(())
+}
