@@ -640,7 +640,8 @@ struct ToolGate {
 }
 
 /// An earlier verdict again, for a repeated call_id: its ids from the request,
-/// its snippet made again from what the session kept.
+/// its snippet and report text made again from what the session kept (with the
+/// templates in force: after a reload that changed them, it reads in the new ones).
 fn recalled(earlier: &Remembered, o: &Outcome, policy: &Policy) -> Verdict {
     let mut again = (*earlier.verdict).clone();
     if let Some(report) = again.escalation.as_mut() {

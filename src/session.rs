@@ -185,10 +185,16 @@ impl Session {
             snippet: String::new(),
             breaker: verdict.breaker.clone(),
             // Its text is made again from its parts on recall.
-            escalation: verdict
-                .escalation
-                .as_ref()
-                .map(|e| Box::new(EscalationReport { text: String::new(), ..(**e).clone() })),
+            escalation: verdict.escalation.as_ref().map(|e| {
+                Box::new(EscalationReport {
+                    summary: e.summary.clone(),
+                    history: e.history.clone(),
+                    errors_by_category: e.errors_by_category.clone(),
+                    retries: e.retries,
+                    session_duration_ms: e.session_duration_ms,
+                    text: String::new(),
+                })
+            }),
             enforced: verdict.enforced,
             shadow_action: verdict.shadow_action,
             shadow_reason: verdict.shadow_reason,
@@ -265,8 +271,9 @@ pub enum SnippetRecipe {
 /// A verdict remembered for its call_id, for idempotency.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Remembered {
-    /// The call_id's hash: a session's window is small, and a collision would
-    /// need 2^32 call_ids in it.
+    /// The call_id's hash. Two call_ids of one window colliding by chance is
+    /// about 16 in 2^64; a crafted collision only replays a verdict of the
+    /// session that sent it.
     call: u64,
     /// The verdict, its ids and snippet left out (and its suggestion, when the recipe holds it).
     pub verdict: Box<Verdict>,
