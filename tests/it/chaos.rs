@@ -107,8 +107,8 @@ async fn observe_load(
 struct UnaryTally {
     session: String,
     answered: u64,
-    /// Calls refused with UNAVAILABLE, or cut off by the GOAWAY before they were sent
-    /// (expected once the drain began).
+    /// Calls refused with UNAVAILABLE, or cut off by the GOAWAY before the server
+    /// took them in (expected once the drain began).
     refused: u64,
     /// Any other failure: none is expected.
     unexpected: Vec<String>,
@@ -142,9 +142,14 @@ async fn report_load(channel: Channel, session: String, stop: watch::Receiver<bo
     tally
 }
 
-/// tonic's error for a call whose connection closed before the call was sent.
+/// tonic's errors for a call the server never took in: its connection closed
+/// before the call was sent, or the server's graceful GOAWAY (NO_ERROR) named
+/// it as past the last stream it would process. Either way the probe's count
+/// shows whether the server decided it after all.
 fn closed_before_sent(status: &Status) -> bool {
-    status.code() == Code::Cancelled && format!("{status:?}").contains("connection closed")
+    let text = format!("{status:?}");
+    (status.code() == Code::Cancelled && text.contains("connection closed"))
+        || (status.code() == Code::Internal && text.contains("GoAway") && text.contains("NO_ERROR"))
 }
 
 /// An `Observe` stream kept open for questions after the load: it sends one
