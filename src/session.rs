@@ -152,7 +152,7 @@ impl Session {
         if call_id.is_empty() {
             return None;
         }
-        let call = call_hash(call_id);
+        let call = id_hash(call_id);
         self.recent.iter().find(|r| r.call == call)
     }
 
@@ -201,7 +201,7 @@ impl Session {
             replayed: verdict.replayed,
             snippet_tokens: verdict.snippet_tokens,
         };
-        self.recent.push_back(Remembered { call: call_hash(&verdict.call_id), verdict: Box::new(kept), snippet });
+        self.recent.push_back(Remembered { call: id_hash(&verdict.call_id), verdict: Box::new(kept), snippet });
     }
 
     /// Adds an error to the history, folding a repeat of the newest unresolved one.
@@ -281,10 +281,10 @@ pub struct Remembered {
     pub snippet: SnippetRecipe,
 }
 
-/// FNV-1a of a call_id.
-fn call_hash(call_id: &str) -> u64 {
+/// FNV-1a of an id (a call_id in the idempotency window, a session_id for its shard).
+fn id_hash(id: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in call_id.as_bytes() {
+    for b in id.as_bytes() {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
@@ -331,12 +331,7 @@ impl SessionStore {
     }
 
     fn shard(&self, id: &str) -> MutexGuard<'_, LruCache<String, Session>> {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in id.as_bytes() {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        let shard = &self.shards[(h % self.shards.len() as u64) as usize];
+        let shard = &self.shards[(id_hash(id) % self.shards.len() as u64) as usize];
         // A panic while holding a shard would be a bug; keep serving the other sessions.
         shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
