@@ -15,6 +15,8 @@ pub struct SnippetPolicy {
     pub message_chars: usize,
     /// The most error blocks in a `Context`.
     pub context_errors: usize,
+    /// The most frames of the caller's own code shown where a stack trace is collapsed.
+    pub frames: usize,
     /// Token budget per snippet.
     pub max_tokens: Option<u32>,
     /// Token budget per Context.
@@ -28,11 +30,12 @@ pub struct SnippetPolicy {
 }
 
 impl Default for SnippetPolicy {
-    /// The seed defaults: 200 characters, 3 errors, no budgets, built-in format.
+    /// The seed defaults: 200 characters, 3 errors, 1 frame, no budgets, built-in format.
     fn default() -> Self {
         SnippetPolicy {
             message_chars: 200,
             context_errors: 3,
+            frames: 1,
             max_tokens: None,
             context_max_tokens: None,
             tokenizer: None,
@@ -184,12 +187,12 @@ pub struct Digest {
 
 /// The [`Digest`] of a failure: the stack trace in `detail` (or in a multi-line
 /// `message`) is collapsed once and gives both the headline and the location.
-pub fn digest(message: &str, exception_type: &str, detail: &str, message_chars: usize) -> Digest {
-    let trace = crate::trace::collapse(if detail.is_empty() { message } else { detail }, 2);
+pub fn digest(message: &str, exception_type: &str, detail: &str, policy: &SnippetPolicy) -> Digest {
+    let trace = crate::trace::collapse(if detail.is_empty() { message } else { detail }, policy.frames);
     let headline = headline_with(message, exception_type, detail, trace.as_ref());
     Digest {
-        message: clean_message(&headline, message_chars),
-        location: trace.map(|t| clean_message(&t.location(), message_chars)).unwrap_or_default(),
+        message: clean_message(&headline, policy.message_chars),
+        location: trace.map(|t| clean_message(&t.location(), policy.message_chars)).unwrap_or_default(),
         headline,
     }
 }
@@ -293,18 +296,29 @@ pub fn render_block(view: &ErrorView<'_>, templates: Option<&crate::templates::T
     error_block(view)
 }
 
-/// The `<error>` block for one failure, in the built-in format.
+/// The `<error>` block for one failure, in the built-in format: the tool and
+/// type as attributes, the message on its own line, then where and what to do.
+///
+/// ```text
+/// <error tool="search" type="timeout">
+/// Read timed out. (read timeout=30) (×3)
+/// where: tools/search.py:41 in run ← … 5 frames in site-packages …
+/// suggestion: Try a simpler query or a smaller input.
+/// </error>
+/// ```
 pub fn error_block(view: &ErrorView<'_>) -> String {
-    let tool = cut(&view.tool.split_whitespace().collect::<Vec<_>>().join(" "), TOOL_CHARS);
-    let mut out = String::with_capacity(96 + view.message.len() + view.suggestion.len());
-    out.push_str("<error>\n");
-    let _ = writeln!(out, "tool: {tool}");
-    let _ = writeln!(out, "type: {}", view.category.as_str());
-    if view.count > 1 {
-        let _ = writeln!(out, "message: {} (×{})", view.message, view.count);
-    } else {
-        let _ = writeln!(out, "message: {}", view.message);
+    let tool = cut(&view.tool.split_whitespace().collect::<Vec<_>>().join(" "), TOOL_CHARS).replace('"', "&quot;");
+    let mut out = String::with_capacity(64 + view.message.len() + view.location.len() + view.suggestion.len());
+    // An unknown type says nothing: it is left out.
+    match view.category {
+        Category::Unknown => _ = writeln!(out, "<error tool=\"{tool}\">"),
+        category => _ = writeln!(out, "<error tool=\"{tool}\" type=\"{}\">", category.as_str()),
     }
+    out.push_str(view.message);
+    if view.count > 1 {
+        let _ = write!(out, " (×{})", view.count);
+    }
+    out.push('\n');
     if !view.location.is_empty() {
         let _ = writeln!(out, "where: {}", view.location);
     }
@@ -426,8 +440,18 @@ mod tests {
         let block = error_block(&view("search", "Read timed out. (read timeout=30)"));
         assert_eq!(
             block,
-            "<error>\ntool: search\ntype: timeout\nmessage: Read timed out. (read timeout=30)\nsuggestion: Try a smaller input.\n</error>"
+            "<error tool=\"search\" type=\"timeout\">\nRead timed out. (read timeout=30)\nsuggestion: Try a smaller input.\n</error>"
         );
+        let full = ErrorView {
+            tool: "say \"hi\"",
+            category: Category::Unknown,
+            count: 3,
+            location: "a.py:1 in f",
+            suggestion: "",
+            ..view("", "boom")
+        };
+        // An unknown type is left out; a quote in the tool cannot end its attribute.
+        assert_eq!(error_block(&full), "<error tool=\"say &quot;hi&quot;\">\nboom (×3)\nwhere: a.py:1 in f\n</error>");
     }
 
     #[test]
@@ -484,13 +508,22 @@ mod tests {
     #[test]
     fn a_digest_collapses_the_trace_once_for_headline_and_location() {
         let trace = "Traceback (most recent call last):\n  File \"/srv/app/agent/tools/search.py\", line 41, in run\n    r = httpx.get(url)\nhttpx.ConnectError: [Errno 111] Connection refused";
-        let d = digest("", "", trace, 200);
+        let d = digest("", "", trace, &SnippetPolicy::default());
         assert_eq!(d.message, "httpx.ConnectError: [Errno 111] Connection refused");
-        assert_eq!(d.location, "tools/search.py:41 in run");
+        assert_eq!(d.location, "search.py:41 in run");
         assert_eq!(d.headline, d.message);
         // A message given wins over the trace; the trace still gives the location.
-        assert_eq!(digest("boom", "", trace, 200).message, "boom");
-        assert_eq!(digest("boom", "", trace, 200).location, "tools/search.py:41 in run");
+        assert_eq!(digest("boom", "", trace, &SnippetPolicy::default()).message, "boom");
+        assert_eq!(digest("boom", "", trace, &SnippetPolicy::default()).location, "search.py:41 in run");
+    }
+
+    #[test]
+    fn the_policy_says_how_many_frames_of_the_callers_code_are_shown() {
+        let trace = "Traceback (most recent call last):\n  File \"/app/main.py\", line 9, in main\n    run()\n  File \"/app/tools/search.py\", line 41, in run\n    fetch()\n  File \"/app/tools/search.py\", line 12, in fetch\n    raise ValueError('bad')\nValueError: bad";
+        let frames = |n| digest("", "", trace, &SnippetPolicy { frames: n, ..SnippetPolicy::default() }).location;
+        assert_eq!(frames(1), "search.py:12 in fetch ← … 2 more frames …");
+        assert_eq!(frames(3), "search.py:12 in fetch ← :41 in run ← main.py:9 in main");
+        assert_eq!(frames(0), "… 3 more frames …");
     }
 
     #[test]
@@ -499,10 +532,10 @@ mod tests {
         let (text, shown, hidden) = context_text(&errors, 0, &SnippetPolicy::default());
         assert_eq!((shown, hidden), (3, 2));
         assert!(text.starts_with("<error_summary>2 earlier unresolved errors not shown (timeout: 2)</error_summary>"));
-        assert_eq!(text.matches("<error>").count(), 3);
+        assert_eq!(text.matches("<error ").count(), 3);
         assert!(text
             .trim_end()
-            .ends_with("tool: e\ntype: timeout\nmessage: boom\nsuggestion: Try a smaller input.\n</error>"));
+            .ends_with("<error tool=\"e\" type=\"timeout\">\nboom\nsuggestion: Try a smaller input.\n</error>"));
     }
 
     proptest! {

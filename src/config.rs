@@ -182,6 +182,8 @@ pub struct SnippetConfig {
     pub message_chars: usize,
     /// The most error blocks in a Context.
     pub context_errors: usize,
+    /// The most frames of the caller's own code shown where a stack trace is collapsed.
+    pub frames: usize,
     /// A token budget per snippet (0: none); the message is shortened to fit.
     pub max_tokens: u32,
     /// A token budget per Context answer (0: none); the oldest errors go first to fit.
@@ -198,6 +200,7 @@ impl Default for SnippetConfig {
         SnippetConfig {
             message_chars: 200,
             context_errors: 3,
+            frames: 1,
             max_tokens: 0,
             context_max_tokens: 0,
             encoding: "o200k_base".into(),

@@ -230,7 +230,7 @@ impl Engine {
         };
         let _ = policy.classifier.classify(&sample);
         let _ = fingerprint(&sample.message);
-        let _ = compact::digest(&sample.message, "", &sample.detail, policy.snippet.message_chars);
+        let _ = compact::digest(&sample.message, "", &sample.detail, &policy.snippet);
     }
 
     /// Declares a session (idempotent: a second call updates limits and tools).
@@ -294,12 +294,7 @@ impl Engine {
         let judged = (!outcome.ok).then(|| Judged {
             classification: policy.classifier.classify(outcome),
             fingerprint: fingerprint(if outcome.message.is_empty() { &outcome.detail } else { &outcome.message }),
-            digest: compact::digest(
-                &outcome.message,
-                &outcome.exception_type,
-                &outcome.detail,
-                policy.snippet.message_chars,
-            ),
+            digest: compact::digest(&outcome.message, &outcome.exception_type, &outcome.detail, &policy.snippet),
             provider: provider_delay(&outcome.headers, self.clock.wall_ms()),
         });
         let window = self.settings.idempotency_window;
@@ -1197,7 +1192,7 @@ mod tests {
         e.report(&ok("s", "a")).unwrap();
         let c = e.context("s", None).unwrap();
         assert_eq!(c.errors_shown, 1);
-        assert!(c.text.contains("tool: b") && !c.text.contains("tool: a"), "{}", c.text);
+        assert!(c.text.contains("tool=\"b\"") && !c.text.contains("tool=\"a\""), "{}", c.text);
         assert_eq!(e.context("nobody", None).unwrap(), ContextText::default());
     }
 
@@ -1209,10 +1204,10 @@ mod tests {
         e.report(&fail("s", "fetch", "GET /items/18 returned 404")).unwrap();
         let c = e.context("s", None).unwrap();
         assert_eq!(c.errors_shown, 2, "{}", c.text);
-        assert_eq!(c.text.matches("tool: fetch").count(), 1, "{}", c.text);
-        assert!(c.text.contains("message: GET /items/18 returned 404 (×2)"), "{}", c.text);
+        assert_eq!(c.text.matches("tool=\"fetch\"").count(), 1, "{}", c.text);
+        assert!(c.text.contains("\nGET /items/18 returned 404 (×2)\n"), "{}", c.text);
         // The repeat moved to where its newest occurrence was: after `parse`.
-        assert!(c.text.find("tool: parse") < c.text.find("tool: fetch"), "{}", c.text);
+        assert!(c.text.find("tool=\"parse\"") < c.text.find("tool=\"fetch\""), "{}", c.text);
     }
 
     #[test]
@@ -1228,10 +1223,10 @@ mod tests {
         }
         let all = e.context("s", None).unwrap();
         assert_eq!((all.errors_shown, all.tokens), (6, 0), "no budget: nothing counted");
-        let fitted = e.context("s", Some(120)).unwrap();
-        assert!(fitted.tokens > 0 && fitted.tokens <= 120, "{}", fitted.tokens);
+        let fitted = e.context("s", Some(80)).unwrap();
+        assert!(fitted.tokens > 0 && fitted.tokens <= 80, "{}", fitted.tokens);
         assert!(fitted.errors_shown < 6 && fitted.errors_hidden == 6 - fitted.errors_shown);
-        assert!(fitted.text.contains("tool: tool5") && !fitted.text.contains("tool: tool0"), "{}", fitted.text);
+        assert!(fitted.text.contains("tool=\"tool5\"") && !fitted.text.contains("tool=\"tool0\""), "{}", fitted.text);
         let tiny = e.context("s", Some(16)).unwrap();
         assert!(tiny.tokens <= 16, "{}", tiny.tokens);
     }

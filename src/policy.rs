@@ -130,6 +130,9 @@ impl Policy {
         if config.snippet.context_errors == 0 || config.snippet.context_errors > 100 {
             return Err(invalid("snippet.context_errors", config.snippet.context_errors, "must be between 1 and 100"));
         }
+        if config.snippet.frames > 20 {
+            return Err(invalid("snippet.frames", config.snippet.frames, "must be between 0 and 20"));
+        }
         if config.classify.text_limit < 64 || config.classify.text_limit > 1 << 20 {
             return Err(invalid("classify.text_limit", config.classify.text_limit, "must be between 64 and 1048576"));
         }
@@ -270,6 +273,7 @@ fn snippet_policy(s: &crate::config::SnippetConfig) -> Result<SnippetPolicy, Pol
     Ok(SnippetPolicy {
         message_chars: s.message_chars,
         context_errors: s.context_errors,
+        frames: s.frames,
         max_tokens,
         context_max_tokens,
         // The encoding is loaded (once per process) only when a budget needs it.
@@ -445,6 +449,10 @@ mod tests {
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`server.listen` = \"nowhere\""));
         let c = Config::parse("[sessions]\ncapacity = 0\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("sessions.capacity"));
+        let c = Config::parse("[snippet]\nframes = 21\n", "t").unwrap();
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`snippet.frames` = 21"));
+        let c = Config::parse("[snippet]\nframes = 3\n", "t").unwrap();
+        assert_eq!(Policy::from_config(&c).unwrap().snippet.frames, 3);
     }
 
     #[test]

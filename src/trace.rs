@@ -81,30 +81,100 @@ impl Collapsed {
     }
 
     /// One short line for a snippet: the root cause when the exception does not
-    /// already say it, where it happened, and what was left out.
+    /// already say it, where it happened (a frame in the same file as the one
+    /// before it names only its line: `a.py:12 in f ← :30 in g`), and one count
+    /// of what was left out (`… 1 more frame, 5 in site-packages …`).
     pub fn location(&self) -> String {
-        let mut parts: Vec<String> = Vec::with_capacity(self.own_frames.len() + self.library.len() + 2);
+        let mut parts: Vec<String> = Vec::with_capacity(self.own_frames.len() + 2);
         if let Some(cause) = self.cause.as_deref().filter(|c| !self.exception.contains(cause_message(c))) {
-            parts.push(format!("caused by {cause}"));
+            parts.push(format!("caused by {}", crate::compact::cut(cause, CAUSE_CHARS)));
         }
-        parts.extend(self.own_frames.iter().cloned());
+        let mut previous_file = "";
+        for frame in &self.own_frames {
+            let file = file_of(frame).unwrap_or(0..0);
+            let name = &frame[file.clone()];
+            parts.push(if !name.is_empty() && name == previous_file {
+                format!("{}{}", &frame[..file.start], &frame[file.end..])
+            } else {
+                frame.clone()
+            });
+            previous_file = name;
+        }
+        let mut left_out: Vec<String> = Vec::with_capacity(self.library.len() + 2);
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         if self.more_frames > 0 {
-            let n = self.more_frames;
-            parts.push(format!("… {n} more frame{} …", if n == 1 { "" } else { "s" }));
+            left_out.push(format!("{} more frame{}", self.more_frames, plural(self.more_frames)));
         }
         for (place, n) in &self.library {
-            parts.push(format!("… {n} frame{} in {place} …", if *n == 1 { "" } else { "s" }));
+            // The first count says what is counted; the ones after it need not.
+            let what = if left_out.is_empty() { format!(" frame{}", plural(*n)) } else { String::new() };
+            left_out.push(format!("{n}{what} in {place}"));
         }
         if self.other_goroutines > 0 {
-            parts.push(format!("… {} other goroutines …", self.other_goroutines));
+            left_out.push(format!("{} other goroutine{}", self.other_goroutines, plural(self.other_goroutines)));
+        }
+        if !left_out.is_empty() {
+            parts.push(format!("… {} …", left_out.join(", ")));
         }
         parts.join(" ← ")
     }
 }
 
-/// `frame` with each path in it cut to its last two parts (`file:///app/src/tools/search.mjs:21:15`
-/// → `tools/search.mjs:21:15`): the file and line tell the model where; the folders above are
-/// the machine's, and cost tokens.
+/// The longest root cause shown, in characters: the exception line above it says most.
+const CAUSE_CHARS: usize = 80;
+
+/// Where the file of a frame is: the first `path.ext` followed by `:` and a line
+/// number (`tools/search.py` in `tools/search.py:41 in run`, `Failures.java` in
+/// `Failures.main(Failures.java:75)`).
+fn file_of(frame: &str) -> Option<std::ops::Range<usize>> {
+    let bytes = frame.as_bytes();
+    let colon = (0..bytes.len().saturating_sub(1)).find(|&i| bytes[i] == b':' && bytes[i + 1].is_ascii_digit())?;
+    let start = frame[..colon].rfind([' ', '(']).map_or(0, |i| i + 1);
+    frame[start..colon].contains('.').then_some(start..colon)
+}
+
+/// The exception line without what only the runtime needed: Java's
+/// `Exception in thread "main" `, Rust's `thread 'main'` and the numeric id Rust
+/// 1.91 puts after a thread's name (`thread 'main' (5064) panicked at`), a Go log
+/// line's date and time.
+fn tidy_exception(line: &str) -> String {
+    if let Some(rest) = line.strip_prefix("Exception in thread \"") {
+        if let Some((_, exception)) = rest.split_once("\" ") {
+            return exception.to_string();
+        }
+    }
+    if let Some((thread, rest)) = line.strip_prefix("thread '").and_then(|r| r.split_once('\'')) {
+        let rest = rest.trim_start();
+        let rest = match rest.strip_prefix('(').and_then(|r| r.split_once(") ")) {
+            Some((id, after)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => after,
+            _ => rest,
+        };
+        if let Some(after) = rest.strip_prefix("panicked at ") {
+            return match thread {
+                "main" => format!("panicked at {after}"),
+                _ => format!("thread '{thread}' panicked at {after}"),
+            };
+        }
+    }
+    // `2026/11/24 03:36:20 ` (Go's log package): 20 bytes of digits, slashes, a space and colons.
+    let stamp = line.as_bytes().get(..20).is_some_and(|b| {
+        b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'/',
+            10 | 19 => *c == b' ',
+            13 | 16 => *c == b':',
+            _ => c.is_ascii_digit(),
+        })
+    });
+    if stamp {
+        line[20..].to_string()
+    } else {
+        line.to_string()
+    }
+}
+
+/// `frame` with each path in it cut to its file name (`file:///app/src/tools/search.mjs:21:15`
+/// → `search.mjs:21:15`): the file, line and function tell the model where; the folders
+/// above cost tokens and say little to a model that cannot open them.
 fn short_paths(frame: &str) -> String {
     let mut out = String::with_capacity(frame.len());
     let mut rest = frame;
@@ -114,8 +184,8 @@ fn short_paths(frame: &str) -> String {
         let end = rest.find([' ', '(', ')']).unwrap_or(rest.len());
         let token = &rest[..end];
         let parts: Vec<&str> = token.split('/').filter(|p| !p.is_empty()).collect();
-        if parts.len() > 2 && token.contains('/') {
-            out.push_str(&parts[parts.len() - 2..].join("/"));
+        if parts.len() > 1 && token.contains('/') {
+            out.push_str(parts[parts.len() - 1]);
         } else {
             out.push_str(token);
         }
@@ -226,7 +296,7 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
     let own_total = r.frames.len();
     r.frames.truncate(max_frames);
     Some(Collapsed {
-        exception,
+        exception: tidy_exception(&exception),
         cause,
         more_frames: own_total - r.frames.len() + r.more,
         own_frames: r.frames.into_iter().map(|f| crate::compact::cut(&short_paths(&f), FRAME_CHARS)).collect(),
@@ -432,10 +502,10 @@ mod tests {
         let c = collapse(&data("01-py-httpx.txt"), 2).unwrap();
         assert_eq!(c.exception, "httpx.ConnectError: [Errno 111] Connection refused");
         assert_eq!(c.cause.as_deref(), Some("httpcore.ConnectError: [Errno 111] Connection refused"));
-        assert_eq!(c.own_frames, vec!["tools/search.py:41 in run"]);
+        assert_eq!(c.own_frames, vec!["search.py:41 in run"]);
         assert_eq!(c.library, vec![("site-packages", 5)]);
         // The cause says nothing the exception does not: left out of the line.
-        assert_eq!(c.location(), "tools/search.py:41 in run ← … 5 frames in site-packages …");
+        assert_eq!(c.location(), "search.py:41 in run ← … 5 frames in site-packages …");
     }
 
     #[test]
@@ -444,8 +514,7 @@ mod tests {
         assert!(c.exception.starts_with("requests.exceptions.ReadTimeout: HTTPSConnectionPool"), "{}", c.exception);
         assert_eq!(c.cause.as_deref(), Some("TimeoutError: The read operation timed out"));
         assert!(
-            c.location()
-                .starts_with("caused by TimeoutError: The read operation timed out ← tools/fetch.py:22 in fetch"),
+            c.location().starts_with("caused by TimeoutError: The read operation timed out ← fetch.py:22 in fetch"),
             "{}",
             c.location()
         );
@@ -465,7 +534,8 @@ mod tests {
         assert_eq!(c.library, vec![("libraries", 2), ("the JDK", 2)]);
         assert_eq!(c.more_frames, 12);
         let kotlin = collapse(&data("30-kotlin-illegalstate.txt"), 2).unwrap();
-        assert!(kotlin.exception.starts_with("Exception in thread \"main\" java.lang.IllegalStateException"));
+        // `Exception in thread "main"` is the JVM's, not the error's.
+        assert!(kotlin.exception.starts_with("java.lang.IllegalStateException"), "{}", kotlin.exception);
         assert_eq!(kotlin.own_frames[0], "com.acme.agent.tools.WeatherTool.parse(WeatherTool.kt:51)");
         assert_eq!((kotlin.more_frames, kotlin.library_frames()), (1, 2));
     }
@@ -474,21 +544,24 @@ mod tests {
     fn go_panics_read_the_panicking_goroutine_only() {
         let c = collapse(&data("13-go-panic.txt"), 2).unwrap();
         assert_eq!(c.exception, "panic: runtime error: invalid memory address or nil pointer dereference");
-        assert_eq!(c.own_frames, vec!["main.(*Tool).Run (tool/main.go:42)", "main.main (tool/main.go:17)"]);
+        assert_eq!(c.own_frames, vec!["main.(*Tool).Run (main.go:42)", "main.main (main.go:17)"]);
+        // The second frame is in the same file: its line is enough.
+        assert!(c.location().starts_with("main.(*Tool).Run (main.go:42) ← main.main (:17)"), "{}", c.location());
         let dump = "panic: send on closed channel\n\ngoroutine 12 [running]:\nmain.(*Pool).submit(0xc000010000, {0x0, 0x0})\n\t/app/internal/pool/pool.go:57 +0x65\nnet/http.(*conn).serve(0xc0001a2000)\n\t/usr/local/go/src/net/http/server.go:2092 +0x5d4\ncreated by net/http.(*Server).Serve in goroutine 1\n\t/usr/local/go/src/net/http/server.go:3285 +0x4b4\n\ngoroutine 1 [IO wait]:\ninternal/poll.runtime_pollWait(0x7f, 0x72)\n\t/usr/local/go/src/runtime/netpoll.go:345 +0x85\n\ngoroutine 7 [select]:\ngithub.com/acme/agent/worker.loop()\n\t/go/pkg/mod/github.com/acme/agent@v1.2.0/worker/loop.go:30 +0x1a\nexit status 2\n";
         let c = collapse(dump, 3).unwrap();
         assert_eq!(c.exception, "panic: send on closed channel");
         // /app/internal/… is the caller's own code, not Go's internal packages.
-        assert_eq!(c.own_frames, vec!["main.(*Pool).submit (pool/pool.go:57)"]);
+        assert_eq!(c.own_frames, vec!["main.(*Pool).submit (pool.go:57)"]);
         assert_eq!(c.library, vec![("the Go standard library", 2)]);
         assert_eq!(c.other_goroutines, 2);
         assert!(
-            c.location().ends_with("… 2 frames in the Go standard library … ← … 2 other goroutines …"),
+            c.location().ends_with(" ← … 2 frames in the Go standard library, 2 other goroutines …"),
             "{}",
             c.location()
         );
         let logged = collapse(&data("14-go-dial.txt"), 2).unwrap();
-        assert!(logged.exception.starts_with("2024/05/01 12:00:01 search failed: Post"), "{}", logged.exception);
+        // The log line's date and time are left out.
+        assert!(logged.exception.starts_with("search failed: Post"), "{}", logged.exception);
     }
 
     #[test]
@@ -496,7 +569,7 @@ mod tests {
         let c = collapse(&data("16-node-fetch.txt"), 2).unwrap();
         assert_eq!(c.exception, "TypeError: fetch failed");
         assert_eq!(c.cause.as_deref(), Some("ConnectTimeoutError: Connect Timeout Error"));
-        assert_eq!(c.own_frames, vec!["async searchTool (tools/search.ts:21:15)"]);
+        assert_eq!(c.own_frames, vec!["async searchTool (search.ts:21:15)"]);
         assert_eq!(c.library, vec![("Node internals", 3)]);
         let c = collapse(&data("15-node-econn.txt"), 2).unwrap();
         assert_eq!(c.exception, "Error: connect ECONNREFUSED 127.0.0.1:5432");
@@ -504,7 +577,7 @@ mod tests {
         let modules = "Error: Request failed with status code 500\n    at settle (/app/node_modules/axios/lib/core/settle.js:19:12)\n    at Client.run (src/client.js:10:3)\n";
         assert_eq!(
             collapse(modules, 2).unwrap().location(),
-            "Client.run (src/client.js:10:3) ← … 1 frame in node_modules …"
+            "Client.run (client.js:10:3) ← … 1 frame in node_modules …"
         );
     }
 
@@ -512,15 +585,12 @@ mod tests {
     fn rust_panics_join_the_message_and_pair_frames_with_their_paths() {
         let c = collapse(&data("18-rust-panic.txt"), 2).unwrap();
         assert!(c.exception.starts_with("thread 'tokio-runtime-worker' panicked at src/tools/index.rs:88:14: called `Result::unwrap()` on an `Err` value"), "{}", c.exception);
-        assert_eq!(c.own_frames, vec!["indexer::tools::index::build (tools/index.rs:88:14)"]);
+        assert_eq!(c.own_frames, vec!["indexer::tools::index::build (index.rs:88:14)"]);
         assert_eq!(c.library, vec![("the Rust standard library", 3)]);
         let full = "thread 'main' panicked at src/main.rs:42:10:\ncalled `Option::unwrap()` on a `None` value\nstack backtrace:\n   0: rust_begin_unwind\n             at /rustc/59807616e/library/std/src/panicking.rs:689:5\n   1: serde_json::de::from_str\n             at /root/.cargo/registry/src/index.crates.io-6f17d22bba15001f/serde_json-1.0.1/src/de.rs:2676:5\n   2: app::run\n             at ./src/main.rs:42:10\nnote: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.\n";
         let c = collapse(full, 3).unwrap();
-        assert_eq!(
-            c.exception,
-            "thread 'main' panicked at src/main.rs:42:10: called `Option::unwrap()` on a `None` value"
-        );
-        assert_eq!(c.own_frames, vec!["app::run (src/main.rs:42:10)"]);
+        assert_eq!(c.exception, "panicked at src/main.rs:42:10: called `Option::unwrap()` on a `None` value");
+        assert_eq!(c.own_frames, vec!["app::run (main.rs:42:10)"]);
         assert_eq!(c.library, vec![("the Rust standard library", 1), ("crates", 1)]);
     }
 
@@ -535,8 +605,8 @@ mod tests {
         assert_eq!(
             c.own_frames,
             vec![
-                "Acme.Agent.Tools.InventoryTool.ListAsync(String sku) in Tools/InventoryTool.cs:line 37",
-                "Acme.Agent.Program.Main(String[] args) in Agent/Program.cs:line 12"
+                "Acme.Agent.Tools.InventoryTool.ListAsync(String sku) in InventoryTool.cs:line 37",
+                "Acme.Agent.Program.Main(String[] args) in Program.cs:line 12"
             ]
         );
         assert_eq!(c.library, vec![(".NET", 3)]);
@@ -559,14 +629,49 @@ mod tests {
     }
 
     #[test]
-    fn paths_in_frames_keep_their_last_two_parts() {
+    fn paths_in_frames_keep_their_file_name() {
         assert_eq!(
             short_paths("loadConfig (file:///work/app/src/tools/config.mjs:28:10)"),
-            "loadConfig (tools/config.mjs:28:10)"
+            "loadConfig (config.mjs:28:10)"
         );
-        assert_eq!(short_paths("/srv/app/agent/search.py:41 in run"), "agent/search.py:41 in run");
+        assert_eq!(short_paths("/srv/app/agent/search.py:41 in run"), "search.py:41 in run");
         assert_eq!(short_paths("Failures.main(Failures.java:77)"), "Failures.main(Failures.java:77)");
-        assert_eq!(short_paths("app::run (src/main.rs:4:9)"), "app::run (src/main.rs:4:9)");
+        assert_eq!(short_paths("app::run (src/main.rs:4:9)"), "app::run (main.rs:4:9)");
+    }
+
+    #[test]
+    fn a_frame_in_the_file_of_the_frame_before_it_gives_only_its_line() {
+        let c = Collapsed {
+            exception: "ValueError: bad".into(),
+            cause: None,
+            own_frames: vec!["run.py:4 in fetch".into(), "run.py:9 in gather".into(), "main.py:2 in <module>".into()],
+            library: vec![("site-packages", 3), ("the Python standard library", 1)],
+            more_frames: 2,
+            other_goroutines: 0,
+        };
+        assert_eq!(
+            c.location(),
+            "run.py:4 in fetch ← :9 in gather ← main.py:2 in <module> ← … 2 more frames, 3 in site-packages, 1 in the Python standard library …"
+        );
+        assert_eq!(file_of("Failures.main(Failures.java:75)"), Some(14..27));
+        assert_eq!(file_of("JSON.parse (<anonymous>)"), None);
+    }
+
+    #[test]
+    fn what_only_the_runtime_needed_is_taken_off_the_exception() {
+        assert_eq!(
+            tidy_exception("Exception in thread \"main\" java.lang.NullPointerException"),
+            "java.lang.NullPointerException"
+        );
+        assert_eq!(
+            tidy_exception("thread 'main' (5064) panicked at src/main.rs:1:2: boom"),
+            "panicked at src/main.rs:1:2: boom"
+        );
+        assert_eq!(tidy_exception("thread 'w-3' (71) panicked at a.rs:1:2: x"), "thread 'w-3' panicked at a.rs:1:2: x");
+        assert_eq!(tidy_exception("2026/11/24 03:36:20 http: panic serving"), "http: panic serving");
+        // Anything else is left as it is.
+        assert_eq!(tidy_exception("2026-11-24 boom"), "2026-11-24 boom");
+        assert_eq!(tidy_exception("thread 'x' is fine"), "thread 'x' is fine");
     }
 
     #[test]
@@ -575,7 +680,7 @@ mod tests {
         let c = collapse(text, 2).unwrap();
         assert_eq!(c.exception, "ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)");
         assert_eq!(c.cause.as_deref(), Some("ConnectionError: news"));
-        assert_eq!(c.own_frames[0], "agent/run.py:4 in fetch");
+        assert_eq!(c.own_frames[0], "run.py:4 in fetch");
     }
 
     #[test]
@@ -585,7 +690,7 @@ mod tests {
         let c = collapse(text, 2).unwrap();
         assert_eq!(
             c.exception,
-            "thread 'main' (30658) panicked at src/main.rs:6:18: called `Result::unwrap()` on an `Err` value: ParseIntError { kind: InvalidDigit }"
+            "panicked at src/main.rs:6:18: called `Result::unwrap()` on an `Err` value: ParseIntError { kind: InvalidDigit }"
         );
         assert!(c.own_frames.is_empty() && c.library.is_empty());
         assert!(collapse(
@@ -598,7 +703,7 @@ mod tests {
         )
         .unwrap()
         .exception
-        .starts_with("thread 'worker-3' ("));
+        .starts_with("thread 'worker-3' panicked at "));
     }
 
     #[test]

@@ -111,8 +111,8 @@ func TestDoTypedErrors(t *testing.T) {
 		if !errors.As(err, &rec) || rec.Action != ActionRecover {
 			t.Fatalf("Do = %T %v, want *RecoverError with recover", err, err)
 		}
-		if !strings.Contains(rec.Snippet, tl.fetch) {
-			t.Errorf("snippet does not name the tool: %q", rec.Snippet)
+		if !strings.HasPrefix(rec.Snippet, `<error tool="`+tl.fetch+`" type="not_found">`) {
+			t.Errorf("snippet does not open with the tool and the type: %q", rec.Snippet)
 		}
 	})
 	t.Run("reclassify", func(t *testing.T) {
@@ -196,7 +196,7 @@ func TestSessionDeclarationContextAndEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cx.GetErrorsShown() != 1 || !strings.Contains(cx.GetText(), tl.fetch) {
+	if cx.GetErrorsShown() != 1 || !strings.HasPrefix(cx.GetText(), `<error tool="`+tl.fetch+`" type="not_found">`) {
 		t.Errorf("context = %v, want the fetch error", cx)
 	}
 	// A later success of the same tool resolves the error.

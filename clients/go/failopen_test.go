@@ -111,7 +111,7 @@ func TestFailOpenWhenTheSidecarStopsAndReturns(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if cx, err := s.Context(ctx); err != nil || !strings.Contains(cx.GetText(), "tool: fetch") {
+	if cx, err := s.Context(ctx); err != nil || !strings.Contains(cx.GetText(), `<error tool="fetch" type="unavailable">`) {
 		t.Errorf("Context while down = %v, %v; want the local error context", cx, err)
 	}
 	if adm, err := s.Admit(ctx, "search"); err != nil || !adm.GetAllowed() {

@@ -279,18 +279,25 @@ func header(headers map[string]string, name string) (string, bool) {
 	return "", false
 }
 
-// suggestions are the fallback's advice per category, in the sidecar's spirit.
+// suggestions are the advice per category, the same table as the sidecar's
+// src/defaults/categories.toml (a test keeps the two equal); unknown has none.
 var suggestions = map[Category]string{
 	reboundpb.Category_CATEGORY_TIMEOUT:           "Try a simpler query or a smaller input.",
-	reboundpb.Category_CATEGORY_RATE_LIMITED:      "Wait before calling this tool again.",
-	reboundpb.Category_CATEGORY_NETWORK:           "The service could not be reached; it may come back shortly.",
-	reboundpb.Category_CATEGORY_UNAVAILABLE:       "The service is unavailable; it may come back shortly.",
-	reboundpb.Category_CATEGORY_AUTH:              "Credentials are missing or invalid; a human must fix them.",
-	reboundpb.Category_CATEGORY_PERMISSION_DENIED: "The agent is not allowed to do this; a human must decide.",
+	reboundpb.Category_CATEGORY_RATE_LIMITED:      "Wait, or use another tool.",
+	reboundpb.Category_CATEGORY_NETWORK:           "Check the host, or use another tool.",
+	reboundpb.Category_CATEGORY_UNAVAILABLE:       "Retry later, or use another tool.",
+	reboundpb.Category_CATEGORY_INTERNAL:          "Try other arguments.",
+	reboundpb.Category_CATEGORY_AUTH:              "Ask a human for credentials.",
+	reboundpb.Category_CATEGORY_PERMISSION_DENIED: "Ask a human for the missing permission.",
+	reboundpb.Category_CATEGORY_QUOTA_EXCEEDED:    "Ask a human to raise the quota or budget.",
+	reboundpb.Category_CATEGORY_NOT_FOUND:         "Check that it exists; list what is there.",
+	reboundpb.Category_CATEGORY_VALIDATION:        "Fix the arguments to fit the schema.",
+	reboundpb.Category_CATEGORY_CONFLICT:          "Read its current state first.",
+	reboundpb.Category_CATEGORY_FORMAT:            "Reply with a valid tool call in the required format.",
+	reboundpb.Category_CATEGORY_UNKNOWN_TOOL:      "Use one of the available tools.",
+	reboundpb.Category_CATEGORY_CONTEXT_LENGTH:    "Shorten the input: summarise or split it.",
+	reboundpb.Category_CATEGORY_CONTENT_FILTER:    "Rephrase the request or change the plan.",
 	reboundpb.Category_CATEGORY_CANCELLED:         "The run was cancelled.",
-	reboundpb.Category_CATEGORY_UNKNOWN_TOOL:      "There is no such tool; use one of the available tools.",
-	reboundpb.Category_CATEGORY_FORMAT:            "The tool call could not be read; make it valid JSON that matches the tool's schema.",
-	reboundpb.Category_CATEGORY_UNKNOWN:           "The error was not recognised; its message may say what went wrong.",
 }
 
 // instructions close the snippet: what the LLM should make of the error.
@@ -305,24 +312,48 @@ var instructions = map[Action]string{
 // maxSnippetMessage is how much of the message the snippet keeps, as the sidecar's default.
 const maxSnippetMessage = 200
 
-// snippet is the fallback's <error> block for the LLM's next turn.
+// snippet is the fallback's <error> block for the LLM's next turn, then the instruction.
 func snippet(o *reboundpb.Outcome, category Category, a Action) string {
 	var b strings.Builder
-	b.WriteString("<error>\n")
-	fmt.Fprintf(&b, "tool: %s\n", o.GetTool())
-	if t := errorType(o); t != "" {
-		fmt.Fprintf(&b, "type: %s\n", t)
-	}
-	fmt.Fprintf(&b, "category: %s\n", categoryName(category))
-	if m := cut(o.GetMessage(), maxSnippetMessage); m != "" {
-		fmt.Fprintf(&b, "message: %s\n", m)
-	}
-	if s := suggestions[category]; s != "" {
-		fmt.Fprintf(&b, "suggestion: %s\n", s)
-	}
-	b.WriteString("</error>\n")
+	line := errorLine(errorType(o), cut(o.GetMessage(), maxSnippetMessage))
+	writeErrorBlock(&b, o.GetTool(), category, line, 1, suggestions[category])
 	b.WriteString(instructions[a])
 	return b.String()
+}
+
+// writeErrorBlock writes one <error> block, newline included, in the sidecar's
+// shape (src/compact.rs error_block): the tool and the category as attributes,
+// the message on a line of its own with its repeat count, then the suggestion.
+func writeErrorBlock(b *strings.Builder, tool string, category Category, line string, count uint32, suggestion string) {
+	fmt.Fprintf(b, "<error tool=\"%s\"", strings.ReplaceAll(tool, `"`, "&quot;"))
+	// An unknown type says nothing: it is left out, as on the sidecar.
+	if category != reboundpb.Category_CATEGORY_UNSPECIFIED && category != reboundpb.Category_CATEGORY_UNKNOWN {
+		fmt.Fprintf(b, " type=\"%s\"", categoryName(category))
+	}
+	b.WriteString(">\n")
+	if line != "" {
+		b.WriteString(line)
+		if count > 1 {
+			fmt.Fprintf(b, " (×%d)", count)
+		}
+		b.WriteByte('\n')
+	}
+	if suggestion != "" {
+		fmt.Fprintf(b, "suggestion: %s\n", suggestion)
+	}
+	b.WriteString("</error>\n")
+}
+
+// errorLine is the block's message line: "{error type}: {message}", or the one
+// of the two that is set.
+func errorLine(kind, message string) string {
+	switch {
+	case kind == "":
+		return message
+	case message == "":
+		return kind
+	}
+	return kind + ": " + message
 }
 
 // errorType names the failure for the snippet from the most telling field set.

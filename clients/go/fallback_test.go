@@ -1,6 +1,9 @@
 package rebound
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +158,7 @@ func TestFallbackDecide(t *testing.T) {
 			switch {
 			case tt.action == ActionContinue && v.GetSnippet() != "":
 				t.Errorf("a success has a snippet: %q", v.GetSnippet())
-			case tt.action != ActionContinue && !strings.Contains(v.GetSnippet(), "tool: "+tt.outcome.GetTool()):
+			case tt.action != ActionContinue && !strings.HasPrefix(v.GetSnippet(), `<error tool="`+tt.outcome.GetTool()+`"`):
 				t.Errorf("snippet does not name the tool: %q", v.GetSnippet())
 			}
 			if (tt.action == ActionEscalate) != (v.GetEscalation() != nil) {
@@ -243,19 +246,101 @@ func TestProviderDelay(t *testing.T) {
 	}
 }
 
+func TestFallbackSnippetShape(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	tests := []struct {
+		name    string
+		outcome *reboundpb.Outcome
+		want    string
+	}{
+		{name: "type and message joined, category as type, suggestion",
+			outcome: &reboundpb.Outcome{Tool: "search", HttpStatus: 503, Message: "Service Unavailable"},
+			want: "<error tool=\"search\" type=\"unavailable\">\nHTTP 503: Service Unavailable\n" +
+				"suggestion: Retry later, or use another tool.\n</error>\n" + instructions[ActionRetry]},
+		{name: "unknown category: no type attribute, no suggestion",
+			outcome: &reboundpb.Outcome{Tool: "fetch", HttpStatus: 404, Message: "  Not Found for url: https://api.example.com/v1/items/42\n"},
+			want: "<error tool=\"fetch\">\nHTTP 404: Not Found for url: https://api.example.com/v1/items/42\n</error>\n" +
+				instructions[ActionRecover]},
+		{name: "a quote in the tool cannot end its attribute; message alone",
+			outcome: &reboundpb.Outcome{Tool: `say "hi"`, Message: "the frobnicator declined"},
+			want:    "<error tool=\"say &quot;hi&quot;\">\nthe frobnicator declined\n</error>\n" + instructions[ActionRecover]},
+		{name: "type alone",
+			outcome: &reboundpb.Outcome{Tool: "fetch", ExceptionType: "requests.exceptions.ReadTimeout"},
+			want: "<error tool=\"fetch\" type=\"timeout\">\nrequests.exceptions.ReadTimeout\n" +
+				"suggestion: Try a simpler query or a smaller input.\n</error>\n" + instructions[ActionRetry]},
+		{name: "neither type nor message: no message line",
+			outcome: &reboundpb.Outcome{Tool: "search", Kind: KindCancelled},
+			want: "<error tool=\"search\" type=\"cancelled\">\nsuggestion: The run was cancelled.\n</error>\n" +
+				instructions[ActionAbort]},
+		{name: "the message is cut at the sidecar's length",
+			outcome: &reboundpb.Outcome{Tool: "db", Code: "E42", Message: long},
+			want:    "<error tool=\"db\">\nE42: " + long[:maxSnippetMessage] + "…\n</error>\n" + instructions[ActionRecover]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := DefaultFallbackPolicy().decide(tt.outcome, fallbackInput{consecutive: 1, now: now, random: 0.5})
+			if got := v.GetSnippet(); got != tt.want {
+				t.Errorf("snippet =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// The client's suggestions must be the sidecar's, so that a fallback answer reads like the sidecar's.
+func TestSuggestionsMatchSidecarCategories(t *testing.T) {
+	path := filepath.Join("..", "..", "src", "defaults", "categories.toml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file is flat: [category] sections, each with a one-line suggestion = "..." key.
+	sidecar := map[Category]string{}
+	var section string
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			section = strings.Trim(line, "[]")
+		case strings.HasPrefix(line, "suggestion"):
+			value := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(line, "suggestion")), "="))
+			quoted, err := strconv.QuotedPrefix(value)
+			if err != nil {
+				t.Fatalf("%s:%d: cannot read %q: %v", path, n+1, line, err)
+			}
+			suggestion, _ := strconv.Unquote(quoted)
+			c, ok := reboundpb.Category_value["CATEGORY_"+strings.ToUpper(section)]
+			if !ok {
+				t.Fatalf("%s:%d: [%s] is no category of the proto", path, n+1, section)
+			}
+			if suggestion != "" {
+				sidecar[Category(c)] = suggestion
+			}
+		}
+	}
+	for c, want := range sidecar {
+		if got := suggestions[c]; got != want {
+			t.Errorf("suggestion for %s = %q, want the sidecar's %q", categoryName(c), got, want)
+		}
+	}
+	for c, got := range suggestions {
+		if _, ok := sidecar[c]; !ok {
+			t.Errorf("the client suggests %q for %s; the sidecar has no suggestion for it", got, categoryName(c))
+		}
+	}
+}
+
 func TestLocalContextShowsLatestUnresolved(t *testing.T) {
 	l := newLocalState(now)
-	fail := func(tool, msg string) {
-		o := &reboundpb.Outcome{Tool: tool, Message: msg}
+	fail := func(o *reboundpb.Outcome, category Category) {
 		l.observe(o)
-		l.record(o, &reboundpb.Verdict{Action: ActionRecover,
-			Classification: &reboundpb.Classification{Category: reboundpb.Category_CATEGORY_UNKNOWN}})
+		l.record(o, &reboundpb.Verdict{Action: ActionRecover, Classification: &reboundpb.Classification{Category: category}})
 	}
-	fail("a", "first")
-	fail("b", "second")
-	fail("c", "third")
-	fail("d", "fourth")
-	fail("d", "fourth")
+	unknown := reboundpb.Category_CATEGORY_UNKNOWN
+	fail(&reboundpb.Outcome{Tool: "a", Message: "first"}, unknown)
+	fail(&reboundpb.Outcome{Tool: "b", Message: "second"}, unknown)
+	fail(&reboundpb.Outcome{Tool: "c", HttpStatus: 503, Message: "Service Unavailable"}, reboundpb.Category_CATEGORY_UNAVAILABLE)
+	fail(&reboundpb.Outcome{Tool: "d", Message: "fourth"}, unknown)
+	fail(&reboundpb.Outcome{Tool: "d", Message: "fourth"}, unknown)
 	// A success of "b" resolves its error.
 	l.observe(&reboundpb.Outcome{Tool: "b", Ok: true})
 
@@ -263,20 +348,19 @@ func TestLocalContextShowsLatestUnresolved(t *testing.T) {
 	if c.GetErrorsShown() != 3 || c.GetErrorsHidden() != 0 {
 		t.Fatalf("shown/hidden = %d/%d, want 3/0:\n%s", c.GetErrorsShown(), c.GetErrorsHidden(), c.GetText())
 	}
-	for _, want := range []string{"tool: a", "tool: c", "tool: d", "repeated: 2 times", "category: unknown"} {
-		if !strings.Contains(c.GetText(), want) {
-			t.Errorf("context lacks %q:\n%s", want, c.GetText())
-		}
+	want := "<error tool=\"a\">\nfirst\n</error>\n" +
+		"<error tool=\"c\" type=\"unavailable\">\nHTTP 503: Service Unavailable\nsuggestion: Retry later, or use another tool.\n</error>\n" +
+		"<error tool=\"d\">\nfourth (×2)\n</error>"
+	if c.GetText() != want {
+		t.Errorf("context =\n%s\nwant\n%s", c.GetText(), want)
 	}
-	if strings.Contains(c.GetText(), "tool: b") {
-		t.Errorf("context shows the resolved error of b:\n%s", c.GetText())
-	}
-	fail("e", "fifth")
-	if c := l.context(); c.GetErrorsHidden() != 1 || !strings.Contains(c.GetText(), "1 earlier unresolved") {
+	fail(&reboundpb.Outcome{Tool: "e", Message: "fifth"}, unknown)
+	if c := l.context(); c.GetErrorsHidden() != 1 || !strings.HasPrefix(c.GetText(), "1 earlier unresolved error(s) not shown.\n<error tool=\"c\"") {
 		t.Errorf("want one hidden error after a fourth tool fails:\n%s", c.GetText())
 	}
 	s := l.snapshot(now.Add(2 * time.Second))
-	if s.GetCalls() != 7 || s.GetErrors() != 6 || s.GetErrorsByCategory()["unknown"] != 6 || s.GetDurationMs() != 2000 {
+	if s.GetCalls() != 7 || s.GetErrors() != 6 || s.GetErrorsByCategory()["unknown"] != 5 ||
+		s.GetErrorsByCategory()["unavailable"] != 1 || s.GetDurationMs() != 2000 {
 		t.Errorf("summary = %v", s)
 	}
 }

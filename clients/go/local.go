@@ -124,21 +124,7 @@ func (l *localState) context() *reboundpb.ContextResponse {
 		fmt.Fprintf(&b, "%d earlier unresolved error(s) not shown.\n", hidden)
 	}
 	for _, e := range shown {
-		b.WriteString("<error>\n")
-		fmt.Fprintf(&b, "tool: %s\n", e.tool)
-		if e.kind != "" {
-			fmt.Fprintf(&b, "type: %s\n", e.kind)
-		}
-		if e.category != 0 {
-			fmt.Fprintf(&b, "category: %s\n", categoryName(e.category))
-		}
-		if e.message != "" {
-			fmt.Fprintf(&b, "message: %s\n", e.message)
-		}
-		if e.count > 1 {
-			fmt.Fprintf(&b, "repeated: %d times\n", e.count)
-		}
-		b.WriteString("</error>\n")
+		writeErrorBlock(&b, e.tool, e.category, errorLine(e.kind, e.message), e.count, suggestions[e.category])
 	}
 	return &reboundpb.ContextResponse{
 		Text:         strings.TrimSuffix(b.String(), "\n"),

@@ -88,7 +88,7 @@ def drive(tool, addr):
     require(len(stream) == 2 and stream[0]["action"] == "ACTION_CONTINUE",
             f"Observe answered {[v.get('action') for v in stream]} to two outcomes")
     (context,) = grpcurl(tool, addr, "rebound.v1.Rebound/Context", {"session_id": f"{run_id}-stream"})
-    require("<error>" in json.dumps(context), f"Context of a failed session has no <error> snippet: {context}")
+    require("<error " in json.dumps(context), f"Context of a failed session has no <error> snippet: {context}")
     (summary,) = grpcurl(tool, addr, "rebound.v1.Rebound/EndSession", {"session_id": f"{run_id}-stream"})
     require(summary, "EndSession returned nothing")
     print(f"drove the sidecar at {addr}: continue, retry, a tool breaker opened, Admit refused, escalate, "

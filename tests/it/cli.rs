@@ -106,11 +106,12 @@ fn snippets_are_shaped_cut_and_redacted() {
     let out = replay(&lines, &[]);
     assert_eq!(
         out[0]["snippet"],
-        "<error>\ntool: search\ntype: validation\nmessage: ValueError: query must not be empty\nsuggestion: Check the input against the tool's schema and fix the arguments.\n</error>\nPlease analyze what went wrong and try a different approach."
+        "<error tool=\"search\" type=\"validation\">\nValueError: query must not be empty\nsuggestion: Fix the arguments to fit the schema.\n</error>\nPlease analyze what went wrong and try a different approach."
     );
     let snippet = out[1]["snippet"].as_str().unwrap();
-    let message = snippet.lines().find(|l| l.starts_with("message: ")).unwrap();
-    assert_eq!(message.trim_start_matches("message: ").chars().count(), 200);
+    // The message is the line after the opening tag.
+    let message = snippet.lines().nth(1).unwrap();
+    assert_eq!(message.chars().count(), 200);
     assert!(message.contains("characters elided …]") && message.ends_with(" end"), "{message}");
     let all = serde_json::to_string(&out).unwrap();
     assert!(!all.contains("AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcd"), "{all}");

@@ -130,7 +130,7 @@ async fn context_start_admit_and_end_session() {
         .await
         .unwrap()
         .into_inner();
-    assert!(context.text.contains("<error>\ntool: read_file\ntype: not_found\n"), "{}", context.text);
+    assert!(context.text.contains("<error tool=\"read_file\" type=\"not_found\">\n"), "{}", context.text);
     assert_eq!(context.errors_shown, 1);
 
     let admit = server

@@ -37,7 +37,7 @@ async def test_report_call_context_end(sidecar: Sidecar, session_id: str) -> Non
             assert call.verdict is not None
             assert (call.verdict.action, call.verdict.category) == (Action.RETRY, Category.UNAVAILABLE)
             cx = await s.context()
-            assert f"tool: {tool}" in cx.text and not cx.fallback
+            assert f'<error tool="{tool}" type="unavailable">' in cx.text and not cx.fallback
             v = await s.report("serch", kind=Kind.UNKNOWN_TOOL, message="Tool serch not found")
             assert v.action is Action.RECLASSIFY and "search" in v.snippet
             assert (await s.admit(tool)).allowed

@@ -122,7 +122,7 @@ def test_the_sidecar_stops_mid_run_and_comes_back(
         v = reporter.report(search)
         assert v.fallback and v.action is Action.CONTINUE
         cx = session.context()
-        assert cx.fallback and f"tool: {fetch}" in cx.text
+        assert cx.fallback and f'<error tool="{fetch}" type="unavailable">' in cx.text
         assert session.admit(search).allowed
         assert len(logs.at(logging.WARNING)) == 1, logs.text()
         assert "local fallback policy decides" in logs.at(logging.WARNING)[0].getMessage()

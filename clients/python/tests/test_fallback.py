@@ -4,19 +4,28 @@ seed defaults (backoff 1 s ×2 capped at 10 s, ±20 % jitter, 3 retries; Retry-A
 
 from __future__ import annotations
 
+import sys
 from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pytest depends on tomli before 3.11; typed where it is installed
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
 from rebound import Action, Category, FallbackPolicy, Kind, build_outcome
-from rebound.fallback import classify_coarse, provider_delay
+from rebound.fallback import _SUGGESTIONS, classify_coarse, provider_delay
 from rebound.local import CONTEXT_SHOWN, LocalState
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Verdict
 
 NOW = 1_700_000_000.0
+CATEGORIES_TOML = Path(__file__).resolve().parents[3] / "src" / "defaults" / "categories.toml"
+"""The sidecar's category policies, the source of truth for the suggestions."""
 POLICY = FallbackPolicy()
 
 
@@ -146,17 +155,56 @@ def test_coarse_classification(fields: dict[str, Any], category: Category, rule:
 def test_an_unknown_tool_is_reclassified_as_the_sidecar_would() -> None:
     v = decide(failure(kind=Kind.UNKNOWN_TOOL, message="Tool serch not found"))
     assert (v.action, v.category, v.retryable) == (Action.RECLASSIFY, Category.UNKNOWN_TOOL, False)
-    assert "use one of the available tools" in v.snippet and v.snippet.endswith("does not exist.")
+    assert v.snippet.startswith('<error tool="search" type="unknown_tool">\nTool serch not found\n')
+    assert "suggestion: Use one of the available tools." in v.snippet and v.snippet.endswith("does not exist.")
 
 
 def test_anything_else_recovers_with_a_snippet() -> None:
     v = decide(failure(http_status=404, message="no such repository: " + "x" * 300))
     assert v.action is Action.RECOVER and v.category is Category.UNKNOWN
-    assert v.snippet.startswith("<error>\ntool: search\ntype: HTTP 404\ncategory: unknown\n")
-    message = next(line for line in v.snippet.splitlines() if line.startswith("message: "))
-    assert len(message) == len("message: ") + 200 + 1  # cut to 200 characters and marked
-    assert v.snippet.endswith("choose another approach.")
+    # An unknown category has no type attribute and no suggestion; the message is cut to 200 characters.
+    message = "HTTP 404: no such repository: " + "x" * 180 + "…"
+    assert v.snippet.split("\n") == [
+        '<error tool="search">',
+        message,
+        "</error>",
+        "Do not repeat the same call unchanged: check the arguments or choose another approach.",
+    ]
     assert v.rule == "fallback.default" and v.proto.enforced
+
+
+def test_snippet_has_the_sidecars_shape() -> None:
+    v = decide(failure(http_status=503, message="Service Unavailable"))
+    assert v.snippet == (
+        '<error tool="search" type="unavailable">\n'
+        "HTTP 503: Service Unavailable\n"
+        "suggestion: Retry later, or use another tool.\n"
+        "</error>\n"
+        "This is a transient failure; the same call will be retried."
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "lines"),
+    [
+        ({"exception_type": "ValueError", "message": ""}, ['<error tool="search">', "ValueError", "</error>"]),
+        ({"message": "bad input"}, ['<error tool="search">', "bad input", "</error>"]),
+        ({"ok": False, "message": ""}, ['<error tool="search">', "</error>"]),
+        ({"tool": 'say "hi"'}, ['<error tool="say &quot;hi&quot;">', "it failed", "</error>"]),
+    ],
+)
+def test_snippet_message_line_and_tool_attribute(fields: dict[str, Any], lines: list[str]) -> None:
+    assert decide(failure(**fields)).snippet.split("\n")[:-1] == lines
+
+
+def test_suggestions_match_the_sidecars_categories() -> None:
+    sidecar = {
+        name: policy["suggestion"]
+        for name, policy in tomllib.loads(CATEGORIES_TOML.read_text(encoding="utf-8")).items()
+        if policy.get("suggestion")
+    }
+    assert sidecar, f"no suggestions read from {CATEGORIES_TOML}"
+    assert {category.label: text for category, text in _SUGGESTIONS.items()} == sidecar
 
 
 @pytest.mark.parametrize(
@@ -206,11 +254,25 @@ def test_local_context_shows_the_latest_unresolved_errors() -> None:
     cx = state.context()
     assert cx.fallback and cx.errors_shown == CONTEXT_SHOWN and cx.errors_hidden == 0
     assert "t2" not in cx.text
-    assert [line for line in cx.text.splitlines() if line.startswith("tool: ")] == ["tool: t1", "tool: t3", "tool: t4"]
-    assert "repeated: 2 times" in cx.text and "category: unknown" in cx.text
+    assert cx.text.split("\n") == [
+        '<error tool="t1">', "HTTP 404: t1 is missing", "</error>",
+        '<error tool="t3">', "HTTP 404: t3 is missing", "</error>",
+        '<error tool="t4">', "HTTP 404: t4 is missing (×2)", "</error>",
+    ]
     observe(state, failure(tool="t5", http_status=404))
     assert state.context().errors_hidden == 1
     assert state.context().text.startswith("1 earlier unresolved error(s) not shown.")
+
+
+def test_local_context_blocks_carry_the_category_and_suggestion() -> None:
+    state = LocalState(NOW)
+    observe(state, failure(tool="db", http_status=503, message="Service Unavailable"))
+    assert state.context().text == (
+        '<error tool="db" type="unavailable">\n'
+        "HTTP 503: Service Unavailable\n"
+        "suggestion: Retry later, or use another tool.\n"
+        "</error>"
+    )
 
 
 def test_local_summary() -> None:

@@ -43,7 +43,7 @@ def test_report_success_and_a_rate_limit(session: rebound.Session) -> None:
     assert (v.action, v.category, v.retryable) == (Action.RETRY, Category.RATE_LIMITED, True)
     assert 7000 <= v.delay_ms <= 8400 and v.proto.retry.provider_delay
     assert v.delay == v.delay_ms / 1000
-    assert f"tool: {tool}" in v.snippet
+    assert v.snippet.startswith(f'<error tool="{tool}" type="rate_limited">\n')
     assert str(v).startswith("retry rate_limited in ")
 
 
@@ -107,7 +107,7 @@ def test_run_raises_recover_with_the_snippet(session: rebound.Session) -> None:
         with pytest.raises(rebound.RecoverError) as info:
             session.run(tool, fetch, url)
     assert info.value.action is Action.RECOVER and info.value.attempts == 1
-    assert f"tool: {tool}" in info.value.snippet
+    assert info.value.snippet.startswith(f'<error tool="{tool}"')
 
 
 def test_run_aborts_at_the_step_limit(client: rebound.Client, session_id: str) -> None:
@@ -161,7 +161,7 @@ def test_context_shows_unresolved_errors_until_the_tool_succeeds(session: reboun
     assert str(session.context()) == ""
     session.report(tool, error=ConnectionRefusedError(111, "Connection refused"))
     cx = session.context()
-    assert not cx.fallback and cx.errors_shown == 1 and f"tool: {tool}" in cx.text
+    assert not cx.fallback and cx.errors_shown == 1 and f'<error tool="{tool}" type="network">' in cx.text
     session.report(tool)
     assert session.context().text == ""
 

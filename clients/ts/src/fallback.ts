@@ -255,18 +255,29 @@ function header(headers: Readonly<Record<string, string>>, name: string): string
   return undefined;
 }
 
-/** The fallback's advice per category, in the sidecar's spirit. */
-const SUGGESTIONS = new Map<pb.Category, string>([
+/**
+ * The advice per category, as the sidecar's default config gives it
+ * (src/defaults/categories.toml; a test fails when the two drift apart).
+ * `unknown` has none: the message is all there is to go on.
+ * @internal Exported for that test only.
+ */
+export const SUGGESTIONS: ReadonlyMap<pb.Category, string> = new Map<pb.Category, string>([
   [C.CATEGORY_TIMEOUT, "Try a simpler query or a smaller input."],
-  [C.CATEGORY_RATE_LIMITED, "Wait before calling this tool again."],
-  [C.CATEGORY_NETWORK, "The service could not be reached; it may come back shortly."],
-  [C.CATEGORY_UNAVAILABLE, "The service is unavailable; it may come back shortly."],
-  [C.CATEGORY_AUTH, "Credentials are missing or invalid; a human must fix them."],
-  [C.CATEGORY_PERMISSION_DENIED, "The agent is not allowed to do this; a human must decide."],
+  [C.CATEGORY_RATE_LIMITED, "Wait, or use another tool."],
+  [C.CATEGORY_NETWORK, "Check the host, or use another tool."],
+  [C.CATEGORY_UNAVAILABLE, "Retry later, or use another tool."],
+  [C.CATEGORY_INTERNAL, "Try other arguments."],
+  [C.CATEGORY_AUTH, "Ask a human for credentials."],
+  [C.CATEGORY_PERMISSION_DENIED, "Ask a human for the missing permission."],
+  [C.CATEGORY_QUOTA_EXCEEDED, "Ask a human to raise the quota or budget."],
+  [C.CATEGORY_NOT_FOUND, "Check that it exists; list what is there."],
+  [C.CATEGORY_VALIDATION, "Fix the arguments to fit the schema."],
+  [C.CATEGORY_CONFLICT, "Read its current state first."],
+  [C.CATEGORY_FORMAT, "Reply with a valid tool call in the required format."],
+  [C.CATEGORY_UNKNOWN_TOOL, "Use one of the available tools."],
+  [C.CATEGORY_CONTEXT_LENGTH, "Shorten the input: summarise or split it."],
+  [C.CATEGORY_CONTENT_FILTER, "Rephrase the request or change the plan."],
   [C.CATEGORY_CANCELLED, "The run was cancelled."],
-  [C.CATEGORY_UNKNOWN_TOOL, "There is no such tool; use one of the available tools."],
-  [C.CATEGORY_FORMAT, "The tool call could not be read; make it valid JSON that matches the tool's schema."],
-  [C.CATEGORY_UNKNOWN, "The error was not recognised; its message may say what went wrong."],
 ]);
 
 /** What the LLM should make of the error; closes the snippet. */
@@ -281,17 +292,48 @@ const INSTRUCTIONS = new Map<pb.Action, string>([
 /** How much of the message the snippet keeps, as the sidecar's default. */
 export const MAX_SNIPPET_MESSAGE = 200;
 
-/** The fallback's `<error>` block for the LLM's next turn. */
+/** The fallback's `<error>` block for the LLM's next turn, then what to make of it. */
 function snippet(o: pb.Outcome, category: pb.Category, action: pb.Action): string {
-  const lines = ["<error>", `tool: ${o.tool}`];
-  const type = errorType(o);
-  if (type !== "") lines.push(`type: ${type}`);
-  lines.push(`category: ${categoryName(category)}`);
-  const message = cut(o.message, MAX_SNIPPET_MESSAGE);
-  if (message !== "") lines.push(`message: ${message}`);
-  const suggestion = SUGGESTIONS.get(category);
-  if (suggestion !== undefined) lines.push(`suggestion: ${suggestion}`);
-  lines.push("</error>", INSTRUCTIONS.get(action) ?? "");
+  const block = errorBlock({
+    tool: o.tool,
+    category,
+    type: errorType(o),
+    message: cut(o.message, MAX_SNIPPET_MESSAGE),
+    count: 1,
+    suggestion: SUGGESTIONS.get(category) ?? "",
+  });
+  return `${block}\n${INSTRUCTIONS.get(action) ?? ""}`;
+}
+
+/** One error as the local fallback and the local context show it. */
+export interface ErrorBlock {
+  /** The tool that failed. */
+  tool: string;
+  /** The verdict's category; unspecified until one is known. */
+  category: pb.Category;
+  /** The failure's name, from {@link errorType}. */
+  type: string;
+  /** Already cut to {@link MAX_SNIPPET_MESSAGE}. */
+  message: string;
+  /** How many times in a row the tool failed with this message. */
+  count: number;
+  /** The verdict's advice, or empty. */
+  suggestion: string;
+}
+
+/**
+ * Renders an `<error>` block in the sidecar's shape: the tool and the category
+ * in the opening tag (an uninformative category left out), then one line with
+ * the error type and the message, then the suggestion.
+ */
+export function errorBlock(e: Readonly<ErrorBlock>): string {
+  const name = categoryName(e.category);
+  const type = name === "unknown" || name === "unspecified" ? "" : ` type="${name}"`;
+  const lines = [`<error tool="${e.tool.replaceAll('"', "&quot;")}"${type}>`];
+  const text = [e.type, e.message].filter((s) => s !== "").join(": ");
+  if (text !== "") lines.push(e.count > 1 ? `${text} (×${e.count})` : text);
+  if (e.suggestion !== "") lines.push(`suggestion: ${e.suggestion}`);
+  lines.push("</error>");
   return lines.join("\n");
 }
 

@@ -3,7 +3,7 @@
 // unresolved errors for the context, and the summary counters.
 
 import { cut } from "./checks.js";
-import { errorType, MAX_SNIPPET_MESSAGE } from "./fallback.js";
+import { errorBlock, errorType, MAX_SNIPPET_MESSAGE, type ErrorBlock } from "./fallback.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
 import { categoryName } from "./names.js";
 
@@ -12,21 +12,12 @@ const MAX_UNRESOLVED = 64;
 /** How many errors the local context shows as blocks, as the sidecar's default. */
 const CONTEXT_SHOWN = 3;
 
-/** The latest error of one tool, as the local context shows it. */
-interface LocalError {
-  tool: string;
-  type: string;
-  message: string;
-  count: number;
-  category: pb.Category;
-}
-
 /** A session's client-side memory. */
 export class LocalState {
   private readonly started: number;
   private readonly consecutive = new Map<string, number>();
   /** The latest error of each tool whose last call failed, oldest first. */
-  private unresolved: LocalError[] = [];
+  private unresolved: ErrorBlock[] = [];
   private calls = 0;
   private errors = 0;
   private retries = 0;
@@ -54,12 +45,13 @@ export class LocalState {
     this.errors++;
     const n = (this.consecutive.get(o.tool) ?? 0) + 1;
     this.consecutive.set(o.tool, n);
-    const e: LocalError = {
+    const e: ErrorBlock = {
       tool: o.tool,
       type: errorType(o),
       message: cut(o.message, MAX_SNIPPET_MESSAGE),
       count: 1,
       category: pb.Category.CATEGORY_UNSPECIFIED,
+      suggestion: "",
     };
     if (idx >= 0) {
       const [prev] = this.unresolved.splice(idx, 1);
@@ -90,7 +82,9 @@ export class LocalState {
     const name = categoryName(category);
     this.errorsByCategory[name] = (this.errorsByCategory[name] ?? 0) + 1;
     for (const e of this.unresolved) {
-      if (e.tool === o.tool) e.category = category;
+      if (e.tool !== o.tool) continue;
+      e.category = category;
+      e.suggestion = v.classification?.suggestion ?? "";
     }
   }
 
@@ -100,14 +94,7 @@ export class LocalState {
     const hidden = this.unresolved.length - shown.length;
     const lines: string[] = [];
     if (hidden > 0) lines.push(`${hidden} earlier unresolved error(s) not shown.`);
-    for (const e of shown) {
-      lines.push("<error>", `tool: ${e.tool}`);
-      if (e.type !== "") lines.push(`type: ${e.type}`);
-      if (e.category !== pb.Category.CATEGORY_UNSPECIFIED) lines.push(`category: ${categoryName(e.category)}`);
-      if (e.message !== "") lines.push(`message: ${e.message}`);
-      if (e.count > 1) lines.push(`repeated: ${e.count} times`);
-      lines.push("</error>");
-    }
+    for (const e of shown) lines.push(errorBlock(e));
     return pb.ContextResponse.create({ text: lines.join("\n"), errorsShown: shown.length, errorsHidden: hidden });
   }
 

@@ -105,7 +105,7 @@ describe("Session.run", () => {
     const err = await rejection(open(dial(), "run-recover").run(t.fetch, () => Promise.reject(new HttpError(404, { body: "no such item" }))));
     assert.ok(err instanceof RecoverError, `got ${String(err)}`);
     assert.equal(err.action, "recover");
-    assert.ok(err.snippet.includes(t.fetch), err.snippet);
+    assert.ok(err.snippet.startsWith(`<error tool="${t.fetch}" type="not_found">\n`), err.snippet);
   });
 
   it("reclassifies an unknown tool, suggesting a declared one", async () => {
@@ -206,7 +206,7 @@ describe("Session", () => {
     assert.equal(v.fallback, false);
     let cx = await s.context();
     assert.equal(cx.errorsShown, 1);
-    assert.ok(cx.text.includes(t.fetch), cx.text);
+    assert.ok(cx.text.includes(`<error tool="${t.fetch}" type="not_found">\n`), cx.text);
     // A later success of the same tool resolves the error.
     assert.equal((await s.report(t.fetch)).action, "continue");
     cx = await s.context();

@@ -90,7 +90,7 @@ for (const transport of ["unix", "tcp"] as const) {
       await r.close();
       const cx = await s.context();
       assert.equal(cx.fallback, true);
-      assert.ok(cx.text.includes(`tool: ${t.fetch}`), cx.text);
+      assert.ok(cx.text.includes(`<error tool="${t.fetch}" type="unavailable">`), cx.text);
       const admission = await s.admit(t.search);
       assert.deepEqual([admission.allowed, admission.fallback], [true, true]);
       assert.equal(logs.count("warn"), 1, logs.toString());

@@ -1,10 +1,13 @@
 // The local fallback policy, decided without a sidecar: the same table as the
-// Go client's fallback_test.go.
+// Go client's fallback_test.go, the snippet it writes, and its suggestions
+// against the sidecar's default config.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 
-import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, providerDelayMs } from "../src/fallback.js";
+import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, providerDelayMs, SUGGESTIONS } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { actionName, categoryName, reasonName, type Action, type Category, type Reason } from "../src/names.js";
 
@@ -165,10 +168,84 @@ describe("fallback policy", () => {
         assert.equal(v.retry, undefined, `a ${c.action} verdict carries a retry plan`);
       }
       if (c.action === "continue") assert.equal(v.snippet, "");
-      else assert.ok(v.snippet.includes(`tool: ${o.tool}`), `the snippet does not name the tool: ${v.snippet}`);
+      else assert.ok(v.snippet.startsWith(`<error tool="${o.tool}"`), `the snippet does not open with the tool: ${v.snippet}`);
       assert.equal(v.escalation !== undefined, c.action === "escalate");
     });
   }
+
+  describe("snippet", () => {
+    const snippetOf = (outcome: pb.DeepPartial<pb.Outcome>): string =>
+      decide(DEFAULT_FALLBACK_POLICY, pb.Outcome.fromPartial(outcome), { consecutive: 1, nowMs: NOW, random: 0.5 }).snippet;
+
+    it("puts tool and category in the tag, the error type before the message, then the suggestion", () => {
+      // requests' HTTPError wording for a 503 (requests/models.py, raise_for_status).
+      const got = snippetOf({ tool: "search", httpStatus: 503, message: "503 Server Error: Service Unavailable for url: https://api.example.com/search" });
+      assert.equal(
+        got,
+        '<error tool="search" type="unavailable">\n' +
+          "HTTP 503: 503 Server Error: Service Unavailable for url: https://api.example.com/search\n" +
+          "suggestion: Retry later, or use another tool.\n" +
+          "</error>\n" +
+          "This is a transient failure; the same call will be retried.",
+      );
+    });
+
+    it("leaves out an unknown category, which has no suggestion either", () => {
+      const got = snippetOf({ tool: "fetch", httpStatus: 404, message: "Not Found" });
+      assert.equal(
+        got,
+        '<error tool="fetch">\nHTTP 404: Not Found\n</error>\nDo not repeat the same call unchanged: check the arguments or choose another approach.',
+      );
+    });
+
+    it("shows the message alone when there is no error type, and the type alone when there is no message", () => {
+      assert.equal(
+        snippetOf({ tool: "serch", kind: pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL, message: "Tool serch not found" }),
+        '<error tool="serch" type="unknown_tool">\nTool serch not found\nsuggestion: Use one of the available tools.\n</error>\n' +
+          "Choose another tool: this one does not exist.",
+      );
+      assert.equal(
+        snippetOf({ tool: "db", code: "ECONNREFUSED" }),
+        '<error tool="db" type="network">\nECONNREFUSED\nsuggestion: Check the host, or use another tool.\n</error>\n' +
+          "This is a transient failure; the same call will be retried.",
+      );
+    });
+
+    it("has no message line when there is neither type nor message", () => {
+      assert.equal(
+        snippetOf({ tool: "fetch", kind: pb.OutcomeKind.OUTCOME_KIND_TIMEOUT }),
+        '<error tool="fetch" type="timeout">\nsuggestion: Try a simpler query or a smaller input.\n</error>\n' +
+          "This is a transient failure; the same call will be retried.",
+      );
+    });
+
+    it("escapes a quote in the tool name, so that it cannot end the attribute", () => {
+      assert.match(snippetOf({ tool: 'say "hi"', httpStatus: 401 }), /^<error tool="say &quot;hi&quot;" type="auth">\n/);
+    });
+
+    it("cuts a long message to 200 characters", () => {
+      const lines = snippetOf({ tool: "fetch", httpStatus: 404, message: "x".repeat(500) }).split("\n");
+      assert.equal(lines[1], `HTTP 404: ${"x".repeat(200)}…`);
+    });
+  });
+
+  it("gives the same suggestion per category as the sidecar's default config", () => {
+    // This file runs as clients/ts/build/test/fallback.test.js; the config is the repository's src/defaults.
+    const toml = readFileSync(fileURLToPath(new URL("../../../../src/defaults/categories.toml", import.meta.url)), "utf8");
+    const sidecar: Record<string, string> = {};
+    let section = "";
+    for (const line of toml.split("\n").map((l) => l.trim())) {
+      const header = /^\[(\w+)\]$/.exec(line);
+      if (header !== null) section = header[1] ?? "";
+      const suggestion = /^suggestion\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line);
+      // A basic TOML string escapes as JSON does for what a suggestion holds.
+      const text = suggestion?.[1] === undefined ? "" : (JSON.parse(suggestion[1]) as string);
+      if (text !== "") sidecar[section] = text;
+    }
+    assert.ok(Object.keys(sidecar).length > 0, "no suggestion read from categories.toml: has its format changed?");
+    const client = Object.fromEntries([...SUGGESTIONS].map(([c, text]) => [categoryName(c), text]));
+    assert.deepEqual(client, sidecar);
+  });
 
   it("keeps every backoff delay within base×2^(n-1) ±20 % and under the cap", () => {
     const policy = fallbackPolicy({ maxRetries: 10, maxConsecutiveFailures: 0 });

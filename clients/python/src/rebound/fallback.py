@@ -34,17 +34,24 @@ _GRPC_CATEGORIES = {
     16: (Category.AUTH, "fallback.grpc_unauthenticated"),
 }
 
+# The sidecar's category suggestions (src/defaults/categories.toml; test_fallback checks for drift).
 _SUGGESTIONS = {
     Category.TIMEOUT: "Try a simpler query or a smaller input.",
-    Category.RATE_LIMITED: "Wait before calling this tool again.",
-    Category.NETWORK: "The service could not be reached; it may come back shortly.",
-    Category.UNAVAILABLE: "The service is unavailable; it may come back shortly.",
-    Category.AUTH: "Credentials are missing or invalid; a human must fix them.",
-    Category.PERMISSION_DENIED: "The agent is not allowed to do this; a human must decide.",
+    Category.RATE_LIMITED: "Wait, or use another tool.",
+    Category.NETWORK: "Check the host, or use another tool.",
+    Category.UNAVAILABLE: "Retry later, or use another tool.",
+    Category.INTERNAL: "Try other arguments.",
+    Category.AUTH: "Ask a human for credentials.",
+    Category.PERMISSION_DENIED: "Ask a human for the missing permission.",
+    Category.QUOTA_EXCEEDED: "Ask a human to raise the quota or budget.",
+    Category.NOT_FOUND: "Check that it exists; list what is there.",
+    Category.VALIDATION: "Fix the arguments to fit the schema.",
+    Category.CONFLICT: "Read its current state first.",
+    Category.FORMAT: "Reply with a valid tool call in the required format.",
+    Category.UNKNOWN_TOOL: "Use one of the available tools.",
+    Category.CONTEXT_LENGTH: "Shorten the input: summarise or split it.",
+    Category.CONTENT_FILTER: "Rephrase the request or change the plan.",
     Category.CANCELLED: "The run was cancelled.",
-    Category.UNKNOWN_TOOL: "There is no such tool; use one of the available tools.",
-    Category.FORMAT: "The tool call could not be read; make it valid JSON that matches the tool's schema.",
-    Category.UNKNOWN: "The error was not recognised; its message may say what went wrong.",
 }
 
 _INSTRUCTIONS = {
@@ -239,20 +246,31 @@ def _number(text: Optional[str]) -> Optional[float]:
 
 
 def _snippet(o: pb.Outcome, category: Category, action: Action) -> str:
-    """The fallback's <error> block for the LLM's next turn, in the sidecar's shape."""
-    lines = ["<error>", f"tool: {o.tool}"]
-    typ = error_type(o)
-    if typ:
-        lines.append(f"type: {typ}")
-    lines.append(f"category: {category.label}")
-    message = cut(o.message, MAX_SNIPPET_MESSAGE)
+    """The fallback's <error> block for the LLM's next turn, then the instruction."""
+    line = message_line(error_type(o), cut(o.message, MAX_SNIPPET_MESSAGE))
+    block = error_block(o.tool, category, line, _SUGGESTIONS.get(category, ""))
+    return f"{block}\n{_INSTRUCTIONS.get(action, '')}"
+
+
+def error_block(tool: str, category: Category, message: str, suggestion: str = "", count: int = 1) -> str:
+    """An <error> block in the sidecar's shape: the tool and the category as attributes of the
+    tag (no type for an unknown category), the message on its own line with `(×N)` for a
+    repeat, then the suggestion."""
+    # As the sidecar writes it: whitespace runs fold, and a quote would end the attribute early.
+    tool = " ".join(tool.split()).replace('"', "&quot;")
+    typ = "" if category in (Category.UNKNOWN, Category.UNSPECIFIED) else f' type="{category.label}"'
+    lines = [f'<error tool="{tool}"{typ}>']
     if message:
-        lines.append(f"message: {message}")
-    if category in _SUGGESTIONS:
-        lines.append(f"suggestion: {_SUGGESTIONS[category]}")
+        lines.append(f"{message} (×{count})" if count > 1 else message)
+    if suggestion:
+        lines.append(f"suggestion: {suggestion}")
     lines.append("</error>")
-    lines.append(_INSTRUCTIONS.get(action, ""))
     return "\n".join(lines)
+
+
+def message_line(typ: str, message: str) -> str:
+    """The block's message line: `{error type}: {message}`, or whichever of the two is set."""
+    return ": ".join(part for part in (typ, message) if part)
 
 
 def _escalation(v: pb.Verdict, o: pb.Outcome, why: str) -> None:

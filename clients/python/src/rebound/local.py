@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from rebound.fallback import MAX_SNIPPET_MESSAGE, cut, error_type
+from rebound.fallback import MAX_SNIPPET_MESSAGE, cut, error_block, error_type, message_line
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Action, Category, ErrorContext
 
@@ -24,6 +24,7 @@ class _Error:
     message: str
     count: int = 1
     category: Category = Category.UNSPECIFIED
+    suggestion: str = ""
 
 
 class LocalState:
@@ -79,6 +80,7 @@ class LocalState:
             for e in self._unresolved:
                 if e.tool == o.tool:
                     e.category = category
+                    e.suggestion = v.classification.suggestion
 
     def context(self) -> ErrorContext:
         """The error context built from the unresolved errors: the latest few as <error> blocks,
@@ -90,16 +92,7 @@ class LocalState:
             if hidden:
                 lines.append(f"{hidden} earlier unresolved error(s) not shown.")
             for e in shown:
-                lines += ["<error>", f"tool: {e.tool}"]
-                if e.kind:
-                    lines.append(f"type: {e.kind}")
-                if e.category is not Category.UNSPECIFIED:
-                    lines.append(f"category: {e.category.label}")
-                if e.message:
-                    lines.append(f"message: {e.message}")
-                if e.count > 1:
-                    lines.append(f"repeated: {e.count} times")
-                lines.append("</error>")
+                lines.append(error_block(e.tool, e.category, message_line(e.kind, e.message), e.suggestion, e.count))
             return ErrorContext("\n".join(lines), len(shown), hidden, fallback=True)
 
     def summary(self, now: float) -> pb.SessionSummary:

@@ -5,6 +5,7 @@ Run after regenerate.sh: python3 index.py"""
 import glob
 import json
 import os
+import re
 import subprocess
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -62,10 +63,15 @@ def exception_line(name: str, lines: list[str]) -> str:
     if kind == "py":
         # The last unindented line that names an exception (messages may run over several lines).
         return next(l for l in reversed(lines) if not l.startswith(" ") and ("Error" in l or ":" in l or l.isidentifier()))
-    if kind in ("go", "java"):
+    if kind == "go":
         return lines[0]
+    if kind == "java":
+        # The exception, without the JVM's `Exception in thread "main" ` before it.
+        return re.sub(r'^Exception in thread "[^"]*" ', "", lines[0])
     if kind == "rust":
-        return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") else lines[0]
+        # The panic's location and message, without the thread (and its id) before them.
+        line = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") else lines[0]
+        return line[line.index("panicked at "):]
     if kind == "node":
         return next(l for l in lines if "Error" in l and ":" in l and not l.startswith(("file:", "node:", " ")))
     raise SystemExit(f"{name}: no exception line known; add it to EXCEPTION_LINES")
