@@ -3,17 +3,19 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rebound::compact::{digest, elide_middle, failure_lines};
+use rebound::compact::{digest, elide_middle, failure_lines, SnippetPolicy};
 use rebound::redact::redact;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let once = redact(&text).into_owned();
     assert_eq!(redact(&once), once, "redaction must be idempotent");
-    let d = digest("", "", &text, 200);
+    let d = digest("", "", &text, &SnippetPolicy::default());
     assert!(d.message.chars().count() <= 200, "message over its limit: {}", d.message);
     assert!(d.location.chars().count() <= 200, "location over its limit: {}", d.location);
-    let _ = digest(&text, "fuzz.Error", &text, 40);
+    let short = SnippetPolicy { message_chars: 40, frames: 5, ..SnippetPolicy::default() };
+    let d = digest(&text, "fuzz.Error", &text, &short);
+    assert!(d.message.chars().count() <= 40 && d.location.chars().count() <= 40);
     assert!(elide_middle(&text, 60).chars().count() <= 60);
     let _ = failure_lines(&text, 200);
     let _ = rebound::trace::collapse(&text, 2);
