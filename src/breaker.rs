@@ -335,7 +335,7 @@ impl ToolBreaker {
 /// The tool breakers of this sidecar, sharded by tool name, at most `max_tools` of them.
 #[derive(Debug)]
 pub struct ToolBreakers {
-    shards: Vec<std::sync::Mutex<std::collections::HashMap<String, ToolBreaker>>>,
+    shards: Vec<std::sync::Mutex<foldhash::HashMap<String, ToolBreaker>>>,
     count: std::sync::atomic::AtomicUsize,
     max_tools: usize,
 }
@@ -357,7 +357,7 @@ impl ToolBreakers {
     /// An empty set tracking at most `max_tools` tools (more are never broken).
     pub fn new(max_tools: usize) -> Self {
         ToolBreakers {
-            shards: (0..16).map(|_| std::sync::Mutex::new(std::collections::HashMap::new())).collect(),
+            shards: (0..16).map(|_| std::sync::Mutex::new(foldhash::HashMap::default())).collect(),
             count: std::sync::atomic::AtomicUsize::new(0),
             max_tools,
         }

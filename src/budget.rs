@@ -3,7 +3,7 @@
 //! A retryable failure costs a token, a success refills a fraction of one,
 //! and retries stop while the bucket is at or below half.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 /// A budget's settings, validated at load.
@@ -33,16 +33,20 @@ pub struct RetryBudgets {
 impl RetryBudgets {
     /// No buckets yet: every tool starts full.
     pub fn new(max_tools: usize) -> Self {
-        RetryBudgets { buckets: Mutex::new(HashMap::new()), max_tools }
+        RetryBudgets { buckets: Mutex::new(HashMap::default()), max_tools }
     }
 
     /// A retryable failure of `tool`: takes a token; true while retries are still allowed.
     pub fn on_failure(&self, tool: &str, policy: &BudgetPolicy) -> bool {
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if !buckets.contains_key(tool) && buckets.len() >= self.max_tools {
-            return true;
+        if !buckets.contains_key(tool) {
+            if buckets.len() >= self.max_tools {
+                return true;
+            }
+            // The tool's name is copied only when its bucket is made.
+            buckets.insert(tool.to_string(), policy.max_tokens);
         }
-        let tokens = buckets.entry(tool.to_string()).or_insert(policy.max_tokens);
+        let tokens = buckets.get_mut(tool).expect("inserted above");
         *tokens = (*tokens - 1.0).max(0.0);
         *tokens > policy.max_tokens / 2.0
     }

@@ -6,6 +6,7 @@
 
 use crate::model::Category;
 use crate::redact::redact;
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// Limits for snippets, validated with the rest of the policy.
@@ -69,13 +70,47 @@ pub struct ErrorView<'a> {
 /// punctuation (`=====`, `-----`) shortened to three, its middle elided past `max_chars`.
 pub fn clean_message(message: &str, max_chars: usize) -> String {
     let redacted = redact(message);
-    elide_middle(&fold_rules(&redacted), max_chars)
+    let folded = fold_rules(&redacted);
+    // Most messages are short and have nothing to fold or redact: one copy, here.
+    if folded.len() <= max_chars {
+        return folded.into_owned();
+    }
+    elide_middle(&folded, max_chars)
 }
 
 /// Whitespace runs folded to one space (none at the ends), and runs of more
 /// than three of the same punctuation character cut to three: test runners and
-/// build tools draw lines with them, and each costs tokens. One pass.
-fn fold_rules(text: &str) -> String {
+/// build tools draw lines with them, and each costs tokens. One pass; the text
+/// itself when there is nothing to fold.
+fn fold_rules(text: &str) -> Cow<'_, str> {
+    if !needs_folding(text.as_bytes()) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(fold(text))
+}
+
+/// Whether [`fold`] would change `text`: whitespace other than single spaces
+/// between words, a run of four of the same punctuation, or any non-ASCII byte
+/// (whose whitespace only `fold` tells).
+fn needs_folding(text: &[u8]) -> bool {
+    if text.first() == Some(&b' ') || text.last() == Some(&b' ') {
+        return true;
+    }
+    let (mut previous, mut run) = (0u8, 0u8);
+    for &b in text {
+        if b >= 0x80 || matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+            return true;
+        }
+        run = if b == previous { run.saturating_add(1) } else { 0 };
+        if run > 0 && (b == b' ' || (run >= 3 && b.is_ascii_punctuation())) {
+            return true;
+        }
+        previous = b;
+    }
+    false
+}
+
+fn fold(text: &str) -> String {
     if text.is_ascii() {
         // Most messages: bytes, without decoding characters.
         let mut out = Vec::with_capacity(text.len());
@@ -539,6 +574,15 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn text_is_left_as_it_is_only_when_folding_would_not_change_it(text in "[ a-c=.\t\n\u{a0}é-]{0,40}") {
+            let changed = fold(&text) != text;
+            prop_assert!(needs_folding(text.as_bytes()) || !changed, "{:?}", text);
+            if text.is_ascii() {
+                prop_assert_eq!(needs_folding(text.as_bytes()), changed, "{:?}", text);
+            }
+        }
+
         #[test]
         fn a_cleaned_message_never_exceeds_its_budget(text in "\\PC{0,600}", max in 0usize..300) {
             prop_assert!(clean_message(&text, max).chars().count() <= max);

@@ -5,7 +5,8 @@
 use crate::model::{Action, Category, Reason};
 use metrics::{Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::collections::{HashMap, HashSet};
+// Hot-path maps hash with foldhash (seeded per process): std's SipHash cost more than the lookups.
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// Outcomes by tool, category and action.
@@ -107,12 +108,34 @@ fn describe() {
 /// An outcome counter's labels: tool, category (none for a success), action.
 type OutcomeKey = (Arc<str>, Option<Category>, Action);
 
+/// Counters registered with the recorder the first time their labels are seen,
+/// then kept: registering builds a key and allocates, incrementing a kept one does not.
+#[derive(Debug)]
+struct Counters<K>(RwLock<HashMap<K, Counter>>);
+
+impl<K: std::hash::Hash + Eq> Counters<K> {
+    fn new() -> Self {
+        Counters(RwLock::new(HashMap::new()))
+    }
+
+    /// Adds one to the counter of `key`, registered by `register` the first time.
+    fn increment(&self, key: K, register: impl FnOnce(&K) -> Counter) {
+        if let Some(counter) = self.0.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            counter.increment(1);
+            return;
+        }
+        let counter = register(&key);
+        counter.increment(1);
+        self.0.write().unwrap_or_else(|p| p.into_inner()).insert(key, counter);
+    }
+}
+
 /// Stored metric handles and the capped tool label.
 #[derive(Debug)]
 pub struct Metrics {
     tool_cap: usize,
     tools: RwLock<HashSet<Arc<str>>>,
-    outcomes: RwLock<HashMap<OutcomeKey, Counter>>,
+    outcomes: Counters<OutcomeKey>,
     escalations: HashMap<Reason, Counter>,
     evicted_idle: Counter,
     evicted_capacity: Counter,
@@ -123,7 +146,8 @@ pub struct Metrics {
     reload_ok: Counter,
     reload_error: Counter,
     rpc: HashMap<&'static str, Histogram>,
-    admits: RwLock<HashMap<(Arc<str>, &'static str), Counter>>,
+    admits: Counters<(Arc<str>, &'static str)>,
+    budget_exhausted: Counters<Arc<str>>,
 }
 
 /// The RPC methods timed in `rebound_rpc_duration_seconds`.
@@ -135,7 +159,7 @@ impl Metrics {
         Metrics {
             tool_cap,
             tools: RwLock::new(HashSet::new()),
-            outcomes: RwLock::new(HashMap::new()),
+            outcomes: Counters::new(),
             escalations: Reason::ALL
                 .iter()
                 .map(|r| (*r, metrics::counter!(ESCALATIONS_TOTAL, "reason" => r.as_str())))
@@ -148,7 +172,8 @@ impl Metrics {
             streams_active: metrics::gauge!(STREAMS_ACTIVE),
             reload_ok: metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => "ok"),
             reload_error: metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => "error"),
-            admits: RwLock::new(HashMap::new()),
+            admits: Counters::new(),
+            budget_exhausted: Counters::new(),
             rpc: RPC_METHODS.iter().map(|m| (*m, metrics::histogram!(RPC_DURATION_SECONDS, "method" => *m))).collect(),
         }
     }
@@ -172,20 +197,14 @@ impl Metrics {
 
     /// Counts an outcome.
     pub fn outcome(&self, tool: &str, category: Option<Category>, action: Action) {
-        let tool = self.tool_label(tool);
-        let key = (tool, category, action);
-        if let Some(counter) = self.outcomes.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            counter.increment(1);
-            return;
-        }
-        let counter = metrics::counter!(
-            OUTCOMES_TOTAL,
-            "tool" => key.0.to_string(),
-            "category" => category.map_or("none", Category::as_str),
-            "action" => action.as_str(),
-        );
-        counter.increment(1);
-        self.outcomes.write().unwrap_or_else(|p| p.into_inner()).insert(key, counter);
+        self.outcomes.increment((self.tool_label(tool), category, action), |(tool, category, action)| {
+            metrics::counter!(
+                OUTCOMES_TOTAL,
+                "tool" => tool.to_string(),
+                "category" => category.map_or("none", Category::as_str),
+                "action" => action.as_str(),
+            )
+        });
     }
 
     /// Records a retry delay.
@@ -253,20 +272,18 @@ impl Metrics {
 
     /// Counts a retry refused by the budget.
     pub fn budget_exhausted(&self, tool: &str) {
-        let label = self.tool_label(tool).to_string();
-        metrics::counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "tool" => label).increment(1);
+        self.budget_exhausted.increment(
+            self.tool_label(tool),
+            |tool| metrics::counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "tool" => tool.to_string()),
+        );
     }
 
     /// Counts an Admit answer.
     pub fn admit(&self, tool: &str, decision: &'static str) {
-        let key = (self.tool_label(tool), decision);
-        if let Some(counter) = self.admits.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            counter.increment(1);
-            return;
-        }
-        let counter = metrics::counter!(ADMIT_TOTAL, "tool" => key.0.to_string(), "decision" => decision);
-        counter.increment(1);
-        self.admits.write().unwrap_or_else(|p| p.into_inner()).insert(key, counter);
+        self.admits.increment(
+            (self.tool_label(tool), decision),
+            |(tool, decision)| metrics::counter!(ADMIT_TOTAL, "tool" => tool.to_string(), "decision" => *decision),
+        );
     }
 
     /// Counts a failed exchange with the shared state backend.
@@ -305,5 +322,18 @@ mod tests {
         let text = handle.render();
         assert!(text.contains("rebound_outcomes_total{"), "{text}");
         assert!(text.contains("tool=\"search\""), "{text}");
+    }
+
+    #[test]
+    fn kept_counters_go_on_counting() {
+        let handle = install();
+        let m = Metrics::new(10);
+        for _ in 0..3 {
+            m.budget_exhausted("kept_tool");
+            m.admit("kept_tool", "allowed");
+        }
+        let text = handle.render();
+        assert!(text.contains("rebound_retry_budget_exhausted_total{tool=\"kept_tool\"} 3"), "{text}");
+        assert!(text.contains("rebound_admit_total{tool=\"kept_tool\",decision=\"allowed\"} 3"), "{text}");
     }
 }
