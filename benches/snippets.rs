@@ -71,7 +71,7 @@ fn bench(c: &mut Criterion) {
     }
     let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
     println!(
-        "snippet/raw tokens over {} traces: total {compacted}/{raw} = {:.3} (target <= 0.15), per-trace mean {mean:.3}",
+        "snippet/raw tokens over {} traces: total {compacted}/{raw} = {:.4} (target <= 0.15), per-trace mean {mean:.3}",
         traces.len(),
         compacted as f64 / raw as f64
     );

@@ -9,8 +9,10 @@
 
 /// Where a library frame lives, by a mark in its path or its qualified name.
 /// Checked in order: the first match names the place.
-const PATH_PLACES: [(&str, &str); 14] = [
+const PATH_PLACES: [(&str, &str); 15] = [
     ("site-packages", "site-packages"),
+    // Code libraries write at run time: `<sqlalchemy generated warned() wrapper for …>`, `<attrs generated init …>`.
+    (" generated ", "generated code"),
     ("dist-packages", "dist-packages"),
     ("<frozen ", "the Python standard library"),
     ("/lib/python3", "the Python standard library"),
@@ -309,6 +311,9 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
 /// unindented line after each traceback's frames.
 fn read_python(lines: &[&str], r: &mut Reading) {
     let mut after_frames = false;
+    // An exception's message may go on over the lines after it (pydantic lists each field's
+    // error there), up to a blank line; they are joined on.
+    let mut message_goes_on = false;
     for line in lines {
         let t = line.trim_start();
         if let Some(rest) = t.strip_prefix("File \"") {
@@ -317,25 +322,41 @@ fn read_python(lines: &[&str], r: &mut Reading) {
                 r.frame(path, || format!("{path}:{number} in {}", function.trim()));
                 after_frames = true;
             }
+            message_goes_on = false;
             continue;
         }
-        if line.starts_with([' ', '\t']) || t.is_empty() {
-            continue;
-        }
-        if t.starts_with("Traceback (most recent call last)")
+        let header = t.starts_with("Traceback (most recent call last)")
             || t.starts_with("Exception Group Traceback (most recent call last)")
             || t.starts_with("During handling of the above exception")
-            || t.starts_with("The above exception was the direct cause")
-        {
-            after_frames = false;
+            || t.starts_with("The above exception was the direct cause");
+        if t.is_empty() || header {
+            (after_frames, message_goes_on) = (false, false);
+            continue;
+        }
+        if message_goes_on {
+            let exception = r.exceptions.last_mut().expect("a message goes on after its exception");
+            if exception.len() < MESSAGE_LINES_BYTES && !DOCS_POINTERS.iter().any(|p| t.starts_with(p)) {
+                exception.push(' ');
+                exception.push_str(t.trim_end());
+            }
+            continue;
+        }
+        if line.starts_with([' ', '\t']) {
             continue;
         }
         if after_frames {
             r.exceptions.push(t.trim_end().to_string());
-            after_frames = false;
+            (after_frames, message_goes_on) = (false, true);
         }
     }
 }
+
+/// Lines after a Python exception that only say where to read more: left out of its message.
+const DOCS_POINTERS: [&str; 3] =
+    ["For further information visit ", "For more information check: ", "(Background on this error at: "];
+
+/// How long an exception's message may grow with the lines after it, in bytes (a snippet shows 200 characters).
+const MESSAGE_LINES_BYTES: usize = 1024;
 
 /// A line of a Python exception group with its box drawing taken off (`  | `
 /// before each line, deeper for nested groups); `None` for a border line
@@ -523,6 +544,26 @@ mod tests {
         let c = collapse(&data("09-py-cancel.txt"), 2).unwrap();
         assert_eq!(c.exception, "asyncio.exceptions.CancelledError");
         assert_eq!(c.library, vec![("the Python standard library", 1)]);
+    }
+
+    #[test]
+    fn python_messages_go_on_over_the_lines_after_the_exception_without_pointers_to_docs() {
+        // pydantic 2.10 and SQLAlchemy 2.0, as they print (tests/data/traces/py-pydantic-validation.txt,
+        // py-sqlalchemy-integrity.txt).
+        let text = "Traceback (most recent call last):\n  File \"/app/tools.py\", line 87, in parse\n    return SearchArgs(**args)\npydantic_core._pydantic_core.ValidationError: 1 validation error for SearchArgs\nquery\n  Input should be a valid string [type=string_type, input_value=None, input_type=NoneType]\n    For further information visit https://errors.pydantic.dev/2.10/v/string_type\n";
+        assert_eq!(
+            collapse(text, 1).unwrap().exception,
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for SearchArgs query Input should be a valid string [type=string_type, input_value=None, input_type=NoneType]"
+        );
+        let sql = "Traceback (most recent call last):\n  File \"<sqlalchemy generated warned() wrapper for sqlalchemy.orm.session.Session._flush>\", line 2, in _flush\n  File \"/app/db.py\", line 5, in add\nsqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint failed: users.email\n[SQL: INSERT INTO users (email) VALUES (?)]\n(Background on this error at: https://sqlalche.me/e/21/gkpj)\n\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File \"/app/run.py\", line 9, in main\nRuntimeError: could not add the user\n";
+        let c = collapse(sql, 2).unwrap();
+        // The chain's lines do not run into the message; code a library generated is a library's.
+        assert_eq!(c.exception, "RuntimeError: could not add the user");
+        assert_eq!(
+            c.cause.as_deref(),
+            Some("sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint failed: users.email [SQL: INSERT INTO users (email) VALUES (?)]")
+        );
+        assert_eq!(c.library, vec![("generated code", 1)]);
     }
 
     #[test]
