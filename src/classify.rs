@@ -453,10 +453,10 @@ impl Classifier {
             None => outcome,
         };
         self.index.candidates(outcome, exception, exception_last, &mut candidates);
-        let mut message_hits: Vec<usize> = Vec::new();
-        if !text.is_empty() && !self.messages.is_empty() {
-            message_hits.extend(self.messages.matches(text.as_bytes()).iter().map(|p| self.pattern_rule[p]));
-            candidates.extend(message_hits.iter().copied());
+        let message_hits =
+            (!text.is_empty() && !self.messages.is_empty()).then(|| self.messages.matches(text.as_bytes()));
+        if let Some(hits) = &message_hits {
+            candidates.extend(hits.iter().map(|p| self.pattern_rule[p]));
         }
         candidates.sort_unstable();
         candidates.dedup();
@@ -464,7 +464,7 @@ impl Classifier {
         let mut all = Vec::new();
         for i in candidates {
             let rule = &self.rules[i];
-            let hit = message_hits.contains(&i);
+            let hit = message_hits.as_ref().is_some_and(|hits| hits.iter().any(|p| self.pattern_rule[p] == i));
             let Some(score) = rule.score(outcome, exception, exception_last, hit) else {
                 continue;
             };

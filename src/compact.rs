@@ -179,19 +179,31 @@ pub fn elide_middle(text: &str, max_chars: usize) -> String {
     if total <= max_chars {
         return text.to_string();
     }
-    let marker_len = format!(" [… {total} characters elided …] ").chars().count();
+    const MARK_OPEN: &str = " [… ";
+    const MARK_CLOSE: &str = " characters elided …] ";
+    let marker_chars = |n: usize| MARK_OPEN.chars().count() + n.to_string().len() + MARK_CLOSE.chars().count();
+    let marker_len = marker_chars(total);
     if max_chars < marker_len + 20 {
         return cut(text, max_chars);
     }
     let keep = max_chars - marker_len;
-    let head = keep * 3 / 5;
-    let tail = keep - head;
-    let elided = total - head - tail;
-    let marker = format!(" [… {elided} characters elided …] ");
-    let pad = marker_len - marker.chars().count();
-    let mut out: String = text.chars().take(head + pad).collect();
-    out.push_str(&marker);
-    out.extend(text.chars().skip(total - tail));
+    let tail = keep - keep * 3 / 5;
+    // The head takes what a shorter count leaves (which may shorten the count again).
+    let mut head = keep * 3 / 5;
+    let elided = loop {
+        let elided = total - head - tail;
+        let room = max_chars - tail - marker_chars(elided);
+        if room == head {
+            break elided;
+        }
+        head = room;
+    };
+    let byte_at = |chars: usize| text.char_indices().nth(chars).map_or(text.len(), |(i, _)| i);
+    let (head_end, tail_start) = (byte_at(head), byte_at(total - tail));
+    let mut out = String::with_capacity(head_end + marker_len + 8 + text.len() - tail_start);
+    out.push_str(&text[..head_end]);
+    let _ = write!(out, "{MARK_OPEN}{elided}{MARK_CLOSE}");
+    out.push_str(&text[tail_start..]);
     out
 }
 
@@ -342,13 +354,18 @@ pub fn render_block(view: &ErrorView<'_>, templates: Option<&crate::templates::T
 /// </error>
 /// ```
 pub fn error_block(view: &ErrorView<'_>) -> String {
-    let tool = cut(&view.tool.split_whitespace().collect::<Vec<_>>().join(" "), TOOL_CHARS).replace('"', "&quot;");
-    let mut out = String::with_capacity(64 + view.message.len() + view.location.len() + view.suggestion.len());
+    // Room for the block and for the instruction that usually follows it.
+    let mut out = String::with_capacity(
+        160 + view.tool.len().min(4 * TOOL_CHARS) + view.message.len() + view.location.len() + view.suggestion.len(),
+    );
+    out.push_str("<error tool=\"");
+    push_attribute(&mut out, view.tool, TOOL_CHARS);
     // An unknown type says nothing: it is left out.
-    match view.category {
-        Category::Unknown => _ = writeln!(out, "<error tool=\"{tool}\">"),
-        category => _ = writeln!(out, "<error tool=\"{tool}\" type=\"{}\">", category.as_str()),
+    if view.category != Category::Unknown {
+        out.push_str("\" type=\"");
+        out.push_str(view.category.as_str());
     }
+    out.push_str("\">\n");
     out.push_str(view.message);
     if view.count > 1 {
         let _ = write!(out, " (×{})", view.count);
@@ -364,27 +381,48 @@ pub fn error_block(view: &ErrorView<'_>) -> String {
     out
 }
 
+/// `text` as an attribute value: whitespace folded to single spaces, cut to
+/// `max_chars` characters (the last an ellipsis when cut), `"` written `&quot;`.
+fn push_attribute(out: &mut String, text: &str, max_chars: usize) {
+    let folded_chars = text.split_whitespace().map(|w| w.chars().count() + 1).sum::<usize>().saturating_sub(1);
+    let keep = if folded_chars > max_chars { max_chars.saturating_sub(1) } else { folded_chars };
+    let folded = text.split_whitespace().flat_map(|w| std::iter::once(' ').chain(w.chars())).skip(1);
+    for c in folded.take(keep) {
+        match c {
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    if folded_chars > max_chars && max_chars > 0 {
+        out.push('…');
+    }
+}
+
 /// The general nudge that opens every recovery instruction.
-pub const NUDGE: &str = "Please analyze what went wrong and try a different approach.";
+macro_rules! nudge {
+    () => {
+        "Please analyze what went wrong and try a different approach."
+    };
+}
+pub const NUDGE: &str = nudge!();
 
 /// The recovery instruction given with a snippet, by action and outcome kind, in
 /// the manner of the designs Rebound grew from: the nudge, then specific advice.
 /// `None` when the agent is not meant to hand the snippet to its model (retry,
 /// escalate, abort).
-pub fn instruction(action: crate::model::Action, kind: Option<crate::model::OutcomeKind>) -> Option<String> {
+pub fn instruction(action: crate::model::Action, kind: Option<crate::model::OutcomeKind>) -> Option<&'static str> {
     use crate::model::{Action, OutcomeKind};
-    let specific = match (action, kind) {
-        (Action::Recover, Some(OutcomeKind::NoToolCall)) => "You must respond with a tool call.",
+    Some(match (action, kind) {
+        (Action::Recover, Some(OutcomeKind::NoToolCall)) => concat!(nudge!(), " You must respond with a tool call."),
         (Action::Recover, Some(OutcomeKind::InvalidToolCall)) => {
-            "Make the tool call's arguments valid JSON that matches the tool's schema."
+            concat!(nudge!(), " Make the tool call's arguments valid JSON that matches the tool's schema.")
         }
-        (Action::Reclassify, _) => "Use one of the available tools instead.",
-        (Action::Replan, _) => "Change the plan: this request cannot succeed as it is.",
+        (Action::Reclassify, _) => concat!(nudge!(), " Use one of the available tools instead."),
+        (Action::Replan, _) => concat!(nudge!(), " Change the plan: this request cannot succeed as it is."),
         // An execution failure: the advice is the error itself, in the block above.
-        (Action::Recover, _) => return Some(NUDGE.to_string()),
+        (Action::Recover, _) => NUDGE,
         _ => return None,
-    };
-    Some(format!("{NUDGE} {specific}"))
+    })
 }
 
 /// The instruction, from the user's template if there is one.
@@ -392,7 +430,7 @@ pub fn render_instruction(
     action: crate::model::Action,
     kind: Option<crate::model::OutcomeKind>,
     templates: Option<&crate::templates::Templates>,
-) -> Option<String> {
+) -> Option<Cow<'static, str>> {
     let text = instruction(action, kind)?;
     if let Some(t) = templates {
         let advice = text.trim_start_matches(NUDGE).trim();
@@ -400,10 +438,10 @@ pub fn render_instruction(
             nudge => NUDGE, advice => advice, action => action.as_str(), kind => kind.map(|k| k.as_str()),
         };
         if let Some(out) = t.render("instruction", ctx) {
-            return Some(out);
+            return Some(Cow::Owned(out));
         }
     }
-    Some(text)
+    Some(Cow::Borrowed(text))
 }
 
 /// The `Context` text: a summary of older errors (those not shown, and `dropped`
@@ -580,6 +618,30 @@ mod tests {
             prop_assert!(needs_folding(text.as_bytes()) || !changed, "{:?}", text);
             if text.is_ascii() {
                 prop_assert_eq!(needs_folding(text.as_bytes()), changed, "{:?}", text);
+            }
+        }
+
+        #[test]
+        fn a_tool_attribute_is_the_folded_cut_and_escaped_name(tool in "[a-z \"\t]{0,12}", max in 0usize..10) {
+            let mut out = String::new();
+            push_attribute(&mut out, &tool, max);
+            let folded = tool.split_whitespace().collect::<Vec<_>>().join(" ");
+            prop_assert_eq!(out, cut(&folded, max).replace('"', "&quot;"));
+        }
+
+        #[test]
+        fn elision_keeps_a_head_and_a_tail_and_counts_what_is_between(text in "[a-zé€ ]{0,400}", max in 60usize..300) {
+            let out = elide_middle(&text, max);
+            let total = text.chars().count();
+            if total <= max {
+                prop_assert_eq!(out, text);
+            } else {
+                prop_assert_eq!(out.chars().count(), max);
+                let (head, rest) = out.split_once(" [… ").expect("a marker");
+                let (count, tail) = rest.split_once(" characters elided …] ").expect("a marker's end");
+                let elided: usize = count.parse().expect("a count");
+                prop_assert!(text.starts_with(head) && text.ends_with(tail));
+                prop_assert_eq!(head.chars().count() + elided + tail.chars().count(), total);
             }
         }
 
