@@ -8,13 +8,15 @@
 // The figures are the client's steady state, as the Go and Python benches
 // measure theirs. V8 compiles the hot path (this client, grpc-js, node's http2)
 // with its optimizing compiler only after a few thousand calls, on background
-// threads: about 0.7 s of CPU over the first 3,000 reports (node 20), which on a
-// small machine takes the CPU from the timed calls and from the sidecar and
-// shows as a p99 ten times the p50. So before any timing, each mode first sends
-// --jit-warmup reports on a connection of its own; stderr shows how those after
-// the first --warmup fared: the cold start, which an agent's first reports see.
+// threads (about 0.7 s of CPU over the first 3,000 unary reports, node 20), and
+// again in part for each new connection, whose handlers are new closures. On a
+// small machine that compiling takes the CPU from the timed calls and from the
+// sidecar, and shows as a p99 ten times the p50. So each connection sends
+// --warmup and then --jit-warmup reports before the timed ones; stderr shows
+// how the first of the latter fared: the cold start an agent's first reports see.
 //
 //   node bench.mjs --n 2000 --warmup 200
+//   node bench.mjs --jit-warmup 0    # time the cold start instead
 //   node bench.mjs --tcp 127.0.0.1:50051 --unix unix:/run/rebound/rebound.sock
 
 import { mkdtempSync, rmSync } from "node:fs";
@@ -59,15 +61,14 @@ function quantile(sorted, p) {
 }
 
 /**
- * Times `count` successful reports, each a full round trip (sent, answered), in
- * µs and in the order sent, after `skip` untimed ones, on a connection of its own.
+ * Times reports on a connection of its own, each a full round trip (sent,
+ * answered), in µs: --warmup untimed, --jit-warmup more whose first n are kept
+ * as the cold start, then the n measured.
  * @param {string} addr
  * @param {"unary" | "stream"} mode
- * @param {number} skip
- * @param {number} count
- * @returns {Promise<number[]>}
+ * @returns {Promise<{ cold: number[], samples: number[] }>}
  */
-async function measure(addr, mode, skip, count) {
+async function measure(addr, mode) {
   // A generous deadline: a slow answer must be measured, not replaced by the fallback.
   const client = new Client(addr, { callTimeoutMs: 5000 });
   try {
@@ -76,16 +77,16 @@ async function measure(addr, mode, skip, count) {
     const report = reporter ? () => reporter.report("bench") : () => session.report("bench");
     /** @type {number[]} */
     const samples = [];
-    for (let i = 0; i < skip + count; i++) {
+    for (let i = 0; i < warmup + jitWarmup + n; i++) {
       const start = process.hrtime.bigint();
       const v = await report();
       const elapsed = Number(process.hrtime.bigint() - start) / 1000;
       if (v.fallback) throw new Error("the local fallback answered: the sidecar is not reachable");
-      if (i >= skip) samples.push(elapsed);
+      if (i >= warmup) samples.push(elapsed);
     }
     await reporter?.close();
     await session.end();
-    return samples;
+    return { cold: samples.slice(0, Math.min(n, jitWarmup)), samples: samples.slice(jitWarmup) };
   } finally {
     client.close();
   }
@@ -105,8 +106,6 @@ function figures(samples) {
 const dir = mkdtempSync(join(tmpdir(), "rb-bench"));
 /** @type {Sidecar[]} */
 const started = [];
-/** The modes whose JIT warm-up is done. */
-const jitWarmed = new Set();
 try {
   const targets = [
     { transport: "tcp", addr: values.tcp, listen: "127.0.0.1:0" },
@@ -120,14 +119,9 @@ try {
       target = sidecar.grpc;
     }
     for (const mode of /** @type {const} */ (["unary", "stream"])) {
-      if (!jitWarmed.has(mode) && jitWarmup > 0) {
-        // The compiled code serves both transports: once per mode is enough.
-        // Timed all the same, skipping --warmup as a measurement does, to show the cold start.
-        const cold = (await measure(target, mode, 0, jitWarmup)).slice(warmup, warmup + n);
-        if (cold.length > 0) console.error(`jit warm-up: ${transport} ${mode} while V8 compiles (not in the figures): ${figures(cold)}`);
-        jitWarmed.add(mode);
-      }
-      console.log(`ts ${transport} ${mode} ${figures(await measure(target, mode, warmup, n))}`);
+      const { cold, samples } = await measure(target, mode);
+      if (cold.length > 0) console.error(`cold ${transport} ${mode} ${figures(cold)} (while V8 compiles; not in the figures)`);
+      console.log(`ts ${transport} ${mode} ${figures(samples)}`);
     }
   }
 } finally {
