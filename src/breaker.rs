@@ -364,12 +364,8 @@ impl ToolBreakers {
     }
 
     fn with<R>(&self, tool: &str, create: bool, f: impl FnOnce(&mut ToolBreaker) -> R) -> Option<R> {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in tool.as_bytes() {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        let mut shard = self.shards[(h % 16) as usize].lock().unwrap_or_else(|p| p.into_inner());
+        let mut shard =
+            self.shards[(crate::session::id_hash(tool) % 16) as usize].lock().unwrap_or_else(|p| p.into_inner());
         if let Some(b) = shard.get_mut(tool) {
             return Some(f(b));
         }

@@ -181,15 +181,16 @@ pub fn elide_middle(text: &str, max_chars: usize) -> String {
     }
     const MARK_OPEN: &str = " [… ";
     const MARK_CLOSE: &str = " characters elided …] ";
-    let marker_chars = |n: usize| MARK_OPEN.chars().count() + n.to_string().len() + MARK_CLOSE.chars().count();
+    let digits = |n: usize| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    let marker_chars = |n: usize| MARK_OPEN.chars().count() + digits(n) + MARK_CLOSE.chars().count();
     let marker_len = marker_chars(total);
     if max_chars < marker_len + 20 {
         return cut(text, max_chars);
     }
     let keep = max_chars - marker_len;
-    let tail = keep - keep * 3 / 5;
-    // The head takes what a shorter count leaves (which may shorten the count again).
     let mut head = keep * 3 / 5;
+    let tail = keep - head;
+    // The head takes what a shorter count leaves (which may shorten the count again).
     let elided = loop {
         let elided = total - head - tail;
         let room = max_chars - tail - marker_chars(elided);

@@ -281,8 +281,8 @@ pub struct Remembered {
     pub snippet: SnippetRecipe,
 }
 
-/// FNV-1a of an id (a call_id in the idempotency window, a session_id for its shard).
-fn id_hash(id: &str) -> u64 {
+/// FNV-1a of an id (a call_id in the idempotency window, a session_id or a tool for its shard).
+pub(crate) fn id_hash(id: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in id.as_bytes() {
         h ^= u64::from(*b);

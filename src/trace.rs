@@ -185,11 +185,11 @@ fn short_paths(frame: &str) -> String {
         rest = &rest[start..];
         let end = rest.find([' ', '(', ')']).unwrap_or(rest.len());
         let token = &rest[..end];
-        let parts: Vec<&str> = token.split('/').filter(|p| !p.is_empty()).collect();
-        if parts.len() > 1 && token.contains('/') {
-            out.push_str(parts[parts.len() - 1]);
-        } else {
-            out.push_str(token);
+        // A path (two parts or more): its last part, the file.
+        let mut parts = token.split('/').filter(|p| !p.is_empty());
+        match (parts.next_back(), parts.next()) {
+            (Some(file), Some(_)) => out.push_str(file),
+            _ => out.push_str(token),
         }
         rest = &rest[end..];
     }
