@@ -2,66 +2,77 @@
 //! quoted values differ, gets the same fingerprint, so "timed out after 30.1s"
 //! and "timed out after 30.4s" count as identical.
 //!
-//! One pass over the message's first bytes, hashing as it goes: whitespace
-//! folds to one space, letters to lower case, quoted values become `<q>`,
-//! URLs `<url>`, paths `<path>`, and any word with a digit in it (numbers with
-//! units, UUIDs, hex ids, git SHAs, timestamps, versions) `<n>`. It runs on
-//! every failure, so it allocates nothing and runs no regex.
+//! One pass over the message's first bytes: whitespace folds to one space,
+//! letters to lower case, quoted values become `<q>`, URLs `<url>`, paths
+//! `<path>`, and any word with a digit in it (numbers with units, UUIDs, hex
+//! ids, git SHAs, timestamps, versions) `<n>`; the normalised bytes, held on
+//! the stack, are then hashed eight at a time. It runs on every failure, so it
+//! allocates nothing and runs no regex.
 
 /// How much of a message the fingerprint looks at.
 const PREFIX_BYTES: usize = 512;
 
-/// What a byte is to the scanner.
-#[derive(Clone, Copy, PartialEq)]
-enum Class {
-    Space,
-    Quote,
-    /// Ends a word and stands alone.
-    Delimiter,
-    /// Part of a word (letters, digits, `.`, `-`, `:`, `/`, non-ASCII bytes...).
-    Word,
-}
+/// The most normalised bytes `PREFIX_BYTES` can give: a one-byte piece becomes
+/// at most seven (`/,` → `<path>,`), so 3.5 times the prefix.
+const NORMALISED_BYTES: usize = PREFIX_BYTES * 7 / 2;
 
-const CLASSES: [Class; 256] = {
-    let mut classes = [Class::Word; 256];
+/// What a byte is to the scanner: bits, so one lookup answers every question.
+const SPACE: u8 = 1;
+const QUOTE: u8 = 2;
+/// Ends a word and stands alone.
+const DELIMITER: u8 = 4;
+const DIGIT: u8 = 8;
+/// A `:`, which may start a URL's `://`.
+const COLON: u8 = 16;
+/// Not part of a word (letters, digits, `.`, `-`, `:`, `/`, non-ASCII bytes...).
+const BREAKS_WORD: u8 = SPACE | QUOTE | DELIMITER;
+
+const CLASSES: [u8; 256] = {
+    let mut classes = [0u8; 256];
     let mut b = 0;
     while b < 256 {
         classes[b] = match b as u8 {
-            b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ' => Class::Space,
-            b'"' | b'\'' | b'`' => Class::Quote,
+            b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ' => SPACE,
+            b'"' | b'\'' | b'`' => QUOTE,
             b',' | b';' | b'(' | b')' | b'[' | b']' | b'{' | b'}' | b'<' | b'>' | b'=' | b'|' | b'!' | b'?' | b'&' => {
-                Class::Delimiter
+                DELIMITER
             }
-            _ => Class::Word,
+            b'0'..=b'9' => DIGIT,
+            b':' => COLON,
+            _ => 0,
         };
         b += 1;
     }
     classes
 };
 
-fn class(b: u8) -> Class {
+fn class(b: u8) -> u8 {
     CLASSES[usize::from(b)]
 }
 
-/// Where the normalised bytes go: a hash, or a string for tests and explanations.
+/// Where the normalised bytes go: a buffer on the stack for the hash, or a
+/// string for tests and explanations.
 trait Sink {
     fn put(&mut self, bytes: &[u8]);
     fn put_lower(&mut self, bytes: &[u8]);
 }
 
-/// FNV-1a: stable across runs and platforms.
-struct Fnv(u64);
+/// The normalised bytes of one message, without allocating.
+struct Normalised {
+    bytes: [u8; NORMALISED_BYTES],
+    len: usize,
+}
 
-impl Sink for Fnv {
+impl Sink for Normalised {
     fn put(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
+        self.bytes[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
     }
     fn put_lower(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3);
+        for (to, from) in self.bytes[self.len..self.len + bytes.len()].iter_mut().zip(bytes) {
+            *to = from.to_ascii_lowercase();
         }
+        self.len += bytes.len();
     }
 }
 
@@ -82,7 +93,7 @@ fn normalise_into(message: &str, sink: &mut impl Sink) {
     while i < text.len() {
         let b = text[i];
         let kind = class(b);
-        if kind == Class::Space {
+        if kind & SPACE != 0 {
             space = started;
             i += 1;
             continue;
@@ -92,35 +103,36 @@ fn normalise_into(message: &str, sink: &mut impl Sink) {
         }
         started = true;
         // A quoted value; an apostrophe inside a word ("don't") opens nothing.
-        if kind == Class::Quote && (b != b'\'' || i == 0 || !text[i - 1].is_ascii_alphanumeric()) {
+        if kind & QUOTE != 0 && (b != b'\'' || i == 0 || !text[i - 1].is_ascii_alphanumeric()) {
             if let Some(len) = text[i + 1..].iter().position(|&c| c == b) {
                 sink.put(b"<q>");
                 i += len + 2;
                 continue;
             }
         }
-        if kind != Class::Word {
+        if kind & BREAKS_WORD != 0 {
             sink.put(&text[i..=i]);
             i += 1;
             continue;
         }
-        let (mut end, mut digit, mut url) = (i, false, false);
-        while end < text.len() && class(text[end]) == Class::Word {
-            digit |= text[end].is_ascii_digit();
-            url |= text[end] == b':' && text[end + 1..].starts_with(b"//");
+        // The word, and the classes of its bytes together.
+        let (mut end, mut seen) = (i, 0u8);
+        while end < text.len() && class(text[end]) & BREAKS_WORD == 0 {
+            seen |= class(text[end]);
             end += 1;
         }
         let word = &text[i..end];
+        let url = seen & COLON != 0 && word.windows(3).any(|w| w == b"://");
         if url {
             // A URL runs to the next whitespace, through its query string.
             sink.put(b"<url>");
-            end += text[end..].iter().position(|&c| class(c) == Class::Space).unwrap_or(text.len() - end);
+            end += text[end..].iter().position(|&c| class(c) & SPACE != 0).unwrap_or(text.len() - end);
         } else if word[0] == b'/'
             || word.starts_with(b"~/")
             || (word.len() > 2 && word[0].is_ascii_alphabetic() && word[1] == b':' && word[2] == b'\\')
         {
             sink.put(b"<path>");
-        } else if digit {
+        } else if seen & DIGIT != 0 {
             sink.put(b"<n>");
         } else {
             sink.put_lower(word);
@@ -139,9 +151,31 @@ pub fn normalise(message: &str) -> String {
 
 /// A 64-bit fingerprint of the normalised message.
 pub fn fingerprint(message: &str) -> u64 {
-    let mut hash = Fnv(0xcbf2_9ce4_8422_2325);
-    normalise_into(message, &mut hash);
-    hash.0
+    let mut normalised = Normalised { bytes: [0; NORMALISED_BYTES], len: 0 };
+    normalise_into(message, &mut normalised);
+    hash(&normalised.bytes[..normalised.len])
+}
+
+/// A 64-bit hash of `bytes`, eight at a time: each word is mixed in by a
+/// multiply folded to 64 bits (as foldhash and wyhash do). Fixed constants, so
+/// it is the same in every process; fingerprints never leave one, but tests
+/// and explanations can rely on that.
+fn hash(bytes: &[u8]) -> u64 {
+    const SEED: u64 = 0x243f_6a88_85a3_08d3;
+    const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mix = |h: u64, word: u64| {
+        let full = u128::from(h ^ word) * u128::from(MULTIPLIER);
+        (full as u64) ^ ((full >> 64) as u64)
+    };
+    let mut chunks = bytes.chunks_exact(8);
+    let mut h = SEED;
+    for chunk in &mut chunks {
+        h = mix(h, u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    // The length tells "ab" from "ab\0".
+    mix(mix(h, u64::from_le_bytes(tail)), bytes.len() as u64)
 }
 
 #[cfg(test)]
@@ -197,15 +231,27 @@ mod tests {
         assert_eq!(normalise("  Don't  PANIC  "), "don't panic");
     }
 
+    #[test]
+    fn the_most_expanding_messages_fit_the_buffer() {
+        // Each of these pieces grows the most a piece can: one byte becomes `<path>`.
+        for piece in ["/,", "/ ", "/\t", "5,", "'' "] {
+            let message = piece.repeat(PREFIX_BYTES);
+            assert!(normalise(&message).len() <= NORMALISED_BYTES, "{piece:?}");
+            assert_eq!(fingerprint(&message), hash(normalise(&message).as_bytes()));
+        }
+        assert_eq!(normalise(&"/,".repeat(PREFIX_BYTES)).len(), NORMALISED_BYTES);
+    }
+
     proptest! {
         #[test]
         fn fingerprint_is_the_hash_of_the_normalised_text(text in "\\PC{0,600}") {
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for b in normalise(&text).as_bytes() {
-                h ^= u64::from(*b);
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-            prop_assert_eq!(h, fingerprint(&text));
+            prop_assert_eq!(hash(normalise(&text).as_bytes()), fingerprint(&text));
+        }
+
+        #[test]
+        fn short_pieces_never_overflow_the_buffer(text in "[/5'`,~: a\\\\\t]{0,700}") {
+            prop_assert!(normalise(&text).len() <= NORMALISED_BYTES);
+            prop_assert_eq!(hash(normalise(&text).as_bytes()), fingerprint(&text));
         }
 
         #[test]
