@@ -108,9 +108,63 @@ const NEEDLES: &[&str] = &[
     "token",
 ];
 
-static PREFILTER: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasick::builder().ascii_case_insensitive(true).build(NEEDLES).expect("redaction needles are tested")
+/// Finds the needles (lower case) in text lowered first: lowered, the search
+/// can use the vector searcher (Teddy), which reads several bytes at a time;
+/// a case-insensitive automaton steps byte by byte, three times slower.
+enum Prefilter {
+    /// SIMD, where the CPU has it (SSSE3 or AVX2 on x86-64, NEON on aarch64).
+    Packed(aho_corasick::packed::Searcher),
+    /// Elsewhere.
+    Automaton(AhoCorasick),
+}
+
+impl Prefilter {
+    fn is_match(&self, lowered: &[u8]) -> bool {
+        match self {
+            Prefilter::Packed(searcher) => searcher.find(lowered).is_some(),
+            Prefilter::Automaton(automaton) => automaton.is_match(lowered),
+        }
+    }
+}
+
+static PREFILTER: LazyLock<Prefilter> = LazyLock::new(|| {
+    match aho_corasick::packed::Config::new().builder().extend(NEEDLES).build() {
+        Some(searcher) => Prefilter::Packed(searcher),
+        None => Prefilter::Automaton(AhoCorasick::new(NEEDLES).expect("redaction needles are tested")),
+    }
 });
+
+/// Whether `text` holds a needle, ASCII case aside: read in pieces lowered on
+/// the stack, each overlapping the next by a needle's length less one.
+fn has_needle(text: &str) -> bool {
+    const PIECE: usize = 1024;
+    const OVERLAP: usize = {
+        let (mut i, mut longest) = (0, 0);
+        while i < NEEDLES.len() {
+            if NEEDLES[i].len() > longest {
+                longest = NEEDLES[i].len();
+            }
+            i += 1;
+        }
+        longest - 1
+    };
+    let bytes = text.as_bytes();
+    let mut lower = [0u8; PIECE + OVERLAP];
+    let mut start = 0;
+    loop {
+        let end = (start + PIECE + OVERLAP).min(bytes.len());
+        let piece = &mut lower[..end - start];
+        piece.copy_from_slice(&bytes[start..end]);
+        piece.make_ascii_lowercase();
+        if PREFILTER.is_match(piece) {
+            return true;
+        }
+        if end == bytes.len() {
+            return false;
+        }
+        start += PIECE;
+    }
+}
 
 /// All the patterns in one automaton: one scan says which of them can match,
 /// so text past the prefilter is read once, not once per pattern.
@@ -119,7 +173,7 @@ static ANY: LazyLock<RegexSet> =
 
 /// The text with every secret replaced by `[REDACTED:kind]`; borrowed when nothing matched.
 pub fn redact(text: &str) -> Cow<'_, str> {
-    if !PREFILTER.is_match(text) {
+    if !has_needle(text) {
         return Cow::Borrowed(text);
     }
     let candidates = ANY.matches(text);
@@ -222,7 +276,23 @@ mod tests {
             "PrivateKey=x",
             "id_token=x",
         ] {
-            assert!(PREFILTER.is_match(text), "{text}");
+            assert!(has_needle(text), "{text}");
+        }
+        assert!(NEEDLES.iter().all(|n| *n == n.to_ascii_lowercase()), "the text is lowered, so the needles must be");
+    }
+
+    #[test]
+    fn both_prefilters_agree() {
+        let packed = aho_corasick::packed::Config::new().builder().extend(NEEDLES).build().map(Prefilter::Packed);
+        let automaton = Prefilter::Automaton(AhoCorasick::new(NEEDLES).expect("valid"));
+        for needle in NEEDLES {
+            for text in [needle.to_string(), format!("a long line of error text then {needle}"), needle[1..].to_string()] {
+                let expected = NEEDLES.iter().any(|n| text.contains(n));
+                assert_eq!(automaton.is_match(text.as_bytes()), expected, "{text}");
+                if let Some(packed) = &packed {
+                    assert_eq!(packed.is_match(text.as_bytes()), expected, "{text}");
+                }
+            }
         }
     }
 
@@ -254,6 +324,23 @@ mod tests {
                 let out = redact(&text);
                 prop_assert!(!out.contains(&secret), "{}", out);
             }
+        }
+
+        #[test]
+        fn needles_are_found_anywhere_in_any_case(
+            before in 0usize..3000,
+            needle in proptest::sample::select(NEEDLES),
+            upper in proptest::collection::vec(any::<bool>(), 11),
+        ) {
+            // Around the pieces' edges too: every offset up to three pieces in.
+            let cased: String = needle
+                .chars()
+                .zip(upper.iter().cycle())
+                .map(|(c, &up)| if up { c.to_ascii_uppercase() } else { c })
+                .collect();
+            let text = format!("{}{cased}{}", "x".repeat(before), "y".repeat(before % 7));
+            prop_assert!(has_needle(&text), "{} at {}", cased, before);
+            prop_assert!(!has_needle(&"x".repeat(before)));
         }
 
         #[test]
