@@ -127,12 +127,11 @@ impl Prefilter {
     }
 }
 
-static PREFILTER: LazyLock<Prefilter> = LazyLock::new(|| {
-    match aho_corasick::packed::Config::new().builder().extend(NEEDLES).build() {
+static PREFILTER: LazyLock<Prefilter> =
+    LazyLock::new(|| match aho_corasick::packed::Config::new().builder().extend(NEEDLES).build() {
         Some(searcher) => Prefilter::Packed(searcher),
         None => Prefilter::Automaton(AhoCorasick::new(NEEDLES).expect("redaction needles are tested")),
-    }
-});
+    });
 
 /// Whether `text` holds a needle, ASCII case aside: read in pieces lowered on
 /// the stack, each overlapping the next by a needle's length less one.
@@ -286,7 +285,9 @@ mod tests {
         let packed = aho_corasick::packed::Config::new().builder().extend(NEEDLES).build().map(Prefilter::Packed);
         let automaton = Prefilter::Automaton(AhoCorasick::new(NEEDLES).expect("valid"));
         for needle in NEEDLES {
-            for text in [needle.to_string(), format!("a long line of error text then {needle}"), needle[1..].to_string()] {
+            for text in
+                [needle.to_string(), format!("a long line of error text then {needle}"), needle[1..].to_string()]
+            {
                 let expected = NEEDLES.iter().any(|n| text.contains(n));
                 assert_eq!(automaton.is_match(text.as_bytes()), expected, "{text}");
                 if let Some(packed) = &packed {
