@@ -15,6 +15,7 @@ use regex::bytes::{RegexSet, RegexSetBuilder};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The default rules, shipped inside the binary.
 pub const DEFAULT_RULES: &str = include_str!("defaults/rules.toml");
@@ -153,8 +154,8 @@ pub enum RuleError {
 pub struct CategoryDefaults {
     /// Whether failures of the category may succeed on retry.
     pub retryable: bool,
-    /// The suggestion shown when the rule has none.
-    pub suggestion: String,
+    /// The suggestion shown when the rule has none (shared with every classification that shows it).
+    pub suggestion: Arc<str>,
 }
 
 #[derive(Clone, Debug)]
@@ -165,7 +166,8 @@ enum StatusMatch {
 
 #[derive(Clone, Debug)]
 struct Rule {
-    id: String,
+    /// Shared with every classification it decides, which copies no text.
+    id: Arc<str>,
     kind: Vec<OutcomeKind>,
     code: Vec<String>,
     exception: Vec<String>,
@@ -177,7 +179,7 @@ struct Rule {
     category: Category,
     retryable: Option<bool>,
     action: Option<Action>,
-    suggestion: Option<String>,
+    suggestion: Option<Arc<str>>,
     priority: Option<i32>,
 }
 
@@ -236,6 +238,8 @@ pub struct Classifier {
     index: SignalIndex,
     categories: BTreeMap<Category, CategoryDefaults>,
     text_limit: usize,
+    /// [`NO_MATCH_RULE`], shared like the rules' ids.
+    no_match: Arc<str>,
 }
 
 /// Rules by the value of the first structured signal each names.
@@ -365,7 +369,7 @@ impl Classifier {
         for (i, rule) in rules.iter().enumerate() {
             index.add(i, rule);
         }
-        Ok(Classifier { rules, messages, pattern_rule, index, categories, text_limit })
+        Ok(Classifier { rules, messages, pattern_rule, index, categories, text_limit, no_match: NO_MATCH_RULE.into() })
     }
 
     /// The classifier with only the built-in rules and the given category defaults.
@@ -399,12 +403,12 @@ impl Classifier {
             matched: matched
                 .iter()
                 .map(|(i, _, score)| RuleMatch {
-                    rule: self.rules[*i].id.clone(),
+                    rule: self.rules[*i].id.to_string(),
                     category: self.rules[*i].category,
                     score: *score,
                 })
                 .collect(),
-            winner: best.map(|i| self.rules[i].id.clone()).unwrap_or_else(|| NO_MATCH_RULE.into()),
+            winner: best.map_or_else(|| NO_MATCH_RULE.into(), |i| self.rules[i].id.to_string()),
         };
         (self.classification(best), explanation)
     }
@@ -413,19 +417,16 @@ impl Classifier {
         let (rule_id, category, retryable, action, suggestion) = match best {
             Some(i) => {
                 let r = &self.rules[i];
-                (r.id.as_str(), r.category, r.retryable, r.action, r.suggestion.as_deref())
+                (&r.id, r.category, r.retryable, r.action, r.suggestion.as_ref())
             }
-            None => (NO_MATCH_RULE, Category::Unknown, None, None, None),
+            None => (&self.no_match, Category::Unknown, None, None, None),
         };
         let defaults = self.categories.get(&category);
         crate::model::Classification {
             category,
             retryable: retryable.unwrap_or_else(|| defaults.is_some_and(|d| d.retryable)),
-            rule: rule_id.to_string(),
-            suggestion: suggestion
-                .map(str::to_string)
-                .or_else(|| defaults.map(|d| d.suggestion.clone()))
-                .unwrap_or_default(),
+            rule: rule_id.clone(),
+            suggestion: suggestion.or(defaults.map(|d| &d.suggestion)).cloned().unwrap_or_else(|| Arc::from("")),
             action,
         }
     }
@@ -715,7 +716,7 @@ fn compile_rule(spec: &RuleSpec) -> Result<Rule, RuleError> {
         }
     }
     Ok(Rule {
-        id: spec.id.clone(),
+        id: spec.id.as_str().into(),
         kind: spec.kind.clone(),
         code: spec.code.iter().map(|c| c.trim().to_string()).collect(),
         exception: spec.exception.iter().map(|e| e.trim().to_string()).collect(),
@@ -727,7 +728,7 @@ fn compile_rule(spec: &RuleSpec) -> Result<Rule, RuleError> {
         category,
         retryable: spec.retryable,
         action: spec.action,
-        suggestion: spec.suggestion.clone(),
+        suggestion: spec.suggestion.as_deref().map(Arc::from),
         priority: spec.priority,
     })
 }
@@ -867,7 +868,7 @@ mod tests {
     #[test]
     fn nothing_matches_gives_unknown() {
         let got = classifier().classify(&failure("the frobnicator declined"));
-        assert_eq!((got.category, got.rule.as_str()), (Category::Unknown, NO_MATCH_RULE));
+        assert_eq!((got.category, &*got.rule), (Category::Unknown, NO_MATCH_RULE));
         assert!(!got.retryable);
     }
 
@@ -891,10 +892,10 @@ mod tests {
         ];
         let c = Classifier::build(&defaults, &user, categories(), 2048).unwrap();
         let got = c.classify(&Outcome { http_status: Some(404), ..failure("Not Found") });
-        assert_eq!((got.category, got.rule.as_str()), (Category::Unavailable, "http.404"));
+        assert_eq!((got.category, &*got.rule), (Category::Unavailable, "http.404"));
         let got = c.classify(&failure("the frobnicator declined"));
-        assert_eq!(got.rule, "acme.flaky");
-        assert_eq!(got.suggestion, "wait for the frobnicator");
+        assert_eq!(&*got.rule, "acme.flaky");
+        assert_eq!(&*got.suggestion, "wait for the frobnicator");
     }
 
     #[test]

@@ -162,8 +162,8 @@ pub fn verdict(v: model::Verdict) -> pb::Verdict {
         classification: v.classification.map(|c| pb::Classification {
             category: category(c.category) as i32,
             retryable: c.retryable,
-            rule: c.rule,
-            suggestion: c.suggestion,
+            rule: c.rule.to_string(),
+            suggestion: c.suggestion.to_string(),
         }),
         retry: v.retry.map(|r| pb::RetryPlan {
             delay_ms: r.delay_ms,

@@ -647,13 +647,11 @@ fn recalled(earlier: &Remembered, o: &Outcome, policy: &Policy) -> Verdict {
     again.replayed = true;
     match &earlier.snippet {
         SnippetRecipe::Text(text) => again.snippet = text.to_string(),
-        SnippetRecipe::Block { message, suggestion, location, kind, trim } => {
-            let category = again.classification.as_ref().map_or(Category::Unknown, |c| c.category);
+        SnippetRecipe::Block { message, location, kind, trim } => {
+            let (category, suggestion) =
+                again.classification.as_ref().map_or((Category::Unknown, ""), |c| (c.category, &*c.suggestion));
             let parts = SnippetParts { tool: &again.tool, category, message, suggestion, location, kind: *kind };
             again.snippet = render_snippet(&parts, again.action, *trim, policy);
-            if let Some(c) = again.classification.as_mut() {
-                c.suggestion = suggestion.to_string();
-            }
         }
     }
     again
@@ -831,7 +829,7 @@ fn decide(
     } else if category == Category::UnknownTool {
         Arc::from(unknown_tool_suggestion(&o.tool, &s.tools, &j.classification.suggestion))
     } else {
-        Arc::from(j.classification.suggestion.as_str())
+        j.classification.suggestion.clone()
     };
     let message: Arc<str> = Arc::from(j.digest.message.as_str());
     s.push_error(
@@ -889,7 +887,6 @@ fn decide(
     } else {
         SnippetRecipe::Block {
             message: shortened.map_or(message, Arc::from),
-            suggestion: suggestion.clone(),
             location: j.digest.location.as_str().into(),
             kind: o.kind,
             trim,
@@ -900,7 +897,7 @@ fn decide(
         verdict.escalation =
             Some(Box::new(escalation_report(s, o, reason.unwrap_or(Reason::CategoryPolicy), category, now)));
     }
-    verdict.classification = Some(Classification { suggestion: suggestion.to_string(), ..j.classification });
+    verdict.classification = Some(Classification { suggestion, ..j.classification });
     (verdict, recipe)
 }
 

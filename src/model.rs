@@ -258,10 +258,10 @@ pub struct Classification {
     pub category: Category,
     /// Whether the same call may succeed if retried.
     pub retryable: bool,
-    /// The id of the rule that decided.
-    pub rule: String,
-    /// What to do about it.
-    pub suggestion: String,
+    /// The id of the rule that decided (shared with the rule: no copy per outcome).
+    pub rule: std::sync::Arc<str>,
+    /// What to do about it (shared with the rule or category table, or made for this outcome).
+    pub suggestion: std::sync::Arc<str>,
     /// An action the rule asks for instead of the category's default.
     #[serde(skip)]
     pub action: Option<Action>,

@@ -151,7 +151,7 @@ impl Policy {
         let categories_for_tools = categories.clone();
         let defaults: BTreeMap<Category, CategoryDefaults> = categories
             .iter()
-            .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.clone() }))
+            .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.as_str().into() }))
             .collect();
         let classifier = Classifier::build(&default_rules()?, &config.rules, defaults, config.classify.text_limit)?;
         Ok(Policy {
@@ -191,7 +191,7 @@ impl Policy {
     pub fn category_defaults(&self) -> BTreeMap<Category, CategoryDefaults> {
         self.categories
             .iter()
-            .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.clone() }))
+            .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.as_str().into() }))
             .collect()
     }
 }

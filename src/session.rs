@@ -157,7 +157,7 @@ impl Session {
     }
 
     /// Remembers a verdict for its call_id, forgetting the oldest past `window`.
-    /// Its ids, snippet and suggestion are not kept: the request has the ids,
+    /// Its ids and snippet are not kept: the request has the ids,
     /// and `snippet` rebuilds the rest from text the history already holds.
     pub fn remember(&mut self, verdict: &Verdict, snippet: SnippetRecipe, window: usize) {
         if verdict.call_id.is_empty() || window == 0 {
@@ -172,15 +172,8 @@ impl Session {
             session_id: String::new(),
             tool: verdict.tool.clone(),
             action: verdict.action,
-            // A block's recipe holds the suggestion; anything else keeps its own.
-            classification: verdict.classification.as_ref().map(|c| crate::model::Classification {
-                rule: c.rule.clone(),
-                suggestion: match snippet {
-                    SnippetRecipe::Block { .. } => String::new(),
-                    SnippetRecipe::Text(_) => c.suggestion.clone(),
-                },
-                ..*c
-            }),
+            // Its rule and suggestion are shared, not copied.
+            classification: verdict.classification.clone(),
             retry: verdict.retry.clone(),
             snippet: String::new(),
             breaker: verdict.breaker.clone(),
@@ -257,8 +250,6 @@ pub enum SnippetRecipe {
     Block {
         /// The message shown (the history's own text unless a budget shortened it).
         message: Arc<str>,
-        /// The suggestion shown.
-        suggestion: Arc<str>,
         /// The location line, or empty.
         location: Box<str>,
         /// The outcome's kind, for the recovery instruction.
@@ -275,7 +266,7 @@ pub struct Remembered {
     /// about 16 in 2^64; a crafted collision only replays a verdict of the
     /// session that sent it.
     call: u64,
-    /// The verdict, its ids and snippet left out (and its suggestion, when the recipe holds it).
+    /// The verdict, its ids and snippet left out.
     pub verdict: Box<Verdict>,
     /// How to make its snippet again.
     pub snippet: SnippetRecipe,
