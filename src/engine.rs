@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::policy::Policy;
 use crate::rng::Rng;
-use crate::session::{Eviction, HistoryEntry, Remembered, Session, SessionStore, SnippetRecipe};
+use crate::session::{Eviction, HistoryEntry, Remembered, Session, SessionStore, Setup, SnippetRecipe};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, RwLock};
@@ -273,9 +273,11 @@ impl Engine {
             || self.new_session(&policy, &req.session_id, now),
             |s| {
                 s.limits = limits;
-                s.tools = req.tools.clone();
-                s.labels = req.labels.clone();
-                s.profile = req.profile.clone();
+                s.setup = Some(Box::new(Setup {
+                    tools: req.tools.clone(),
+                    profile: req.profile.clone(),
+                    labels: req.labels.clone(),
+                }));
             },
         );
         self.count_evictions(&evictions);
@@ -638,23 +640,34 @@ struct ToolGate {
 /// its snippet and report text made again from what the session kept (with the
 /// templates in force: after a reload that changed them, it reads in the new ones).
 fn recalled(earlier: &Remembered, o: &Outcome, policy: &Policy) -> Verdict {
-    let mut again = (*earlier.verdict).clone();
-    if let Some(report) = again.escalation.as_mut() {
-        report.text = escalation_text(report, again.breaker.steps);
-    }
-    again.call_id = o.call_id.clone();
-    again.session_id = o.session_id.clone();
-    again.replayed = true;
-    match &earlier.snippet {
-        SnippetRecipe::Text(text) => again.snippet = text.to_string(),
+    let escalation = earlier.escalation.as_ref().map(|report| {
+        Box::new(EscalationReport { text: escalation_text(report, earlier.breaker.steps), ..(**report).clone() })
+    });
+    let snippet = match &earlier.snippet {
+        SnippetRecipe::Text(text) => text.to_string(),
         SnippetRecipe::Block { message, location, kind, trim } => {
             let (category, suggestion) =
-                again.classification.as_ref().map_or((Category::Unknown, ""), |c| (c.category, &*c.suggestion));
-            let parts = SnippetParts { tool: &again.tool, category, message, suggestion, location, kind: *kind };
-            again.snippet = render_snippet(&parts, again.action, *trim, policy);
+                earlier.classification.as_ref().map_or((Category::Unknown, ""), |c| (c.category, &*c.suggestion));
+            let parts = SnippetParts { tool: &earlier.tool, category, message, suggestion, location, kind: *kind };
+            render_snippet(&parts, earlier.action, *trim, policy)
         }
+    };
+    Verdict {
+        call_id: o.call_id.clone(),
+        session_id: o.session_id.clone(),
+        tool: earlier.tool.to_string(),
+        action: earlier.action,
+        classification: earlier.classification.clone(),
+        retry: earlier.retry.clone(),
+        snippet,
+        breaker: earlier.breaker.clone(),
+        escalation,
+        enforced: earlier.enforced,
+        shadow_action: earlier.shadow_action,
+        shadow_reason: earlier.shadow_reason,
+        replayed: true,
+        snippet_tokens: earlier.snippet_tokens,
     }
-    again
 }
 
 /// What an `<error>` block is made of.
@@ -741,7 +754,7 @@ fn decide(
         t.retries = 0;
         t.last_delay_ms = 0;
         s.resolve(&o.tool);
-        if s.last_error.as_ref().is_some_and(|(tool, _)| *tool == o.tool) {
+        if s.last_error.as_ref().is_some_and(|(tool, _)| **tool == *o.tool) {
             s.last_error = None;
             s.identical = 0;
         }
@@ -760,18 +773,18 @@ fn decide(
     let category = j.classification.category;
     s.errors += 1;
     s.count_error(category);
-    let same_as_last = s.last_error.as_ref().is_some_and(|(tool, fp)| *tool == o.tool && *fp == j.fingerprint);
+    let (consecutive, tool) = {
+        let t = s.tool_mut(&o.tool);
+        t.consecutive_failures += 1;
+        (t.consecutive_failures, t.tool.clone())
+    };
+    let same_as_last = s.last_error.as_ref().is_some_and(|(last, fp)| *last == tool && *fp == j.fingerprint);
     if same_as_last {
         s.identical += 1;
     } else {
-        s.last_error = Some((o.tool.clone(), j.fingerprint));
+        s.last_error = Some((tool.clone(), j.fingerprint));
         s.identical = 1;
     }
-    let consecutive = {
-        let t = s.tool_mut(&o.tool);
-        t.consecutive_failures += 1;
-        t.consecutive_failures
-    };
     let counters = Counters {
         steps: s.steps,
         cost: s.cost,
@@ -827,14 +840,14 @@ fn decide(
             compact::cut(&o.tool, 100)
         ))
     } else if category == Category::UnknownTool {
-        Arc::from(unknown_tool_suggestion(&o.tool, &s.tools, &j.classification.suggestion))
+        Arc::from(unknown_tool_suggestion(&o.tool, s.tools(), &j.classification.suggestion))
     } else {
         j.classification.suggestion.clone()
     };
     let message: Arc<str> = Arc::from(j.digest.message.as_str());
     s.push_error(
         HistoryEntry {
-            tool: Arc::from(o.tool.as_str()),
+            tool,
             category,
             message: message.clone(),
             suggestion: suggestion.clone(),
@@ -965,7 +978,7 @@ fn fill_counters(b: &mut crate::model::BreakerStatus, s: &Session, consecutive: 
 
 /// The report a human reads when a session escalates.
 fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Category, now: u64) -> EscalationReport {
-    let consecutive = s.tool_stats.iter().find(|t| t.tool == o.tool).map_or(0, |t| t.consecutive_failures);
+    let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures);
     let tool = compact::cut(&o.tool, 100);
     let summary = match reason {
         Reason::ConsecutiveFailures => {

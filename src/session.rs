@@ -3,7 +3,10 @@
 //! recently used.
 
 use crate::breaker::SessionLimits;
-use crate::model::{Action, Category, EscalationReport, OutcomeKind, SessionState, SessionSummary, Verdict};
+use crate::model::{
+    Action, BreakerStatus, Category, Classification, EscalationReport, OutcomeKind, Reason, RetryPlan, SessionState,
+    SessionSummary, Verdict,
+};
 use crate::rng::Rng;
 use lru::LruCache;
 use std::collections::{BTreeMap, VecDeque};
@@ -14,8 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Per-tool counters within a session.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolStats {
-    /// The tool.
-    pub tool: String,
+    /// The tool (shared with the session's history and remembered verdicts).
+    pub tool: Arc<str>,
     /// Failures since its last success.
     pub consecutive_failures: u32,
     /// Retries asked for since its last success.
@@ -56,12 +59,8 @@ pub struct Session {
     pub last_seen_ms: u64,
     /// Limits in force.
     pub limits: SessionLimits,
-    /// The agent's tools, from StartSession.
-    pub tools: Vec<String>,
-    /// The policy profile named at StartSession.
-    pub profile: String,
-    /// Free labels.
-    pub labels: BTreeMap<String, String>,
+    /// What StartSession declared, if it was called (boxed: most sessions start with their first outcome).
+    pub setup: Option<Box<Setup>>,
     /// Active, escalated or stopped.
     pub state: SessionState,
     /// Outcomes reported.
@@ -78,8 +77,8 @@ pub struct Session {
     pub errors_by_category: Vec<(Category, u32)>,
     /// Per-tool counters.
     pub tool_stats: Vec<ToolStats>,
-    /// The last error's tool and fingerprint, and how many times in a row.
-    pub last_error: Option<(String, u64)>,
+    /// The last error's tool and fingerprint.
+    pub last_error: Option<(Arc<str>, u64)>,
     /// Identical errors in a row.
     pub identical: u32,
     /// Recent errors, oldest first.
@@ -92,6 +91,17 @@ pub struct Session {
     pub rng: Rng,
 }
 
+/// What StartSession declared besides limits.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Setup {
+    /// The agent's tools.
+    pub tools: Vec<String>,
+    /// The policy profile named.
+    pub profile: String,
+    /// Free labels.
+    pub labels: BTreeMap<String, String>,
+}
+
 impl Session {
     /// A new session.
     pub fn new(now_ms: u64, limits: SessionLimits, rng: Rng) -> Self {
@@ -99,9 +109,7 @@ impl Session {
             created_ms: now_ms,
             last_seen_ms: now_ms,
             limits,
-            tools: Vec::new(),
-            profile: String::new(),
-            labels: BTreeMap::new(),
+            setup: None,
             state: SessionState::Active,
             steps: 0,
             cost: 0.0,
@@ -132,18 +140,18 @@ impl Session {
         }
     }
 
+    /// The agent's tools, as StartSession declared them (none if it was not called).
+    pub fn tools(&self) -> &[String] {
+        self.setup.as_ref().map_or(&[], |s| &s.tools)
+    }
+
     /// The counters of one tool, created on first use.
     pub fn tool_mut(&mut self, tool: &str) -> &mut ToolStats {
-        if let Some(i) = self.tool_stats.iter().position(|t| t.tool == tool) {
+        if let Some(i) = self.tool_stats.iter().position(|t| *t.tool == *tool) {
             return &mut self.tool_stats[i];
         }
         self.tool_stats.reserve_exact(1);
-        self.tool_stats.push(ToolStats {
-            tool: tool.to_string(),
-            consecutive_failures: 0,
-            retries: 0,
-            last_delay_ms: 0,
-        });
+        self.tool_stats.push(ToolStats { tool: tool.into(), consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
         self.tool_stats.last_mut().expect("just pushed")
     }
 
@@ -157,8 +165,8 @@ impl Session {
     }
 
     /// Remembers a verdict for its call_id, forgetting the oldest past `window`.
-    /// Its ids and snippet are not kept: the request has the ids,
-    /// and `snippet` rebuilds the rest from text the history already holds.
+    /// Its ids and snippet are not kept: the request has the ids, and
+    /// `snippet` rebuilds the rest from text the history already holds.
     pub fn remember(&mut self, verdict: &Verdict, snippet: SnippetRecipe, window: usize) {
         if verdict.call_id.is_empty() || window == 0 {
             return;
@@ -166,35 +174,26 @@ impl Session {
         if self.recent.len() >= window {
             self.recent.pop_front();
         }
+        let tool = self.tool_mut(&verdict.tool).tool.clone();
         self.recent.reserve_exact(1);
-        let kept = Verdict {
-            call_id: String::new(),
-            session_id: String::new(),
-            tool: verdict.tool.clone(),
+        self.recent.push_back(Remembered {
+            call: id_hash(&verdict.call_id),
+            tool,
             action: verdict.action,
-            // Its rule and suggestion are shared, not copied.
             classification: verdict.classification.clone(),
             retry: verdict.retry.clone(),
-            snippet: String::new(),
             breaker: verdict.breaker.clone(),
             // Its text is made again from its parts on recall.
-            escalation: verdict.escalation.as_ref().map(|e| {
-                Box::new(EscalationReport {
-                    summary: e.summary.clone(),
-                    history: e.history.clone(),
-                    errors_by_category: e.errors_by_category.clone(),
-                    retries: e.retries,
-                    session_duration_ms: e.session_duration_ms,
-                    text: String::new(),
-                })
-            }),
+            escalation: verdict
+                .escalation
+                .as_ref()
+                .map(|e| Box::new(EscalationReport { text: String::new(), ..(**e).clone() })),
             enforced: verdict.enforced,
             shadow_action: verdict.shadow_action,
             shadow_reason: verdict.shadow_reason,
-            replayed: verdict.replayed,
             snippet_tokens: verdict.snippet_tokens,
-        };
-        self.recent.push_back(Remembered { call: id_hash(&verdict.call_id), verdict: Box::new(kept), snippet });
+            snippet,
+        });
     }
 
     /// Adds an error to the history, folding a repeat of the newest unresolved one.
@@ -259,15 +258,34 @@ pub enum SnippetRecipe {
     },
 }
 
-/// A verdict remembered for its call_id, for idempotency.
+/// A verdict remembered for its call_id, for idempotency: all of it but its
+/// ids (the repeated request has them) and its texts (made again on recall).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Remembered {
     /// The call_id's hash. Two call_ids of one window colliding by chance is
     /// about 16 in 2^64; a crafted collision only replays a verdict of the
     /// session that sent it.
     call: u64,
-    /// The verdict, its ids and snippet left out.
-    pub verdict: Box<Verdict>,
+    /// The tool (shared with the session's tool counters).
+    pub tool: Arc<str>,
+    /// What to do.
+    pub action: Action,
+    /// The classification (its rule and suggestion shared, not copied).
+    pub classification: Option<Classification>,
+    /// The retry plan.
+    pub retry: Option<RetryPlan>,
+    /// The breakers' view.
+    pub breaker: BreakerStatus,
+    /// The escalation report, without its text.
+    pub escalation: Option<Box<EscalationReport>>,
+    /// False in shadow mode.
+    pub enforced: bool,
+    /// In shadow mode, what the breakers would have answered.
+    pub shadow_action: Option<Action>,
+    /// In shadow mode, why.
+    pub shadow_reason: Option<Reason>,
+    /// The snippet's length in tokens, when a snippet budget is set.
+    pub snippet_tokens: u32,
     /// How to make its snippet again.
     pub snippet: SnippetRecipe,
 }
