@@ -67,8 +67,6 @@ pub struct ServerConfig {
     pub shutdown_delay_ms: u64,
     /// Then, how long open streams may drain.
     pub shutdown_grace_ms: u64,
-    /// Verdicts buffered per `Observe` stream before the server waits for the client.
-    pub stream_buffer: usize,
 }
 
 impl Default for ServerConfig {
@@ -82,7 +80,6 @@ impl Default for ServerConfig {
             keepalive_timeout_ms: 10_000,
             shutdown_delay_ms: 2_000,
             shutdown_grace_ms: 10_000,
-            stream_buffer: 64,
         }
     }
 }

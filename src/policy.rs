@@ -200,12 +200,11 @@ impl Policy {
 /// `check-config` and a reload refuse them too.
 fn check_transport(config: &Config) -> Result<(), PolicyError> {
     let s = &config.server;
-    let ranges: [(&str, u64, u64, u64); 9] = [
+    let ranges: [(&str, u64, u64, u64); 8] = [
         ("server.shutdown_delay_ms", s.shutdown_delay_ms, 0, 600_000),
         ("server.max_message_bytes", s.max_message_bytes as u64, 1024, 64 << 20),
         ("server.max_concurrent_streams", u64::from(s.max_concurrent_streams), 1, 100_000),
         ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
-        ("server.stream_buffer", s.stream_buffer as u64, 1, 65_536),
         ("sessions.capacity", config.sessions.capacity as u64, 1, 100_000_000),
         ("sessions.shards", config.sessions.shards as u64, 1, 4096),
         ("sessions.idle_expiry_ms", config.sessions.idle_expiry_ms, 1000, 30 * 24 * 3_600_000),

@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream, UnixListenerStream};
+use tokio::sync::watch;
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -62,13 +62,12 @@ impl Listener {
 #[derive(Clone, Debug)]
 pub struct Service {
     engine: Arc<Engine>,
-    stream_buffer: usize,
     closing: watch::Receiver<bool>,
 }
 
 type VerdictStream = Pin<Box<dyn Stream<Item = Result<pb::Verdict, Status>> + Send>>;
 
-/// Decrements the open-stream gauge when an Observe task ends, however it ends.
+/// Decrements the open-stream gauge when an Observe stream ends, however it ends.
 struct StreamGuard(Arc<Engine>);
 
 impl Drop for StreamGuard {
@@ -84,6 +83,60 @@ fn oversize(status: Status) -> Status {
         return Status::resource_exhausted(status.message().to_string());
     }
     status
+}
+
+/// An `Observe` stream's verdicts, each decided as the transport asks for the
+/// next: the outcome is read, judged and answered in the connection's own
+/// task, in order. Nothing is queued: a reader that stops reading stops this
+/// stream's reading too (HTTP/2 flow control), and no other stream waits.
+struct Answers {
+    inbound: Streaming<pb::Outcome>,
+    engine: Arc<Engine>,
+    /// Resolves when the server starts closing streams (after the drain's grace period).
+    closed: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// The next outcome's number in the stream, for error messages.
+    index: u64,
+    /// True once the stream has ended, with or without an error.
+    done: bool,
+    _guard: StreamGuard,
+}
+
+impl Stream for Answers {
+    type Item = Result<pb::Verdict, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if this.closed.as_mut().poll(cx).is_ready() {
+            this.done = true;
+            return Poll::Ready(Some(Err(Status::unavailable("the sidecar is shutting down; reconnect"))));
+        }
+        let outcome = match std::task::ready!(Pin::new(&mut this.inbound).poll_next(cx)) {
+            Some(Ok(outcome)) => outcome,
+            None => {
+                this.done = true;
+                return Poll::Ready(None);
+            }
+            Some(Err(status)) => {
+                this.done = true;
+                return Poll::Ready(Some(Err(oversize(status))));
+            }
+        };
+        let start = Instant::now();
+        let index = this.index;
+        let answer = convert::outcome(outcome)
+            .and_then(|o| this.engine.report(&o).map_err(convert::status))
+            .map(convert::verdict)
+            .map_err(|s| Status::new(s.code(), format!("outcome #{index}: {}", s.message())));
+        this.engine.metrics().rpc_duration("Observe", start.elapsed().as_secs_f64());
+        // Bad input ends the stream with its error.
+        this.done = answer.is_err();
+        this.index += 1;
+        Poll::Ready(Some(answer))
+    }
 }
 
 impl Service {
@@ -116,55 +169,21 @@ impl Rebound for Service {
     type ObserveStream = VerdictStream;
 
     async fn observe(&self, request: Request<Streaming<pb::Outcome>>) -> Result<Response<Self::ObserveStream>, Status> {
-        let mut inbound = request.into_inner();
-        let (tx, rx) = mpsc::channel(self.stream_buffer);
-        let engine = self.engine.clone();
         let mut closing = self.closing.clone();
-        engine.metrics().stream_opened(true);
-        let guard = StreamGuard(engine.clone());
-        // One task per stream, answering in order; the bounded channel makes a
-        // slow reader slow down this stream only.
-        tokio::spawn(async move {
-            let _guard = guard;
+        self.engine.metrics().stream_opened(true);
+        let answers = Answers {
+            inbound: request.into_inner(),
+            engine: self.engine.clone(),
             // Made once and polled by reference: a `changed()` made anew for each outcome
             // would register with (and leave) the watch's waiter list, under its lock, every time.
-            let closed = async move {
+            closed: Box::pin(async move {
                 let _ = closing.wait_for(|closing| *closing).await;
-            };
-            tokio::pin!(closed);
-            let mut index: u64 = 0;
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    () = &mut closed => {
-                        let _ = tx.send(Err(Status::unavailable("the sidecar is shutting down; reconnect"))).await;
-                        break;
-                    }
-                    next = inbound.message() => next,
-                };
-                let outcome = match next {
-                    Ok(Some(outcome)) => outcome,
-                    Ok(None) => break,
-                    Err(status) => {
-                        let _ = tx.send(Err(oversize(status))).await;
-                        break;
-                    }
-                };
-                let start = Instant::now();
-                let answer = convert::outcome(outcome)
-                    .and_then(|o| engine.report(&o).map_err(convert::status))
-                    .map(convert::verdict)
-                    .map_err(|s| Status::new(s.code(), format!("outcome #{index}: {}", s.message())));
-                engine.metrics().rpc_duration("Observe", start.elapsed().as_secs_f64());
-                let failed = answer.is_err();
-                if tx.send(answer).await.is_err() || failed {
-                    // The client has gone, or its input was bad and the stream ends with the error.
-                    break;
-                }
-                index += 1;
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx)) as VerdictStream))
+            }),
+            index: 0,
+            done: false,
+            _guard: StreamGuard(self.engine.clone()),
+        };
+        Ok(Response::new(Box::pin(answers) as VerdictStream))
     }
 
     async fn admit(&self, request: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {
@@ -241,7 +260,7 @@ pub async fn run(
         .build_v1alpha()?;
 
     let (closing_tx, closing_rx) = watch::channel(false);
-    let service = Service { engine: engine.clone(), stream_buffer: config.stream_buffer.max(1), closing: closing_rx };
+    let service = Service { engine: engine.clone(), closing: closing_rx };
     let rebound = ReboundServer::new(service)
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes);

@@ -255,10 +255,11 @@ const SLOW_OUTCOMES: usize = 50_000;
 /// How long, at least, it leaves its verdicts unread.
 const SLOW_STALL: Duration = Duration::from_secs(3);
 /// How much the sidecar's RSS may grow while the reader stalls. What it holds is bounded by the
-/// verdict channel (`stream_buffer`, 64 verdicts), the stream's 1 MiB receive window of unread
-/// outcomes and the capped session store: 2.5 to 4.6 MiB measured. (The client's 2 MiB receive window is why
-/// some 5,000 outcomes are answered before the stream stops.) Buffering every verdict instead would
-/// take at least their 22 MB encoded, more as structs, and reading every outcome ahead 69 MB.
+/// HTTP/2 windows (a verdict is decided only when the transport takes it, so none wait in a queue:
+/// the stream's send window of encoded verdicts and its 1 MiB receive window of unread outcomes)
+/// and the capped session store: 2.5 to 4.6 MiB measured. (The client's 2 MiB receive window is
+/// why some 5,000 outcomes are answered before the stream stops.) Buffering every verdict instead
+/// would take at least their 22 MB encoded, more as structs, and reading every outcome ahead 69 MB.
 const SLOW_RSS_GROWTH_KIB: u64 = 10 * 1024;
 /// Its tool, so its outcomes can be counted in the metrics page.
 const SLOW_TOOL: &str = "slow-reader";
@@ -309,8 +310,8 @@ async fn a_slow_observe_reader_is_held_back_by_bounded_buffers_and_blocks_no_one
     let mut verdicts = slow.observe(outcomes).await.unwrap().into_inner();
     let stalled_at = Instant::now();
 
-    // Unread, the stream comes to a stop short of the end: the verdict channel and the HTTP/2
-    // windows fill, and the server stops reading outcomes.
+    // Unread, the stream comes to a stop short of the end: the HTTP/2 windows fill, and the
+    // server stops reading outcomes.
     let mut peak = baseline;
     let mut last = -1.0;
     let held = loop {
