@@ -6,7 +6,7 @@
 //! placeholder such as `[REDACTED:openai_key]`.
 
 use aho_corasick::AhoCorasick;
-use regex::{Captures, Regex, RegexSet};
+use regex::{Captures, Regex};
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
@@ -70,43 +70,59 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     ]
 });
 
-/// Literals of which every pattern needs one (ASCII case aside): text with
-/// none of them, most error text, has no secret and is read once, cheaply.
-const NEEDLES: &[&str] = &[
-    "-----begin",
-    "sk-",
-    "sk_",
-    "rk_",
-    "aiza",
-    "akia",
-    "asia",
-    "abia",
-    "acca",
-    "aida",
-    "aroa",
-    "secret",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "xox",
-    "eyj",
-    "bearer",
-    "basic",
-    "://",
-    "pass",
-    "pwd",
-    "api_key",
-    "api-key",
-    "apikey",
-    "access_key",
-    "access-key",
-    "accesskey",
-    "private",
-    "token",
+/// Literals of which every match of a pattern holds one (ASCII case aside),
+/// each with the patterns it lets through: text with none of them, most error
+/// text, has no secret and is read once, cheaply; text with some (a URL's
+/// `://`, "tokens per min") is matched against those patterns only.
+const NEEDLES: &[(&str, &[&str])] = &[
+    ("-----begin", &["private_key"]),
+    ("sk-", &["anthropic_key", "openai_key"]),
+    ("sk_", &["stripe_key"]),
+    ("rk_", &["stripe_key"]),
+    ("aiza", &["google_key"]),
+    ("akia", &["aws_access_key"]),
+    ("asia", &["aws_access_key"]),
+    ("abia", &["aws_access_key"]),
+    ("acca", &["aws_access_key"]),
+    ("aida", &["aws_access_key"]),
+    ("aroa", &["aws_access_key"]),
+    ("secret", &["aws_secret_key", "secret"]),
+    ("ghp_", &["github_token"]),
+    ("gho_", &["github_token"]),
+    ("ghu_", &["github_token"]),
+    ("ghs_", &["github_token"]),
+    ("ghr_", &["github_token"]),
+    ("github_pat_", &["github_token"]),
+    ("xox", &["slack_token"]),
+    ("eyj", &["jwt"]),
+    ("bearer", &["bearer_token"]),
+    ("basic", &["basic_auth"]),
+    ("://", &["url_password"]),
+    ("pass", &["password"]),
+    ("pwd", &["password"]),
+    ("api_key", &["api_key"]),
+    ("api-key", &["api_key"]),
+    ("apikey", &["api_key"]),
+    ("access_key", &["api_key"]),
+    ("access-key", &["api_key"]),
+    ("accesskey", &["api_key"]),
+    ("private", &["secret"]),
+    ("token", &["token"]),
 ];
+
+/// For each needle, the patterns it lets through, as bits by pattern index.
+static GATES: LazyLock<Vec<u32>> = LazyLock::new(|| {
+    assert!(PATTERNS.len() <= 32, "one bit per pattern");
+    NEEDLES
+        .iter()
+        .map(|(needle, kinds)| {
+            kinds.iter().fold(0, |bits, kind| {
+                let i = PATTERNS.iter().position(|p| p.kind == *kind);
+                bits | 1 << i.unwrap_or_else(|| panic!("needle {needle:?} names no pattern {kind:?}"))
+            })
+        })
+        .collect()
+});
 
 /// Finds the needles (lower case) in text lowered first: lowered, the search
 /// can use the vector searcher (Teddy), which reads several bytes at a time;
@@ -119,29 +135,49 @@ enum Prefilter {
 }
 
 impl Prefilter {
-    fn is_match(&self, lowered: &[u8]) -> bool {
-        match self {
-            Prefilter::Packed(searcher) => searcher.find(lowered).is_some(),
-            Prefilter::Automaton(automaton) => automaton.is_match(lowered),
+    fn new(packed: bool) -> Option<Prefilter> {
+        let needles = NEEDLES.iter().map(|(needle, _)| needle);
+        if packed {
+            return aho_corasick::packed::Config::new().builder().extend(needles).build().map(Prefilter::Packed);
         }
+        Some(Prefilter::Automaton(AhoCorasick::new(needles).expect("redaction needles are tested")))
+    }
+
+    /// The patterns let through by the needles in `lowered`, as bits.
+    fn gates(&self, lowered: &[u8]) -> u32 {
+        let mut bits = 0;
+        match self {
+            Prefilter::Packed(searcher) => {
+                // From one past each match's start: every needle is seen, even inside another.
+                let mut at = 0;
+                while let Some(m) = searcher.find_in(lowered, aho_corasick::Span::from(at..lowered.len())) {
+                    bits |= GATES[m.pattern().as_usize()];
+                    at = m.start() + 1;
+                }
+            }
+            Prefilter::Automaton(automaton) => {
+                for m in automaton.find_overlapping_iter(lowered) {
+                    bits |= GATES[m.pattern().as_usize()];
+                }
+            }
+        }
+        bits
     }
 }
 
 static PREFILTER: LazyLock<Prefilter> =
-    LazyLock::new(|| match aho_corasick::packed::Config::new().builder().extend(NEEDLES).build() {
-        Some(searcher) => Prefilter::Packed(searcher),
-        None => Prefilter::Automaton(AhoCorasick::new(NEEDLES).expect("redaction needles are tested")),
-    });
+    LazyLock::new(|| Prefilter::new(true).or_else(|| Prefilter::new(false)).expect("the automaton always builds"));
 
-/// Whether `text` holds a needle, ASCII case aside: read in pieces lowered on
-/// the stack, each overlapping the next by a needle's length less one.
-fn has_needle(text: &str) -> bool {
+/// The patterns `text` may match, as bits: the gates of the needles it holds,
+/// ASCII case aside. Read in pieces lowered on the stack, each overlapping the
+/// next by the longest needle less one.
+fn candidates(text: &str) -> u32 {
     const PIECE: usize = 1024;
     const OVERLAP: usize = {
         let (mut i, mut longest) = (0, 0);
         while i < NEEDLES.len() {
-            if NEEDLES[i].len() > longest {
-                longest = NEEDLES[i].len();
+            if NEEDLES[i].0.len() > longest {
+                longest = NEEDLES[i].0.len();
             }
             i += 1;
         }
@@ -149,37 +185,31 @@ fn has_needle(text: &str) -> bool {
     };
     let bytes = text.as_bytes();
     let mut lower = [0u8; PIECE + OVERLAP];
-    let mut start = 0;
+    let (mut start, mut bits) = (0, 0);
     loop {
         let end = (start + PIECE + OVERLAP).min(bytes.len());
         let piece = &mut lower[..end - start];
         piece.copy_from_slice(&bytes[start..end]);
         piece.make_ascii_lowercase();
-        if PREFILTER.is_match(piece) {
-            return true;
-        }
+        bits |= PREFILTER.gates(piece);
         if end == bytes.len() {
-            return false;
+            return bits;
         }
         start += PIECE;
     }
 }
 
-/// All the patterns in one automaton: one scan says which of them can match,
-/// so text past the prefilter is read once, not once per pattern.
-static ANY: LazyLock<RegexSet> =
-    LazyLock::new(|| RegexSet::new(PATTERNS.iter().map(|p| p.regex.as_str())).expect("redaction patterns are tested"));
-
 /// The text with every secret replaced by `[REDACTED:kind]`; borrowed when nothing matched.
 pub fn redact(text: &str) -> Cow<'_, str> {
-    if !has_needle(text) {
-        return Cow::Borrowed(text);
-    }
-    let candidates = ANY.matches(text);
+    let candidates = candidates(text);
     let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    if candidates == 0 {
+        return out;
+    }
     // A placeholder starts and ends with a bracket, so replacing one secret never
     // makes another pattern match that did not match the original text.
-    for pattern in candidates.iter().map(|i| &PATTERNS[i]) {
+    let chosen = PATTERNS.iter().enumerate().filter(|(i, _)| candidates & 1 << i != 0);
+    for pattern in chosen.map(|(_, p)| p) {
         if !pattern.regex.is_match(&out) {
             continue;
         }
@@ -275,24 +305,70 @@ mod tests {
             "PrivateKey=x",
             "id_token=x",
         ] {
-            assert!(has_needle(text), "{text}");
+            assert_ne!(candidates(text), 0, "{text}");
         }
-        assert!(NEEDLES.iter().all(|n| *n == n.to_ascii_lowercase()), "the text is lowered, so the needles must be");
+        assert!(
+            NEEDLES.iter().all(|(n, _)| *n == n.to_ascii_lowercase()),
+            "the text is lowered, so the needles must be"
+        );
+        assert!(GATES.iter().all(|bits| *bits != 0));
     }
 
     #[test]
-    fn both_prefilters_agree() {
-        let packed = aho_corasick::packed::Config::new().builder().extend(NEEDLES).build().map(Prefilter::Packed);
-        let automaton = Prefilter::Automaton(AhoCorasick::new(NEEDLES).expect("valid"));
-        for needle in NEEDLES {
-            for text in
-                [needle.to_string(), format!("a long line of error text then {needle}"), needle[1..].to_string()]
-            {
-                let expected = NEEDLES.iter().any(|n| text.contains(n));
-                assert_eq!(automaton.is_match(text.as_bytes()), expected, "{text}");
-                if let Some(packed) = &packed {
-                    assert_eq!(packed.is_match(text.as_bytes()), expected, "{text}");
+    fn every_secret_in_the_examples_is_let_through_by_its_needles() {
+        let examples = [
+            "Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD.",
+            "x-api-key: sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_AbCdEfGh",
+            "could not connect to postgres://app:hunter2@db.internal:5432/app",
+            "headers={'Authorization': 'Bearer abcDEF123456.xyz'}",
+            "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+            "token ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 rejected",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+            "key=AIzaSyA1234567890abcdefghijklmnopqrstuv used",
+            "AKIAIOSFODNN7EXAMPLE is not authorized",
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "stripe said: sk_live_4eC39HqLyjWDarjtT1zdp7dc is invalid",
+            "slack: xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "DATABASE password=s3cr3tpass host=db",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+            "client_secret: 'abcdef123456'",
+            "PRIVATE_KEY=abcdef123456",
+            "refresh_token=abcdefgh12345678",
+            "ApiKey: abcdef123456",
+        ];
+        for text in examples {
+            let let_through = candidates(text);
+            for (i, pattern) in PATTERNS.iter().enumerate() {
+                if pattern.regex.is_match(text) {
+                    assert_ne!(let_through & 1 << i, 0, "{}: {text}", pattern.kind);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn both_prefilters_find_every_needle_even_inside_another() {
+        let packed = Prefilter::new(true);
+        let automaton = Prefilter::new(false).expect("always builds");
+        let texts = NEEDLES.iter().flat_map(|(needle, _)| {
+            [
+                needle.to_string(),
+                format!("a long line of error text then {needle}"),
+                needle[1..].to_string(),
+                // Overlapping needles: "passwd" holds "pass"; "access_token" "token"; "aws_secret_access_key" three.
+                format!("{needle}{needle}"),
+            ]
+        });
+        for text in texts.chain(["aws_secret_access_key".into(), "access_token".into(), "sk-ant-sk_".into()]) {
+            let expected = NEEDLES
+                .iter()
+                .zip(GATES.iter())
+                .filter(|((n, _), _)| text.contains(n))
+                .fold(0, |bits, (_, gate)| bits | gate);
+            assert_eq!(automaton.gates(text.as_bytes()), expected, "{text}");
+            if let Some(packed) = &packed {
+                assert_eq!(packed.gates(text.as_bytes()), expected, "{text}");
             }
         }
     }
@@ -330,7 +406,7 @@ mod tests {
         #[test]
         fn needles_are_found_anywhere_in_any_case(
             before in 0usize..3000,
-            needle in proptest::sample::select(NEEDLES),
+            needle in proptest::sample::select(NEEDLES.iter().map(|(n, _)| *n).collect::<Vec<_>>()),
             upper in proptest::collection::vec(any::<bool>(), 11),
         ) {
             // Around the pieces' edges too: every offset up to three pieces in.
@@ -340,8 +416,26 @@ mod tests {
                 .map(|(c, &up)| if up { c.to_ascii_uppercase() } else { c })
                 .collect();
             let text = format!("{}{cased}{}", "x".repeat(before), "y".repeat(before % 7));
-            prop_assert!(has_needle(&text), "{} at {}", cased, before);
-            prop_assert!(!has_needle(&"x".repeat(before)));
+            let gate = GATES[NEEDLES.iter().position(|(n, _)| *n == needle).expect("drawn from NEEDLES")];
+            prop_assert_eq!(candidates(&text) & gate, gate, "{} at {}", cased, before);
+            prop_assert_eq!(candidates(&"x".repeat(before)), 0);
+        }
+
+        #[test]
+        fn only_the_patterns_let_through_ever_match(
+            pieces in proptest::collection::vec(proptest::sample::select(&[
+                "sk-proj-", "sk-ant-", "sk_live_", "AIza", "AKIA", "aws_secret_access_key=", "ghp_", "github_pat_",
+                "xoxb-", "eyJ", ".eyJ", "Bearer ", "basic ", "https://u:", "@h", "password=", "pwd: ", "api_key=",
+                "X-Api-Key: ", "client_secret=", "private_key=", "token=", "-----BEGIN PRIVATE KEY-----",
+                "0123456789abcdefABCDEF0123456789", "ABCDEFGHIJKLMNOP", " ", "'", "\"", "=", ":", "/", "x",
+            ][..]), 0..12),
+        ) {
+            // Every pattern that matches the text must be among those its needles let through.
+            let text = pieces.concat();
+            let let_through = candidates(&text);
+            for (i, pattern) in PATTERNS.iter().enumerate() {
+                prop_assert!(!pattern.regex.is_match(&text) || let_through & 1 << i != 0, "{}: {}", pattern.kind, text);
+            }
         }
 
         #[test]
