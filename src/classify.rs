@@ -741,7 +741,11 @@ fn parse_range(text: &str) -> Option<StatusMatch> {
 
 /// The gRPC code a grpc-go error string names: `rpc error: code = Unavailable desc = ...`.
 fn grpc_code_in_message(message: &str) -> Option<i32> {
-    let rest = &message[message.find("rpc error: code = ")? + "rpc error: code = ".len()..];
+    const MARK: &str = "rpc error: code = ";
+    // Built once: `str::find` would set up its searcher again for every failure.
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARK));
+    let rest = &message[FINDER.find(message.as_bytes())? + MARK.len()..];
     let name: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
     grpc_code_from_name(&name)
 }
