@@ -8,6 +8,7 @@ use crate::model::Category;
 use crate::redact::redact;
 use std::borrow::Cow;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// Limits for snippets, validated with the rest of the policy.
 #[derive(Clone, Debug)]
@@ -69,13 +70,24 @@ pub struct ErrorView<'a> {
 /// A message made safe and short: redacted, whitespace folded, rules of repeated
 /// punctuation (`=====`, `-----`) shortened to three, its middle elided past `max_chars`.
 pub fn clean_message(message: &str, max_chars: usize) -> String {
-    let redacted = redact(message);
-    let folded = fold_rules(&redacted);
-    // Most messages are short and have nothing to fold or redact: one copy, here.
-    if folded.len() <= max_chars {
-        return folded.into_owned();
+    clean(message, max_chars).into_owned()
+}
+
+/// [`clean_message`], borrowing `message` when nothing in it changes (most
+/// messages are short and have nothing to redact or fold).
+pub fn clean(message: &str, max_chars: usize) -> Cow<'_, str> {
+    match redact(message) {
+        Cow::Borrowed(text) => fit(fold_rules(text), max_chars),
+        Cow::Owned(text) => Cow::Owned(fit(fold_rules(&text), max_chars).into_owned()),
     }
-    elide_middle(&folded, max_chars)
+}
+
+/// `text` itself when it has at most `max_chars` bytes, else its middle elided.
+fn fit(text: Cow<'_, str>, max_chars: usize) -> Cow<'_, str> {
+    if text.len() <= max_chars {
+        return text;
+    }
+    Cow::Owned(elide_middle(&text, max_chars))
 }
 
 /// Whitespace runs folded to one space (none at the ends), and runs of more
@@ -232,22 +244,23 @@ pub fn cut(text: &str, max_chars: usize) -> String {
 /// What a snippet shows of one failure, worked out once: its trace collapsed a
 /// single time, then each part redacted and cut.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Digest {
-    /// The message before cleaning (see [`headline`]), to shorten again under a token budget.
-    pub headline: String,
-    /// The headline redacted, folded and cut to the policy's length.
-    pub message: String,
+pub struct Digest<'a> {
+    /// The message before cleaning (see [`headline`]), to shorten again under a token budget:
+    /// the outcome's own text when it needs no exception type before it.
+    pub headline: Cow<'a, str>,
+    /// The headline redacted, folded and cut to the policy's length (shared with the session's history).
+    pub message: Arc<str>,
     /// Where it happened (a collapsed stack trace), redacted and cut, or empty.
     pub location: String,
 }
 
 /// The [`Digest`] of a failure: the stack trace in `detail` (or in a multi-line
 /// `message`) is collapsed once and gives both the headline and the location.
-pub fn digest(message: &str, exception_type: &str, detail: &str, policy: &SnippetPolicy) -> Digest {
+pub fn digest<'a>(message: &'a str, exception_type: &str, detail: &str, policy: &SnippetPolicy) -> Digest<'a> {
     let trace = crate::trace::collapse(if detail.is_empty() { message } else { detail }, policy.frames);
     let headline = headline_with(message, exception_type, detail, trace.as_ref());
     Digest {
-        message: clean_message(&headline, policy.message_chars),
+        message: Arc::from(clean(&headline, policy.message_chars).as_ref()),
         location: trace.map(|t| clean_message(&t.location(), policy.message_chars)).unwrap_or_default(),
         headline,
     }
@@ -261,27 +274,32 @@ const HEADLINE_CHARS: usize = 200;
 /// with the exception type when the text does not name it.
 pub fn headline(message: &str, exception_type: &str, detail: &str) -> String {
     let trace = if message.trim().is_empty() { crate::trace::collapse(detail, 0) } else { None };
-    headline_with(message, exception_type, detail, trace.as_ref())
+    headline_with(message, exception_type, detail, trace.as_ref()).into_owned()
 }
 
-fn headline_with(message: &str, exception_type: &str, detail: &str, trace: Option<&crate::trace::Collapsed>) -> String {
+fn headline_with<'a>(
+    message: &'a str,
+    exception_type: &str,
+    detail: &str,
+    trace: Option<&crate::trace::Collapsed>,
+) -> Cow<'a, str> {
     let message = message.trim();
     let base = if !message.is_empty() {
-        message.to_string()
+        Cow::Borrowed(message)
     } else if let Some(trace) = trace {
-        trace.exception.clone()
+        Cow::Owned(trace.exception.clone())
     } else {
-        failure_lines(detail, HEADLINE_CHARS)
+        Cow::Owned(failure_lines(detail, HEADLINE_CHARS))
     };
     let short_type = exception_type.trim().rsplit('.').next().unwrap_or("");
     if !short_type.is_empty() && !base.contains(short_type) {
         if base.is_empty() {
-            return exception_type.trim().to_string();
+            return Cow::Owned(exception_type.trim().to_string());
         }
-        return format!("{}: {}", exception_type.trim(), base);
+        return Cow::Owned(format!("{}: {}", exception_type.trim(), base));
     }
     if base.is_empty() {
-        "(no message)".to_string()
+        Cow::Borrowed("(no message)")
     } else {
         base
     }
@@ -591,11 +609,11 @@ mod tests {
     fn a_digest_collapses_the_trace_once_for_headline_and_location() {
         let trace = "Traceback (most recent call last):\n  File \"/srv/app/agent/tools/search.py\", line 41, in run\n    r = httpx.get(url)\nhttpx.ConnectError: [Errno 111] Connection refused";
         let d = digest("", "", trace, &SnippetPolicy::default());
-        assert_eq!(d.message, "httpx.ConnectError: [Errno 111] Connection refused");
+        assert_eq!(&*d.message, "httpx.ConnectError: [Errno 111] Connection refused");
         assert_eq!(d.location, "search.py:41 in run");
-        assert_eq!(d.headline, d.message);
+        assert_eq!(&*d.headline, &*d.message);
         // A message given wins over the trace; the trace still gives the location.
-        assert_eq!(digest("boom", "", trace, &SnippetPolicy::default()).message, "boom");
+        assert_eq!(&*digest("boom", "", trace, &SnippetPolicy::default()).message, "boom");
         assert_eq!(digest("boom", "", trace, &SnippetPolicy::default()).location, "search.py:41 in run");
     }
 

@@ -109,11 +109,11 @@ pub struct ContextText {
 }
 
 /// What the engine worked out about a failure before touching its session.
-struct Judged {
+struct Judged<'a> {
     classification: Classification,
     fingerprint: u64,
     /// The message, its headline and location, ready to show.
-    digest: compact::Digest,
+    digest: compact::Digest<'a>,
     provider: Option<ProviderDelay>,
 }
 
@@ -844,7 +844,7 @@ fn decide(
     } else {
         j.classification.suggestion.clone()
     };
-    let message: Arc<str> = Arc::from(j.digest.message.as_str());
+    let message = j.digest.message.clone();
     s.push_error(
         HistoryEntry {
             tool,
