@@ -175,7 +175,12 @@ impl Session {
             self.recent.pop_front();
         }
         let tool = self.tool_mut(&verdict.tool).tool.clone();
-        self.recent.reserve_exact(1);
+        if self.recent.len() == self.recent.capacity() {
+            // One at a time while few (most sessions remember a handful), then doubling up to
+            // the window: a run that reaches it moves its verdicts a few times, not at every call.
+            let len = self.recent.len();
+            self.recent.reserve_exact(if len < 4 { 1 } else { len.min(window.saturating_sub(len)).max(1) });
+        }
         self.recent.push_back(Remembered {
             call: id_hash(&verdict.call_id),
             tool,
