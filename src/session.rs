@@ -324,10 +324,14 @@ impl Eviction {
     }
 }
 
+/// One shard: sessions by id, least recently used first out. Ids hash with
+/// foldhash (seeded per process), cheaper than std's SipHash on every outcome.
+type Shard = LruCache<String, Session, foldhash::fast::RandomState>;
+
 /// The sessions, sharded by id so unrelated sessions never wait on one lock.
 #[derive(Debug)]
 pub struct SessionStore {
-    shards: Vec<Mutex<LruCache<String, Session>>>,
+    shards: Vec<Mutex<Shard>>,
     idle_ms: u64,
     len: AtomicUsize,
 }
@@ -338,13 +342,13 @@ impl SessionStore {
         let shards = shards.clamp(1, capacity.max(1));
         let per_shard = NonZeroUsize::new(capacity.div_ceil(shards).max(1)).expect("at least one");
         SessionStore {
-            shards: (0..shards).map(|_| Mutex::new(LruCache::new(per_shard))).collect(),
+            shards: (0..shards).map(|_| Mutex::new(LruCache::with_hasher(per_shard, Default::default()))).collect(),
             idle_ms,
             len: AtomicUsize::new(0),
         }
     }
 
-    fn shard(&self, id: &str) -> MutexGuard<'_, LruCache<String, Session>> {
+    fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
         let shard = &self.shards[(id_hash(id) % self.shards.len() as u64) as usize];
         // A panic while holding a shard would be a bug; keep serving the other sessions.
         shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -372,23 +376,25 @@ impl SessionStore {
     ) -> (R, bool, Vec<Eviction>) {
         let mut evictions = Vec::new();
         let mut shard = self.shard(id);
-        let expired = shard.peek(id).is_some_and(|s| now_ms.saturating_sub(s.last_seen_ms) >= self.idle_ms);
-        if expired {
-            shard.pop(id);
-            self.len.fetch_sub(1, Ordering::Relaxed);
-            evictions.push(Eviction::Idle);
-        }
-        let created = !shard.contains(id);
-        if created {
-            if let Some((_, _old)) = shard.push(id.to_string(), create()) {
-                evictions.push(Eviction::Capacity);
-            } else {
-                self.len.fetch_add(1, Ordering::Relaxed);
+        // One lookup for a session that exists, however it goes on.
+        if let Some(session) = shard.get_mut(id) {
+            let expired = now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms;
+            if expired {
+                // Idle past expiry: a new session takes its place (and its place in the order).
+                *session = create();
+                evictions.push(Eviction::Idle);
             }
+            session.last_seen_ms = now_ms;
+            return (f(session), expired, evictions);
         }
-        let session = shard.get_mut(id).expect("present: just checked or inserted");
+        if let Some((_, _old)) = shard.push(id.to_string(), create()) {
+            evictions.push(Eviction::Capacity);
+        } else {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+        let session = shard.get_mut(id).expect("present: just inserted");
         session.last_seen_ms = now_ms;
-        (f(session), created, evictions)
+        (f(session), true, evictions)
     }
 
     /// Runs `f` on the session if it exists (and is not idle past expiry), without creating it.
