@@ -560,7 +560,13 @@ fn check_id(field: &str, value: &str) -> Result<(), EngineError> {
     if value.len() > MAX_ID_BYTES {
         return Err(invalid(field, format!("{value:?}"), format!("at most {MAX_ID_BYTES} bytes")));
     }
-    if value.chars().any(char::is_control) {
+    // Most ids are ASCII: bytes, without decoding characters (C0 controls and DEL are `is_control`'s ASCII part).
+    let control = if value.is_ascii() {
+        value.bytes().any(|b| b < 0x20 || b == 0x7f)
+    } else {
+        value.chars().any(char::is_control)
+    };
+    if control {
         return Err(invalid(field, format!("{value:?}"), "must not contain control characters"));
     }
     Ok(())
@@ -1305,6 +1311,14 @@ mod tests {
         let err =
             e.start_session(&StartSession { session_id: "s".into(), profile: "gold".into(), ..Default::default() });
         assert!(err.unwrap_err().to_string().contains("`profile`"));
+    }
+
+    #[test]
+    fn ids_with_control_characters_are_refused_ascii_or_not() {
+        for c in (0u8..128).map(char::from).chain(['\u{85}', '\u{9f}', 'é', '\u{2028}', '日']) {
+            let id = format!("run-{c}-1");
+            assert_eq!(check_id("session_id", &id).is_err(), c.is_control(), "{c:?}");
+        }
     }
 
     fn unavailable(session: &str) -> Outcome {
