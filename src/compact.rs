@@ -112,8 +112,8 @@ fn needs_folding(text: &[u8]) -> bool {
     // the bytes themselves, pairs of spaces, and runs of four of one punctuation.
     let odd =
         text.iter().fold(false, |found, &b| found | (b >= 0x80) | matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r'));
-    let spaces =
-        text.iter().zip(&text[1.min(text.len())..]).fold(false, |found, (&a, &b)| found | ((a == b' ') & (b == b' ')));
+    let next = text.get(1..).unwrap_or_default();
+    let spaces = text.iter().zip(next).fold(false, |found, (&a, &b)| found | ((a == b' ') & (b == b' ')));
     odd || spaces || has_punctuation_run(text)
 }
 

@@ -201,14 +201,14 @@ fn candidates(text: &str) -> u32 {
 
 /// The text with every secret replaced by `[REDACTED:kind]`; borrowed when nothing matched.
 pub fn redact(text: &str) -> Cow<'_, str> {
-    let candidates = candidates(text);
+    let let_through = candidates(text);
     let mut out: Cow<'_, str> = Cow::Borrowed(text);
-    if candidates == 0 {
+    if let_through == 0 {
         return out;
     }
     // A placeholder starts and ends with a bracket, so replacing one secret never
     // makes another pattern match that did not match the original text.
-    let chosen = PATTERNS.iter().enumerate().filter(|(i, _)| candidates & 1 << i != 0);
+    let chosen = PATTERNS.iter().enumerate().filter(|(i, _)| let_through & 1 << i != 0);
     for pattern in chosen.map(|(_, p)| p) {
         if !pattern.regex.is_match(&out) {
             continue;
