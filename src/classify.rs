@@ -290,8 +290,9 @@ impl SignalIndex {
         self.exception.contains_key(exception) || self.exception.contains_key(last)
     }
 
-    fn candidates(&self, o: &Outcome, exception: &str, exception_last: &str, out: &mut Vec<usize>) {
-        let mut extend = |list: Option<&Vec<usize>>| out.extend(list.into_iter().flatten().copied());
+    /// Pushes every rule a signal of `o` names, each as (rule, false): not (yet) a message hit.
+    fn candidates(&self, o: &Outcome, exception: &str, exception_last: &str, out: &mut Vec<(usize, bool)>) {
+        let mut extend = |list: Option<&Vec<usize>>| out.extend(list.into_iter().flatten().map(|&i| (i, false)));
         if let Some(kind) = o.kind {
             extend(self.kind.get(&kind));
         }
@@ -310,10 +311,13 @@ impl SignalIndex {
         }
         if let Some(status) = o.http_status {
             extend(self.http_status.get(&status));
-            out.extend(self.http_range.iter().filter(|(lo, hi, _)| (*lo..=*hi).contains(&status)).map(|(_, _, i)| *i));
         }
         if let Some(c) = o.exit_code {
-            out.extend(self.exit_code.get(&c).into_iter().flatten().copied());
+            extend(self.exit_code.get(&c));
+        }
+        if let Some(status) = o.http_status {
+            let ranges = self.http_range.iter().filter(|(lo, hi, _)| (*lo..=*hi).contains(&status));
+            out.extend(ranges.map(|&(_, _, i)| (i, false)));
         }
     }
 }
@@ -454,18 +458,21 @@ impl Classifier {
             None => outcome,
         };
         self.index.candidates(outcome, exception, exception_last, &mut candidates);
-        let message_hits =
-            (!text.is_empty() && !self.messages.is_empty()).then(|| self.messages.matches(text.as_bytes()));
-        if let Some(hits) = &message_hits {
-            candidates.extend(hits.iter().map(|p| self.pattern_rule[p]));
+        if !text.is_empty() && !self.messages.is_empty() {
+            // The set's matches are read once: walking them costs a step per pattern, not per hit.
+            candidates.extend(self.messages.matches(text.as_bytes()).iter().map(|p| (self.pattern_rule[p], true)));
         }
+        // One entry per rule, marked a message hit if any of its entries was.
         candidates.sort_unstable();
-        candidates.dedup();
+        candidates.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            kept.1 |= same && later.1;
+            same
+        });
         let mut best: Option<(usize, i32)> = None;
         let mut all = Vec::new();
-        for i in candidates {
+        for (i, hit) in candidates {
             let rule = &self.rules[i];
-            let hit = message_hits.as_ref().is_some_and(|hits| hits.iter().any(|p| self.pattern_rule[p] == i));
             let Some(score) = rule.score(outcome, exception, exception_last, hit) else {
                 continue;
             };
