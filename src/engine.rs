@@ -289,6 +289,19 @@ impl Engine {
 
     /// One outcome in, one verdict out.
     pub fn report(&self, outcome: &Outcome) -> Result<Verdict, EngineError> {
+        let verdict = self.judge(outcome)?;
+        Ok(with_ids(verdict, outcome.call_id.clone(), outcome.session_id.clone(), || outcome.tool.clone()))
+    }
+
+    /// `report` for an outcome the caller no longer needs: the verdict takes its
+    /// ids instead of copies (the server's path, once per outcome).
+    pub fn report_owned(&self, outcome: Outcome) -> Result<Verdict, EngineError> {
+        let verdict = self.judge(&outcome)?;
+        Ok(with_ids(verdict, outcome.call_id, outcome.session_id, || outcome.tool))
+    }
+
+    /// The verdict for an outcome, without the ids that `with_ids` gives it.
+    fn judge(&self, outcome: &Outcome) -> Result<Verdict, EngineError> {
         validate_outcome(outcome)?;
         let policy = self.policy();
         let now = self.clock.now_ms();
@@ -307,11 +320,11 @@ impl Engine {
             || self.new_session(&policy, &outcome.session_id, now),
             |s| {
                 if let Some(earlier) = s.recall(&outcome.call_id) {
-                    return (recalled(earlier, outcome, &policy), false);
+                    return (recalled(earlier, &policy), false);
                 }
                 let gate = self.tool_gate(outcome, judged.as_ref(), &policy, now);
                 let (verdict, recipe) = decide(s, outcome, judged, &policy, &gate, now, history);
-                s.remember(&verdict, recipe, window);
+                s.remember(&outcome.call_id, &outcome.tool, &verdict, recipe, window);
                 (verdict, true)
             },
         );
@@ -320,7 +333,7 @@ impl Engine {
             self.metrics.sessions_active(self.sessions.len());
         }
         if fresh {
-            self.record(&verdict);
+            self.record(&outcome.tool, &verdict);
         }
         Ok(verdict)
     }
@@ -393,9 +406,9 @@ impl Engine {
         }
     }
 
-    fn record(&self, v: &Verdict) {
+    fn record(&self, tool: &str, v: &Verdict) {
         let m = &self.metrics;
-        m.outcome(&v.tool, v.classification.as_ref().map(|c| c.category), v.action);
+        m.outcome(tool, v.classification.as_ref().map(|c| c.category), v.action);
         if let Some(retry) = &v.retry {
             m.retry_delay(retry.delay_ms);
         }
@@ -642,10 +655,21 @@ struct ToolGate {
     budget_ok: bool,
 }
 
+/// `verdict` with the request's ids, and its tool unless it has one (a recalled
+/// verdict keeps the tool it was first given for).
+fn with_ids(mut verdict: Verdict, call_id: String, session_id: String, tool: impl FnOnce() -> String) -> Verdict {
+    verdict.call_id = call_id;
+    verdict.session_id = session_id;
+    if verdict.tool.is_empty() {
+        verdict.tool = tool();
+    }
+    verdict
+}
+
 /// An earlier verdict again, for a repeated call_id: its ids from the request,
 /// its snippet and report text made again from what the session kept (with the
 /// templates in force: after a reload that changed them, it reads in the new ones).
-fn recalled(earlier: &Remembered, o: &Outcome, policy: &Policy) -> Verdict {
+fn recalled(earlier: &Remembered, policy: &Policy) -> Verdict {
     let escalation = earlier.escalation.as_ref().map(|report| {
         Box::new(EscalationReport { text: escalation_text(report, earlier.breaker.steps), ..(**report).clone() })
     });
@@ -659,8 +683,9 @@ fn recalled(earlier: &Remembered, o: &Outcome, policy: &Policy) -> Verdict {
         }
     };
     Verdict {
-        call_id: o.call_id.clone(),
-        session_id: o.session_id.clone(),
+        // `with_ids` gives it the request's ids.
+        call_id: String::new(),
+        session_id: String::new(),
         tool: earlier.tool.to_string(),
         action: earlier.action,
         classification: earlier.classification.clone(),
@@ -720,9 +745,10 @@ fn decide(
     history: usize,
 ) -> (Verdict, SnippetRecipe) {
     let mut verdict = Verdict {
-        call_id: o.call_id.clone(),
-        session_id: o.session_id.clone(),
-        tool: o.tool.clone(),
+        // `with_ids` gives it the outcome's ids and tool.
+        call_id: String::new(),
+        session_id: String::new(),
+        tool: String::new(),
         action: Action::Continue,
         classification: None,
         retry: None,
@@ -1144,6 +1170,25 @@ mod tests {
         assert!(again.replayed);
         assert_eq!(again.retry.unwrap().delay_ms, delay);
         assert_eq!(e.end_session("s").unwrap().unwrap().errors, 1);
+    }
+
+    #[test]
+    fn an_owned_outcome_gets_the_verdict_a_borrowed_one_gets_with_its_ids() {
+        let (borrowed, _) = engine();
+        let (owned, _) = engine();
+        let outcomes = [
+            Outcome { call_id: "c1".into(), ..fail("s", "search", "Read timed out. (read timeout=30)") },
+            Outcome { call_id: "c2".into(), ..ok("s", "search") },
+            fail("s", "search", "Read timed out. (read timeout=30)"),
+            // A repeated call_id sent with another tool: the verdict is the first one, for its tool.
+            Outcome { call_id: "c1".into(), ..fail("s", "fetch", "404") },
+        ];
+        for o in outcomes {
+            let v = borrowed.report(&o).unwrap();
+            assert_eq!((v.call_id.as_str(), v.session_id.as_str()), (o.call_id.as_str(), "s"));
+            assert_eq!(v.tool, "search");
+            assert_eq!(owned.report_owned(o).unwrap(), v);
+        }
     }
 
     #[test]

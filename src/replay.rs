@@ -288,7 +288,7 @@ fn replay_line(bytes: &[u8], engine: &Engine, clock: &ManualClock) -> Result<Opt
         None => clock.advance(json.duration_ms),
     }
     let outcome = json.into_outcome()?;
-    engine.report(&outcome).map(Some).map_err(|e| e.to_string())
+    engine.report_owned(outcome).map(Some).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -128,7 +128,7 @@ impl Stream for Answers {
         let start = Instant::now();
         let index = this.index;
         let answer = convert::outcome(outcome)
-            .and_then(|o| this.engine.report(&o).map_err(convert::status))
+            .and_then(|o| this.engine.report_owned(o).map_err(convert::status))
             .map(convert::verdict)
             .map_err(|s| Status::new(s.code(), format!("outcome #{index}: {}", s.message())));
         this.engine.metrics().rpc_duration("Observe", start.elapsed().as_secs_f64());
@@ -162,7 +162,7 @@ impl Rebound for Service {
     async fn report(&self, request: Request<pb::Outcome>) -> Result<Response<pb::Verdict>, Status> {
         let start = Instant::now();
         let outcome = convert::outcome(request.into_inner())?;
-        let result = self.engine.report(&outcome).map_err(convert::status);
+        let result = self.engine.report_owned(outcome).map_err(convert::status);
         self.timed("Report", start, result.map(|v| Response::new(convert::verdict(v))))
     }
 

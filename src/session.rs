@@ -164,17 +164,17 @@ impl Session {
         self.recent.iter().find(|r| r.call == call)
     }
 
-    /// Remembers a verdict for its call_id, forgetting the oldest past `window`.
+    /// Remembers the verdict for `call_id` of `tool`, forgetting the oldest past `window`.
     /// Its ids and snippet are not kept: the request has the ids, and
     /// `snippet` rebuilds the rest from text the history already holds.
-    pub fn remember(&mut self, verdict: &Verdict, snippet: SnippetRecipe, window: usize) {
-        if verdict.call_id.is_empty() || window == 0 {
+    pub fn remember(&mut self, call_id: &str, tool: &str, verdict: &Verdict, snippet: SnippetRecipe, window: usize) {
+        if call_id.is_empty() || window == 0 {
             return;
         }
         if self.recent.len() >= window {
             self.recent.pop_front();
         }
-        let tool = self.tool_mut(&verdict.tool).tool.clone();
+        let tool = self.tool_mut(tool).tool.clone();
         if self.recent.len() == self.recent.capacity() {
             // One at a time while few (most sessions remember a handful), then doubling up to
             // the window: a run that reaches it moves its verdicts a few times, not at every call.
@@ -182,7 +182,7 @@ impl Session {
             self.recent.reserve_exact(if len < 4 { 1 } else { len.min(window.saturating_sub(len)).max(1) });
         }
         self.recent.push_back(Remembered {
-            call: id_hash(&verdict.call_id),
+            call: id_hash(call_id),
             tool,
             action: verdict.action,
             classification: verdict.classification.clone(),
