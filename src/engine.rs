@@ -573,12 +573,11 @@ fn check_id(field: &str, value: &str) -> Result<(), EngineError> {
     if value.len() > MAX_ID_BYTES {
         return Err(invalid(field, format!("{value:?}"), format!("at most {MAX_ID_BYTES} bytes")));
     }
-    // Most ids are ASCII: bytes, without decoding characters (C0 controls and DEL are `is_control`'s ASCII part).
-    let control = if value.is_ascii() {
-        value.bytes().any(|b| b < 0x20 || b == 0x7f)
-    } else {
-        value.chars().any(char::is_control)
-    };
+    // Most ids are printable ASCII, found in one branch-free pass over the bytes (vectorised).
+    // Otherwise an ASCII id holds a control character (C0 or DEL, `is_control`'s ASCII part);
+    // any other is decoded and looked at character by character.
+    let printable_ascii = value.bytes().fold(true, |ok, b| ok & (0x20..0x7f).contains(&b));
+    let control = !printable_ascii && (value.is_ascii() || value.chars().any(char::is_control));
     if control {
         return Err(invalid(field, format!("{value:?}"), "must not contain control characters"));
     }
