@@ -315,6 +315,7 @@ impl SignalIndex {
         if let Some(c) = o.exit_code {
             extend(self.exit_code.get(&c));
         }
+        // Status ranges last: `extend` holds `out` until its last call above.
         if let Some(status) = o.http_status {
             let ranges = self.http_range.iter().filter(|(lo, hi, _)| (*lo..=*hi).contains(&status));
             out.extend(ranges.map(|&(_, _, i)| (i, false)));
