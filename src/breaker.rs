@@ -412,6 +412,41 @@ impl ToolBreakers {
     }
 }
 
+/// What a verdict suggests while its tool's breaker is open, made once per tool
+/// and second and shared by every verdict (and session history) that says it
+/// then: a busy tool's open breaker would otherwise have the same sentence
+/// written, and kept, once per failure.
+#[derive(Debug, Default)]
+pub struct OpenNotes(std::sync::Mutex<foldhash::HashMap<Box<str>, Note>>);
+
+/// The seconds a note says and the note.
+type Note = (u64, std::sync::Arc<str>);
+
+impl OpenNotes {
+    /// The note for `tool`, open for about `seconds` more. Holds one per tool,
+    /// and only tools with a breaker (at most `max_tools` of them) are open.
+    pub fn get(&self, tool: &str, seconds: u64) -> std::sync::Arc<str> {
+        let mut notes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((said, note)) = notes.get_mut(tool) {
+            if *said != seconds {
+                *said = seconds;
+                *note = open_note(tool, seconds);
+            }
+            return note.clone();
+        }
+        let note = open_note(tool, seconds);
+        notes.insert(tool.into(), (seconds, note.clone()));
+        note
+    }
+}
+
+fn open_note(tool: &str, seconds: u64) -> std::sync::Arc<str> {
+    std::sync::Arc::from(format!(
+        "Tool `{}` is unavailable for about {seconds}s (circuit open): use another tool.",
+        crate::compact::cut(tool, 100)
+    ))
+}
+
 fn closed_view() -> ToolView {
     ToolView { before: BreakerState::Closed, after: BreakerState::Closed, open_until_ms: 0, transitions: Vec::new() }
 }

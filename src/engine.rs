@@ -3,7 +3,7 @@
 //! gRPC types; the server and `rebound replay` both drive it.
 
 use crate::backoff::{provider_delay, ProviderDelay};
-use crate::breaker::{self, Counters, Gate, Health, SessionLimits, ToolBreakers, ToolView};
+use crate::breaker::{self, Counters, Gate, Health, OpenNotes, SessionLimits, ToolBreakers, ToolView};
 use crate::budget::RetryBudgets;
 use crate::clock::Clock;
 use crate::compact::{self, ErrorView};
@@ -164,6 +164,8 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     settings: EngineSettings,
     tools: ToolBreakers,
+    /// What verdicts suggest while a tool's breaker is open.
+    open_notes: OpenNotes,
     budgets: RetryBudgets,
     /// Changes waiting to be shared, when state is shared.
     shared: Option<crate::shared::Pending>,
@@ -178,6 +180,7 @@ impl Engine {
             clock,
             metrics,
             tools: ToolBreakers::new(settings.max_tools),
+            open_notes: OpenNotes::default(),
             budgets: RetryBudgets::new(settings.max_tools),
             shared: settings.shared.then(crate::shared::Pending::default),
             settings,
@@ -314,6 +317,9 @@ impl Engine {
         });
         let window = self.settings.idempotency_window;
         let history = self.settings.history;
+        // Looked up once: the outcome is counted under it, and while it is the tool's own
+        // name (under the label cap) sessions share it instead of copying the name each.
+        let label = self.metrics.tool_label(&outcome.tool);
         let ((verdict, fresh), created, evictions) = self.sessions.with_session(
             &outcome.session_id,
             now,
@@ -321,6 +327,9 @@ impl Engine {
             |s| {
                 if let Some(earlier) = s.recall(&outcome.call_id) {
                     return (recalled(earlier, &policy), false);
+                }
+                if *label == *outcome.tool {
+                    s.know_tool(&label);
                 }
                 let gate = self.tool_gate(outcome, judged.as_ref(), &policy, now);
                 let (verdict, recipe) = decide(s, outcome, judged, &policy, &gate, now, history);
@@ -333,14 +342,14 @@ impl Engine {
             self.metrics.sessions_active(self.sessions.len());
         }
         if fresh {
-            self.record(&outcome.tool, &verdict);
+            self.record(label, &verdict);
         }
         Ok(verdict)
     }
 
     /// Records the outcome with its tool's breaker and budget (once per outcome:
     /// called under the session's lock, after the repeated-call_id check).
-    fn tool_gate(&self, o: &Outcome, judged: Option<&Judged>, policy: &Policy, now: u64) -> ToolGate {
+    fn tool_gate(&self, o: &Outcome, judged: Option<&Judged>, policy: &Policy, now: u64) -> ToolGate<'_> {
         let health = match judged {
             None => Health::Success,
             Some(j) if j.classification.category.is_unhealthy() => Health::Failure {
@@ -381,7 +390,7 @@ impl Engine {
             let retryable = judged.is_some_and(|j| j.classification.retryable);
             pending.note(&o.tool, health, retryable, opened, closed);
         }
-        ToolGate { view, budget_ok }
+        ToolGate { view, budget_ok, open_notes: &self.open_notes }
     }
 
     /// Changes since the last exchange with shared state.
@@ -406,9 +415,9 @@ impl Engine {
         }
     }
 
-    fn record(&self, tool: &str, v: &Verdict) {
+    fn record(&self, label: Arc<str>, v: &Verdict) {
         let m = &self.metrics;
-        m.outcome(tool, v.classification.as_ref().map(|c| c.category), v.action);
+        m.outcome(label, v.classification.as_ref().map(|c| c.category), v.action);
         if let Some(retry) = &v.retry {
             m.retry_delay(retry.delay_ms);
         }
@@ -647,11 +656,13 @@ fn unknown_tool_suggestion(wanted: &str, tools: &[String], fallback: &str) -> St
 }
 
 /// What the tool-level guards (tool breaker, retry budget) say about an outcome.
-struct ToolGate {
+struct ToolGate<'a> {
     /// The tool breaker's view after recording the outcome.
     view: ToolView,
     /// False when the retry budget says no more retries for this tool.
     budget_ok: bool,
+    /// What to suggest while the breaker is open.
+    open_notes: &'a OpenNotes,
 }
 
 /// `verdict` with the request's ids, and its tool unless it has one (a recalled
@@ -865,11 +876,7 @@ fn decide(
         _ => {}
     }
     let suggestion: Arc<str> = if reason == Some(Reason::ToolBreakerOpen) {
-        let seconds = gate.view.open_until_ms.saturating_sub(now).div_ceil(1000);
-        Arc::from(format!(
-            "Tool `{}` is unavailable for about {seconds}s (circuit open): use another tool.",
-            compact::cut(&o.tool, 100)
-        ))
+        gate.open_notes.get(&o.tool, gate.view.open_until_ms.saturating_sub(now).div_ceil(1000))
     } else if category == Category::UnknownTool {
         Arc::from(unknown_tool_suggestion(&o.tool, s.tools(), &j.classification.suggestion))
     } else {
@@ -1367,6 +1374,57 @@ mod tests {
 
     fn unavailable(session: &str) -> Outcome {
         Outcome { http_status: Some(503), ..fail(session, "search", "503 Service Unavailable") }
+    }
+
+    /// The shared text a session holds for `tool`: its counters' name and its errors' suggestions.
+    fn held(e: &Engine, session: &str, tool: &str) -> (Arc<str>, Vec<Arc<str>>) {
+        let now = e.clock.now_ms();
+        e.sessions
+            .with_existing(session, now, |s| {
+                let name = s.tool_stats.iter().find(|t| &*t.tool == tool).expect("counted").tool.clone();
+                (name, s.history.iter().map(|h| h.suggestion.clone()).collect())
+            })
+            .expect("held")
+    }
+
+    #[test]
+    fn sessions_share_tool_names_under_the_label_cap_and_copy_them_past_it() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let settings = EngineSettings::from_config(&crate::config::Config::default(), 42);
+        let e = Engine::new(Policy::default(), settings, clock, Arc::new(Metrics::new(1)));
+        for session in ["a", "b"] {
+            e.report(&ok(session, "search")).unwrap();
+            e.report(&fail(session, "fetch", "boom")).unwrap();
+        }
+        let (a, _) = held(&e, "a", "search");
+        let (b, _) = held(&e, "b", "search");
+        assert!(Arc::ptr_eq(&a, &b), "one copy of the labelled tool's name");
+        // Past the cap of one label, `fetch` is counted as `_other`: each session names it itself.
+        let (a, _) = held(&e, "a", "fetch");
+        let (b, _) = held(&e, "b", "fetch");
+        assert_eq!((&*a, &*b), ("fetch", "fetch"));
+        assert!(!Arc::ptr_eq(&a, &b));
+    }
+
+    #[test]
+    fn an_open_breaker_s_suggestion_is_shared_within_a_second_and_counts_down() {
+        let (e, clock) = engine();
+        for i in 0..5 {
+            e.report(&unavailable(&format!("s{i}"))).unwrap();
+        }
+        for session in ["x", "y"] {
+            let v = e.report(&unavailable(session)).unwrap();
+            assert_eq!(v.breaker.reason, Some(Reason::ToolBreakerOpen));
+        }
+        let (_, x) = held(&e, "x", "search");
+        let (_, y) = held(&e, "y", "search");
+        assert!(x[0].contains("for about 30s"), "{}", x[0]);
+        assert!(Arc::ptr_eq(&x[0], &y[0]), "one copy per tool and second");
+        clock.advance(10_500);
+        let v = e.report(&unavailable("z")).unwrap();
+        assert!(v.snippet.contains("Tool `search` is unavailable for about 20s"), "{}", v.snippet);
+        let (_, z) = held(&e, "z", "search");
+        assert!(!Arc::ptr_eq(&x[0], &z[0]));
     }
 
     #[test]

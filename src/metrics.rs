@@ -138,6 +138,8 @@ impl<K: std::hash::Hash + Eq> Counters<K> {
 pub struct Metrics {
     tool_cap: usize,
     tools: RwLock<HashSet<Arc<str>>>,
+    /// The label of every tool past the cap.
+    other_tool: Arc<str>,
     outcomes: Counters<OutcomeKey>,
     escalations: HashMap<Reason, Counter>,
     evicted_idle: Counter,
@@ -162,6 +164,7 @@ impl Metrics {
         Metrics {
             tool_cap,
             tools: RwLock::new(HashSet::new()),
+            other_tool: Arc::from(OTHER_TOOL),
             outcomes: Counters::new(),
             escalations: Reason::ALL
                 .iter()
@@ -191,16 +194,16 @@ impl Metrics {
             return known.clone();
         }
         if tools.len() >= self.tool_cap {
-            return Arc::from(OTHER_TOOL);
+            return self.other_tool.clone();
         }
         let label: Arc<str> = Arc::from(tool);
         tools.insert(label.clone());
         label
     }
 
-    /// Counts an outcome.
-    pub fn outcome(&self, tool: &str, category: Option<Category>, action: Action) {
-        self.outcomes.increment((self.tool_label(tool), category, action), |(tool, category, action)| {
+    /// Counts an outcome of the tool labelled `label` (from `tool_label`).
+    pub fn outcome(&self, label: Arc<str>, category: Option<Category>, action: Action) {
+        self.outcomes.increment((label, category, action), |(tool, category, action)| {
             metrics::counter!(
                 OUTCOMES_TOTAL,
                 "tool" => tool.to_string(),
@@ -321,7 +324,7 @@ mod tests {
     fn rendered_output_has_the_outcome_counter() {
         let handle = install();
         let m = Metrics::new(10);
-        m.outcome("search", Some(Category::Timeout), Action::Retry);
+        m.outcome(m.tool_label("search"), Some(Category::Timeout), Action::Retry);
         let text = handle.render();
         assert!(text.contains("rebound_outcomes_total{"), "{text}");
         assert!(text.contains("tool=\"search\""), "{text}");

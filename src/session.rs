@@ -150,8 +150,20 @@ impl Session {
         if let Some(i) = self.tool_stats.iter().position(|t| *t.tool == *tool) {
             return &mut self.tool_stats[i];
         }
+        self.add_tool(tool.into())
+    }
+
+    /// Gives the tool its counters, named by `name` (shared: the sessions of one
+    /// sidecar use the same few tools), unless it has them.
+    pub fn know_tool(&mut self, name: &Arc<str>) {
+        if !self.tool_stats.iter().any(|t| t.tool == *name) {
+            self.add_tool(name.clone());
+        }
+    }
+
+    fn add_tool(&mut self, name: Arc<str>) -> &mut ToolStats {
         self.tool_stats.reserve_exact(1);
-        self.tool_stats.push(ToolStats { tool: tool.into(), consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
+        self.tool_stats.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
         self.tool_stats.last_mut().expect("just pushed")
     }
 
