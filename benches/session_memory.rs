@@ -1,7 +1,8 @@
 //! Heap bytes per session, counted by a counting allocator: 100,000 sessions
 //! with 3 stored errors each (distinct real messages, each with a call_id, so
 //! the idempotency window holds their verdicts too), through `Engine::report`
-//! as the server would drive it. Target: ≤ 1 KiB per session. The real
+//! as the server would drive it. Target: ≤ 1 KiB per session. Also: without
+//! call_ids, at the default limits, and a typical run (16 calls, 4 failing). The real
 //! binary's RSS is measured by `bench/run`; this counts only what the
 //! sessions hold, so it is exact and repeatable.
 
@@ -46,9 +47,10 @@ const MESSAGES: [&str; 3] = [
     "psycopg2.errors.UndefinedTable: relation \"orders_2024\" does not exist\nLINE 1: SELECT * FROM orders_2024 WHERE id = 42",
 ];
 
-/// Heap bytes held per session after `sessions` sessions each reported `errors`
-/// failures (cycling through the real messages, numbered so that none repeats).
-fn bytes_per_session(sessions: usize, errors: usize, with_call_ids: bool) -> f64 {
+/// Heap bytes held per session after `sessions` sessions each reported `calls`
+/// outcomes, every `failing_every`-th a failure (cycling through the real
+/// messages, numbered so that none repeats) and the others successes.
+fn bytes_per_session(sessions: usize, calls: usize, failing_every: usize, with_call_ids: bool) -> f64 {
     let mut config = Config::default();
     config.sessions.capacity = sessions * 2;
     let engine = Engine::new(
@@ -71,17 +73,18 @@ fn bytes_per_session(sessions: usize, errors: usize, with_call_ids: bool) -> f64
                 format!("{} (stage {})", MESSAGES[m], ["a", "b", "c", "d", "e", "f", "g"][i % 7])
             },
             http_status: (m == 1).then_some(429),
+            ok: !(i + 1).is_multiple_of(failing_every),
             ..Outcome::default()
         };
         engine.report(&outcome).expect("valid");
     };
     // One session first, so lazily built state (patterns, metric handles) is not counted.
-    for i in 0..errors {
+    for i in 0..calls {
         report(sessions * 4, i);
     }
     let before = LIVE.load(Ordering::Relaxed);
     for session in 0..sessions {
-        for i in 0..errors {
+        for i in 0..calls {
             report(session, i);
         }
     }
@@ -92,17 +95,23 @@ fn bytes_per_session(sessions: usize, errors: usize, with_call_ids: bool) -> f64
 
 fn main() {
     // Clients give every call a call_id, so the usual case remembers the verdicts too.
-    let with = bytes_per_session(SESSIONS, 3, true);
-    let without = bytes_per_session(SESSIONS, 3, false);
+    let with = bytes_per_session(SESSIONS, 3, 1, true);
+    let without = bytes_per_session(SESSIONS, 3, 1, false);
     // A session at its limits: the default history (10 errors) and idempotency window (16 verdicts) full.
-    let full = bytes_per_session(SESSIONS / 10, 20, true);
+    let full = bytes_per_session(SESSIONS / 10, 20, 1, true);
+    // An agent run as the load benchmarks make them: 16 calls, one in four failing.
+    let typical = bytes_per_session(SESSIONS / 10, 16, 4, true);
     println!(
         "session memory: {with:.0} bytes per session with 3 errors and their 3 verdicts remembered (target <= 1024)"
     );
     println!("session memory: {without:.0} bytes per session with 3 errors, no call_ids");
     println!("session memory: {full:.0} bytes per session at the default limits (10 errors, 16 verdicts remembered)");
+    println!(
+        "session memory: {typical:.0} bytes per session after 16 calls, 4 of them failures (16 verdicts remembered)"
+    );
     // For bench/run.
     println!("@result heap_bytes_per_session {with:.0}");
     println!("@result heap_bytes_per_session_no_call_ids {without:.0}");
     println!("@result heap_bytes_per_session_at_limits {full:.0}");
+    println!("@result heap_bytes_per_session_typical {typical:.0}");
 }
