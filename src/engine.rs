@@ -680,35 +680,41 @@ fn with_ids(mut verdict: Verdict, call_id: String, session_id: String, tool: imp
 /// its snippet and report text made again from what the session kept (with the
 /// templates in force: after a reload that changed them, it reads in the new ones).
 fn recalled(earlier: &Remembered, policy: &Policy) -> Verdict {
-    let escalation = earlier.escalation.as_ref().map(|report| {
-        Box::new(EscalationReport { text: escalation_text(report, earlier.breaker.steps), ..(**report).clone() })
-    });
-    let snippet = match &earlier.snippet {
-        SnippetRecipe::Text(text) => text.to_string(),
-        SnippetRecipe::Block { message, location, kind, trim } => {
-            let (category, suggestion) =
-                earlier.classification.as_ref().map_or((Category::Unknown, ""), |c| (c.category, &*c.suggestion));
-            let parts = SnippetParts { tool: &earlier.tool, category, message, suggestion, location, kind: *kind };
-            render_snippet(&parts, earlier.action, *trim, policy)
-        }
-    };
-    Verdict {
+    let mut verdict = Verdict {
         // `with_ids` gives it the request's ids.
         call_id: String::new(),
         session_id: String::new(),
         tool: earlier.tool.to_string(),
         action: earlier.action,
-        classification: earlier.classification.clone(),
-        retry: earlier.retry.clone(),
-        snippet,
+        classification: None,
+        retry: None,
+        snippet: String::new(),
         breaker: earlier.breaker.clone(),
-        escalation,
+        escalation: None,
         enforced: earlier.enforced,
         shadow_action: earlier.shadow_action,
         shadow_reason: earlier.shadow_reason,
         replayed: true,
         snippet_tokens: earlier.snippet_tokens,
-    }
+    };
+    let Some(details) = &earlier.details else {
+        return verdict;
+    };
+    verdict.escalation = details.escalation.as_ref().map(|report| {
+        Box::new(EscalationReport { text: escalation_text(report, earlier.breaker.steps), ..(**report).clone() })
+    });
+    verdict.snippet = match &details.snippet {
+        SnippetRecipe::Text(text) => text.to_string(),
+        SnippetRecipe::Block { message, location, kind, trim } => {
+            let (category, suggestion) =
+                details.classification.as_ref().map_or((Category::Unknown, ""), |c| (c.category, &*c.suggestion));
+            let parts = SnippetParts { tool: &earlier.tool, category, message, suggestion, location, kind: *kind };
+            render_snippet(&parts, earlier.action, *trim, policy)
+        }
+    };
+    verdict.classification = details.classification.clone();
+    verdict.retry = details.retry.clone();
+    verdict
 }
 
 /// What an `<error>` block is made of.
@@ -1224,6 +1230,28 @@ mod tests {
             assert_eq!(e.report(o).unwrap(), Verdict { replayed: true, ..v.clone() }, "{}", o.call_id);
         }
         assert_eq!(e.end_session("s").unwrap().unwrap().calls, 5, "repeats counted nothing");
+    }
+
+    #[test]
+    fn a_plain_success_is_remembered_small_and_comes_back_whole() {
+        let (e, _) = engine();
+        let start = StartSession { session_id: "s".into(), step_limit: Some(2), ..Default::default() };
+        e.start_session(&start).unwrap();
+        let outcomes = [
+            Outcome { call_id: "c1".into(), ..ok("s", "search") },
+            Outcome { call_id: "c2".into(), ..fail("s", "search", "503 Service Unavailable") },
+            // Past the step limit: a success whose verdict still has a snippet.
+            Outcome { call_id: "c3".into(), ..ok("s", "search") },
+        ];
+        let first: Vec<Verdict> = outcomes.iter().map(|o| e.report(o).unwrap()).collect();
+        assert_eq!(first[2].action, Action::Abort);
+        assert!(first[2].classification.is_none() && !first[2].snippet.is_empty(), "{:?}", first[2]);
+        let now = e.clock.now_ms();
+        let held = e.sessions.with_existing("s", now, |s| s.recent.iter().map(|r| r.details.is_some()).collect());
+        assert_eq!(held, Some(vec![false, true, true]), "only the plain success is held without details");
+        for (o, v) in outcomes.iter().zip(&first) {
+            assert_eq!(e.report(o).unwrap(), Verdict { replayed: true, ..v.clone() }, "{}", o.call_id);
+        }
     }
 
     #[test]

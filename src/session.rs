@@ -193,23 +193,32 @@ impl Session {
             let len = self.recent.len();
             self.recent.reserve_exact(if len < 4 { 1 } else { len.min(window.saturating_sub(len)).max(1) });
         }
+        let plain = verdict.classification.is_none()
+            && verdict.retry.is_none()
+            && verdict.escalation.is_none()
+            && matches!(&snippet, SnippetRecipe::Text(text) if text.is_empty());
+        let details = (!plain).then(|| {
+            Box::new(Details {
+                classification: verdict.classification.clone(),
+                retry: verdict.retry.clone(),
+                // Its text is made again from its parts on recall.
+                escalation: verdict
+                    .escalation
+                    .as_ref()
+                    .map(|e| Box::new(EscalationReport { text: String::new(), ..(**e).clone() })),
+                snippet,
+            })
+        });
         self.recent.push_back(Remembered {
             call: id_hash(call_id),
             tool,
             action: verdict.action,
-            classification: verdict.classification.clone(),
-            retry: verdict.retry.clone(),
             breaker: verdict.breaker.clone(),
-            // Its text is made again from its parts on recall.
-            escalation: verdict
-                .escalation
-                .as_ref()
-                .map(|e| Box::new(EscalationReport { text: String::new(), ..(**e).clone() })),
             enforced: verdict.enforced,
             shadow_action: verdict.shadow_action,
             shadow_reason: verdict.shadow_reason,
             snippet_tokens: verdict.snippet_tokens,
-            snippet,
+            details,
         });
     }
 
@@ -287,14 +296,8 @@ pub struct Remembered {
     pub tool: Arc<str>,
     /// What to do.
     pub action: Action,
-    /// The classification (its rule and suggestion shared, not copied).
-    pub classification: Option<Classification>,
-    /// The retry plan.
-    pub retry: Option<RetryPlan>,
     /// The breakers' view.
     pub breaker: BreakerStatus,
-    /// The escalation report, without its text.
-    pub escalation: Option<Box<EscalationReport>>,
     /// False in shadow mode.
     pub enforced: bool,
     /// In shadow mode, what the breakers would have answered.
@@ -303,6 +306,20 @@ pub struct Remembered {
     pub shadow_reason: Option<Reason>,
     /// The snippet's length in tokens, when a snippet budget is set.
     pub snippet_tokens: u32,
+    /// The rest, which a plain success's verdict does not have (boxed: most
+    /// calls succeed, and the window holds their verdicts in 72 bytes each).
+    pub details: Option<Box<Details>>,
+}
+
+/// What a remembered verdict holds beyond a plain success's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Details {
+    /// The classification (its rule and suggestion shared, not copied).
+    pub classification: Option<Classification>,
+    /// The retry plan.
+    pub retry: Option<RetryPlan>,
+    /// The escalation report, without its text.
+    pub escalation: Option<Box<EscalationReport>>,
     /// How to make its snippet again.
     pub snippet: SnippetRecipe,
 }
