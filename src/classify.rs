@@ -9,9 +9,9 @@
 //! Equal scores go to the rule listed first; user rules are listed before the
 //! defaults.
 
+use crate::message_patterns::MessagePatterns;
 use crate::model::{Action, Category, Outcome, OutcomeKind};
 use globset::{Glob, GlobMatcher};
-use regex::bytes::{RegexSet, RegexSetBuilder};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -230,7 +230,7 @@ pub struct Explanation {
 #[derive(Debug)]
 pub struct Classifier {
     rules: Vec<Rule>,
-    messages: RegexSet,
+    messages: MessagePatterns,
     /// Which rule each pattern in `messages` belongs to.
     pattern_rule: Vec<usize>,
     /// Rules indexed by the first structured signal they name, so a classification
@@ -336,11 +336,7 @@ impl Classifier {
     ) -> Result<Self, RuleError> {
         let merged = merge_rules(defaults, user)?;
         let mut rules = Vec::with_capacity(merged.len());
-        // One pattern per rule (its alternatives joined): a set of fewer, larger
-        // patterns is markedly faster to match than one pattern per alternative.
-        let mut patterns = Vec::new();
-        let mut pattern_rule = Vec::new();
-        for (index, spec) in merged.iter().enumerate() {
+        for spec in &merged {
             for pattern in &spec.message {
                 // Check each pattern alone so the error names the rule and the pattern.
                 regex::bytes::RegexBuilder::new(pattern)
@@ -350,26 +346,15 @@ impl Classifier {
                     .build()
                     .map_err(|e| bad(&spec.id, "message", pattern, e.to_string()))?;
             }
-            if !spec.message.is_empty() {
-                let joined: Vec<String> = spec.message.iter().map(|p| format!("(?:{p})")).collect();
-                patterns.push(joined.join("|"));
-                pattern_rule.push(index);
-            }
             rules.push(compile_rule(spec)?);
         }
-        let messages = RegexSetBuilder::new(&patterns)
-            .case_insensitive(true)
-            // ASCII semantics keep the set on the fast DFA path (a Unicode \b would not).
-            .unicode(false)
-            .size_limit(64 << 20)
-            .dfa_size_limit(64 << 20)
-            .build()
-            .map_err(|e| RuleError::BadField {
-                id: "(all)".into(),
-                field: "message",
-                value: format!("{} patterns", patterns.len()),
-                problem: e.to_string(),
-            })?;
+        let (patterns, pattern_rule) = message_patterns(&merged);
+        let messages = MessagePatterns::new(&patterns, 64 << 20).map_err(|problem| RuleError::BadField {
+            id: "(all)".into(),
+            field: "message",
+            value: format!("{} patterns", patterns.len()),
+            problem,
+        })?;
         let mut index = SignalIndex::default();
         for (i, rule) in rules.iter().enumerate() {
             index.add(i, rule);
@@ -649,6 +634,25 @@ pub fn suffix(text: &str, max: usize) -> &str {
 /// Parses the built-in rules.
 pub fn default_rules() -> Result<Vec<RuleSpec>, RuleError> {
     toml::from_str::<RulesFile>(DEFAULT_RULES).map(|f| f.rules).map_err(|e| RuleError::Defaults(e.to_string()))
+}
+
+/// One pattern per rule with message patterns (its alternatives joined: a set of
+/// fewer, larger patterns is markedly faster to match than one pattern per
+/// alternative), and the rule each belongs to.
+fn message_patterns(rules: &[RuleSpec]) -> (Vec<String>, Vec<usize>) {
+    let with_words = rules.iter().enumerate().filter(|(_, spec)| !spec.message.is_empty());
+    with_words
+        .map(|(index, spec)| {
+            let joined: Vec<String> = spec.message.iter().map(|p| format!("(?:{p})")).collect();
+            (joined.join("|"), index)
+        })
+        .unzip()
+}
+
+/// The built-in rules' message patterns, as the classifier compiles them (for tests).
+#[cfg(test)]
+pub(crate) fn default_message_patterns() -> Vec<String> {
+    message_patterns(&default_rules().expect("the default rules parse")).0
 }
 
 /// User rules replace defaults with the same id in place; new ones go first.

@@ -6,7 +6,8 @@
 //!
 //! # Layout
 //! - `model`: domain types (outcome, verdict, the closed enums).
-//! - `classify`: rules as data; which category a failure is and which rule said so.
+//! - `classify`: rules as data; which category a failure is and which rule said so;
+//!   `message_patterns`: which of the rules' message patterns a text matches, in one pass.
 //! - `backoff`: retry delays, jitter, and the Retry-After family of headers.
 //! - `breaker`: session breakers (consecutive, session errors, identical, limits) and tool breakers across sessions.
 //! - `budget`: per-tool retry budgets (token buckets).
@@ -36,6 +37,7 @@ pub mod convert;
 pub mod engine;
 pub mod fingerprint;
 pub mod memory;
+pub mod message_patterns;
 pub mod metrics;
 pub mod model;
 pub mod policy;

@@ -1,0 +1,294 @@
+//! Message patterns: which of the rules' message patterns match a text, in one
+//! pass over it.
+//!
+//! The patterns compile to one lazy DFA (regex-automata's hybrid engine, the one
+//! the `regex` crate's `RegexSet` runs) that reports every pattern matching
+//! anywhere in the text. The pass walks the DFA's known transitions in a tight
+//! loop and stops only at states that need a look (a match, a transition not
+//! yet computed): 12 instructions a byte. `RegexSet::matches` checks every byte
+//! for them in a loop its authors left unoptimised (about 28 a byte of a
+//! 200-byte message, all told), the largest single cost of classifying a failure.
+//!
+//! The lazy DFA builds its states as texts need them, in a cache per thread.
+//! If a text makes it give up (its cache cleared too often to pay off, or a
+//! Unicode word boundary meeting a non-ASCII byte), that text is searched again
+//! by a PikeVM over the same compiled patterns, as the `regex` crate would.
+
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::hybrid::LazyStateID;
+use regex_automata::nfa::thompson::{self, pikevm, NFA};
+use regex_automata::util::pool::Pool;
+use regex_automata::util::syntax;
+use regex_automata::{Input, MatchKind, PatternSet};
+use std::panic::{RefUnwindSafe, UnwindSafe};
+
+/// Makes a cache for a thread that has none free.
+type MakeCache<C> = Box<dyn Fn() -> C + Send + Sync + UnwindSafe + RefUnwindSafe>;
+
+/// The lazy DFA's cache per thread, as the `regex` crate sizes it.
+const CACHE_BYTES: usize = 2 << 20;
+
+/// Compiled message patterns, case-insensitive, with ASCII classes.
+pub struct MessagePatterns {
+    dfa: DFA,
+    caches: Pool<Cache, MakeCache<Cache>>,
+    fallback: pikevm::PikeVM,
+    fallback_caches: Pool<pikevm::Cache, MakeCache<pikevm::Cache>>,
+}
+
+impl std::fmt::Debug for MessagePatterns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessagePatterns").field("patterns", &self.len()).finish()
+    }
+}
+
+impl MessagePatterns {
+    /// Compiles `patterns`, with at most `size_limit` bytes of compiled program.
+    /// The error says why (each pattern should have been checked alone first, so
+    /// that an error can name its rule).
+    pub fn new(patterns: &[String], size_limit: usize) -> Result<Self, String> {
+        Self::with_cache(patterns, size_limit, CACHE_BYTES)
+    }
+
+    fn with_cache(patterns: &[String], size_limit: usize, cache_bytes: usize) -> Result<Self, String> {
+        let nfa = NFA::compiler()
+            .syntax(syntax::Config::new().case_insensitive(true).unicode(false).utf8(false))
+            .configure(thompson::Config::new().utf8(false).nfa_size_limit(Some(size_limit)))
+            .build_many(patterns)
+            .map_err(|e| e.to_string())?;
+        let dfa = DFA::builder()
+            .configure(
+                DFA::config()
+                    .match_kind(MatchKind::All)
+                    .cache_capacity(cache_bytes)
+                    .unicode_word_boundary(true)
+                    .minimum_cache_clear_count(Some(3))
+                    .minimum_bytes_per_state(Some(10)),
+            )
+            .build_from_nfa(nfa.clone())
+            .map_err(|e| e.to_string())?;
+        let fallback = pikevm::PikeVM::builder()
+            .configure(pikevm::Config::new().match_kind(MatchKind::All))
+            .build_from_nfa(nfa)
+            .map_err(|e| e.to_string())?;
+        let for_cache = dfa.clone();
+        let for_fallback = fallback.clone();
+        Ok(MessagePatterns {
+            dfa,
+            caches: Pool::new(Box::new(move || for_cache.create_cache())),
+            fallback,
+            fallback_caches: Pool::new(Box::new(move || for_fallback.create_cache())),
+        })
+    }
+
+    /// How many patterns there are.
+    pub fn len(&self) -> usize {
+        self.dfa.pattern_len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The patterns that match somewhere in `text`.
+    pub fn matches(&self, text: &[u8]) -> PatternSet {
+        let mut found = PatternSet::new(self.len());
+        if self.is_empty() {
+            return found;
+        }
+        let searched = search(&self.dfa, &mut self.caches.get(), text, &mut found);
+        if searched.is_err() {
+            let input = Input::new(text);
+            self.fallback.which_overlapping_matches(&mut self.fallback_caches.get(), &input, &mut found);
+        }
+        found
+    }
+}
+
+/// Why the lazy DFA stopped short: its cache gave up, or it met a byte it quits on.
+struct GaveUp;
+
+/// Adds to `found` every pattern matching in `text`, walking `dfa` once.
+fn search(dfa: &DFA, cache: &mut Cache, text: &[u8], found: &mut PatternSet) -> Result<(), GaveUp> {
+    let mut sid = dfa.start_state_forward(cache, &Input::new(text)).map_err(|_| GaveUp)?;
+    cache.search_start(0);
+    let mut at = 0;
+    while at < text.len() {
+        if sid.is_tagged() {
+            sid = dfa.next_state(cache, sid, text[at]).map_err(|_| GaveUp)?;
+            at += 1;
+        } else {
+            let (prev, next, walked) = walk(dfa, cache, sid, &text[at..]);
+            (sid, at) = (next, at + walked);
+            if !sid.is_tagged() {
+                break;
+            }
+            if sid.is_unknown() {
+                // Not computed yet: compute it from the state before.
+                sid = dfa.next_state(cache, prev, text[at - 1]).map_err(|_| GaveUp)?;
+                cache.search_update(at);
+            }
+        }
+        if sid.is_match() {
+            add_matches(dfa, cache, sid, found);
+        } else if sid.is_dead() {
+            cache.search_finish(at);
+            return Ok(());
+        } else if sid.is_quit() {
+            cache.search_finish(at);
+            return Err(GaveUp);
+        }
+    }
+    // Matches show one byte late: the end of the text is one more step.
+    sid = dfa.next_eoi_state(cache, sid).map_err(|_| GaveUp)?;
+    if sid.is_match() {
+        add_matches(dfa, cache, sid, found);
+    }
+    cache.search_finish(text.len());
+    Ok(())
+}
+
+/// Follows known transitions between ordinary states from `sid` over `bytes`
+/// (most of a text), until a tagged state (a match, dead, quit, or not yet
+/// computed) or the end. Returns the state before the last step, the last, and
+/// the bytes walked. A loop of its own, with the cache shared, keeps it tight.
+fn walk(dfa: &DFA, cache: &Cache, mut sid: LazyStateID, bytes: &[u8]) -> (LazyStateID, LazyStateID, usize) {
+    let mut prev = sid;
+    for (i, &b) in bytes.iter().enumerate() {
+        prev = sid;
+        sid = dfa.next_state_untagged(cache, sid, b);
+        if sid.is_tagged() {
+            return (prev, sid, i + 1);
+        }
+    }
+    (prev, sid, bytes.len())
+}
+
+fn add_matches(dfa: &DFA, cache: &Cache, sid: LazyStateID, found: &mut PatternSet) {
+    for i in 0..dfa.match_len(cache, sid) {
+        found.insert(dfa.match_pattern(cache, sid, i));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::LazyLock;
+
+    fn compile(patterns: &[&str]) -> MessagePatterns {
+        let patterns: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+        MessagePatterns::new(&patterns, 1 << 20).expect("valid patterns")
+    }
+
+    fn matching(patterns: &MessagePatterns, text: &str) -> Vec<usize> {
+        patterns.matches(text.as_bytes()).iter().map(|p| p.as_usize()).collect()
+    }
+
+    /// The default rules' patterns, compiled here and by the `regex` crate's
+    /// `RegexSet` (configured as the classifier used to configure it), once.
+    static DEFAULTS: LazyLock<(MessagePatterns, regex::bytes::RegexSet)> = LazyLock::new(|| {
+        let patterns = crate::classify::default_message_patterns();
+        let set = regex::bytes::RegexSetBuilder::new(&patterns)
+            .case_insensitive(true)
+            .unicode(false)
+            .size_limit(64 << 20)
+            .build()
+            .expect("valid patterns");
+        (MessagePatterns::new(&patterns, 64 << 20).expect("the default patterns compile"), set)
+    });
+
+    /// Both answers for `text`: ours and the `regex` crate's.
+    fn both(text: &[u8]) -> (Vec<usize>, Vec<usize>) {
+        let (ours, reference) = &*DEFAULTS;
+        (ours.matches(text).iter().map(|p| p.as_usize()).collect(), reference.matches(text).iter().collect())
+    }
+
+    #[test]
+    fn every_pattern_that_matches_anywhere_is_found() {
+        let patterns = compile(&[r"rate limit", r"\btimed? ?out\b", r"^error", r"refused$", r"429"]);
+        assert_eq!(matching(&patterns, "Connection REFUSED"), vec![3]);
+        assert_eq!(matching(&patterns, "error: rate limit hit, timed out (429)"), vec![0, 1, 2, 4]);
+        assert_eq!(matching(&patterns, "timeouts happen"), Vec::<usize>::new());
+        assert_eq!(matching(&patterns, "429"), vec![4]);
+        assert_eq!(matching(&patterns, ""), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_match_at_the_very_end_is_found() {
+        let patterns = compile(&[r"out\b", r"x$"]);
+        assert_eq!(matching(&patterns, "read timed out"), vec![0]);
+        assert_eq!(matching(&patterns, "max"), vec![1]);
+    }
+
+    #[test]
+    fn a_unicode_word_boundary_meeting_non_ascii_text_falls_back() {
+        // The lazy DFA quits on non-ASCII bytes for (?u:\b); the PikeVM answers instead.
+        let patterns = compile(&[r"(?u:\bfehler\b)", "zeit"]);
+        assert_eq!(matching(&patterns, "Fehler: Zeitüberschreitung"), vec![0, 1]);
+        assert_eq!(matching(&patterns, "Fehlerü"), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_text_that_makes_the_lazy_dfa_give_up_is_searched_again() {
+        // An `a` 16 bytes before a `z`: tens of thousands of states over a random
+        // text of a and b, far more than a 64 KiB cache holds, so it clears too
+        // often to pay off and gives up; the PikeVM finds the match instead.
+        let patterns = vec!["a[ab]{16}z".to_string(), "^b".to_string()];
+        let small = MessagePatterns::with_cache(&patterns, 1 << 20, 64 << 10).expect("valid patterns");
+        let mut rng = crate::rng::Rng::new(7);
+        let mut text: Vec<u8> =
+            (0..100_000).map(|_| if rng.next_u64().is_multiple_of(2) { b'a' } else { b'b' }).collect();
+        text[0] = b'a';
+        text[50_000..50_018].copy_from_slice(b"abababababababaabz");
+        assert!(search(&small.dfa, &mut small.dfa.create_cache(), &text, &mut PatternSet::new(2)).is_err());
+        assert_eq!(small.matches(&text).iter().map(|p| p.as_usize()).collect::<Vec<_>>(), vec![0]);
+    }
+
+    #[test]
+    fn the_default_rules_agree_with_the_regex_crate_on_real_messages_and_traces() {
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+        let mut texts = Vec::new();
+        for corpus in ["corpus.jsonl", "holdout.jsonl"] {
+            let lines = std::fs::read_to_string(format!("{data}/classification/{corpus}")).expect("the corpus");
+            for line in lines.lines() {
+                let case: serde_json::Value = serde_json::from_str(line).expect("a JSON case");
+                texts.push(case["outcome"]["message"].as_str().unwrap_or_default().as_bytes().to_vec());
+            }
+        }
+        for entry in std::fs::read_dir(format!("{data}/traces")).expect("the traces") {
+            let path = entry.expect("an entry").path();
+            if path.extension().is_some_and(|e| e == "txt") {
+                texts.push(std::fs::read(&path).expect("a trace"));
+            }
+        }
+        let mut matched = 0;
+        for text in &texts {
+            let (ours, reference) = both(text);
+            assert_eq!(ours, reference, "{}", String::from_utf8_lossy(text));
+            matched += usize::from(!ours.is_empty());
+        }
+        assert!(texts.len() > 600 && matched > 300, "{matched} of {} texts matched some pattern", texts.len());
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_gets_the_regex_crates_answer(
+            words in proptest::collection::vec(
+                prop_oneof![
+                    Just("rate limit".to_string()), Just("Timed Out".to_string()), Just("429".to_string()),
+                    Just("connection refused".to_string()), Just("permission denied".to_string()),
+                    Just("\u{e9}".to_string()), "[ -~]{0,8}", any::<String>(),
+                ],
+                0..12,
+            ),
+            cut in 0usize..4,
+        ) {
+            let text = words.join(" ");
+            // Invalid UTF-8 too: a cut inside a character.
+            let (ours, reference) = both(&text.as_bytes()[..text.len().saturating_sub(cut)]);
+            prop_assert_eq!(ours, reference);
+        }
+    }
+}
