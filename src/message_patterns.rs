@@ -216,6 +216,22 @@ mod tests {
     }
 
     #[test]
+    fn no_patterns_match_nothing() {
+        // Every rule with words replaced by one without: the set is empty, and still builds.
+        let none = MessagePatterns::new(&[], 1 << 20).expect("an empty set builds");
+        assert!(none.is_empty());
+        assert_eq!(none.matches(b"rate limit exceeded").len(), 0);
+    }
+
+    #[test]
+    fn a_set_past_its_size_limit_is_an_error() {
+        let patterns = vec!["timeout".to_string(), "x{2000}".to_string()];
+        let error = MessagePatterns::new(&patterns, 10_000).expect_err("past the limit");
+        assert!(error.contains("exceeded limit of 10000"), "{error}");
+        assert!(MessagePatterns::new(&patterns, 1 << 20).is_ok());
+    }
+
+    #[test]
     fn a_match_at_the_very_end_is_found() {
         let patterns = compile(&[r"out\b", r"x$"]);
         assert_eq!(matching(&patterns, "read timed out"), vec![0]);
