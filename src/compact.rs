@@ -408,11 +408,13 @@ pub fn error_block(view: &ErrorView<'_>) -> String {
         let _ = write!(out, " (×{})", view.count);
     }
     out.push('\n');
-    if !view.location.is_empty() {
-        let _ = writeln!(out, "where: {}", view.location);
-    }
-    if !view.suggestion.is_empty() {
-        let _ = writeln!(out, "suggestion: {}", view.suggestion);
+    // Pieces pushed, not formatted: this runs for every failure.
+    for (label, text) in [("where: ", view.location), ("suggestion: ", view.suggestion)] {
+        if !text.is_empty() {
+            out.push_str(label);
+            out.push_str(text);
+            out.push('\n');
+        }
     }
     out.push_str("</error>");
     out
@@ -421,6 +423,11 @@ pub fn error_block(view: &ErrorView<'_>) -> String {
 /// `text` as an attribute value: whitespace folded to single spaces, cut to
 /// `max_chars` characters (the last an ellipsis when cut), `"` written `&quot;`.
 fn push_attribute(out: &mut String, text: &str, max_chars: usize) {
+    // Most tool names: short, ASCII, with nothing to fold or escape.
+    if text.len() <= max_chars && text.bytes().all(|b| b.is_ascii_graphic() && b != b'"') {
+        out.push_str(text);
+        return;
+    }
     let folded_chars = text.split_whitespace().map(|w| w.chars().count() + 1).sum::<usize>().saturating_sub(1);
     let keep = if folded_chars > max_chars { max_chars.saturating_sub(1) } else { folded_chars };
     let folded = text.split_whitespace().flat_map(|w| std::iter::once(' ').chain(w.chars())).skip(1);
@@ -659,7 +666,7 @@ mod tests {
         }
 
         #[test]
-        fn a_tool_attribute_is_the_folded_cut_and_escaped_name(tool in "[a-z \"\t]{0,12}", max in 0usize..10) {
+        fn a_tool_attribute_is_the_folded_cut_and_escaped_name(tool in "[a-z_.é \"\t]{0,12}", max in 0usize..14) {
             let mut out = String::new();
             push_attribute(&mut out, &tool, max);
             let folded = tool.split_whitespace().collect::<Vec<_>>().join(" ");
