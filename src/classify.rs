@@ -558,20 +558,8 @@ fn exceptions_in_trace(detail: &str) -> Vec<&str> {
     if detail.is_empty() {
         return Vec::new();
     }
-    fn name_of(line: &str) -> Option<&str> {
-        let mut line = line.trim();
-        if let Some(rest) = line.strip_prefix("Exception in thread \"") {
-            line = rest.split_once("\" ").map_or(rest, |(_, r)| r);
-        }
-        let end = line.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(line.len());
-        let name = &line[..end];
-        let rest = &line[end..];
-        let looks_like_type = ["Error", "Exception", "Interrupt", "Exit", "Timeout"].iter().any(|s| name.ends_with(s));
-        (looks_like_type && (rest.is_empty() || rest.starts_with(':'))).then_some(name)
-    }
     let head = prefix(detail, 8192);
-    let mut names: Vec<&str> =
-        head.lines().filter_map(|l| l.trim().strip_prefix("Caused by: ")).filter_map(name_of).collect();
+    let mut names = caused_by_types(head);
     names.reverse();
     let tail = suffix(detail, 2048);
     let own = tail
@@ -579,10 +567,41 @@ fn exceptions_in_trace(detail: &str) -> Vec<&str> {
         .rev()
         .filter(|l| !l.trim().is_empty())
         .take(6)
-        .find_map(name_of)
-        .or_else(|| head.lines().take(8).find_map(name_of));
+        .find_map(type_named_by)
+        .or_else(|| head.lines().take(8).find_map(type_named_by));
     names.extend(own);
     names
+}
+
+/// The types named by `text`'s `Caused by: Type: ...` lines (the words first on their line),
+/// in order. Found by searching for the words (one vector pass; most traces have none)
+/// rather than by trimming every line. The searcher is built once.
+fn caused_by_types(text: &str) -> Vec<&str> {
+    const CAUSED_BY: &str = "Caused by: ";
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(CAUSED_BY));
+    FINDER
+        .find_iter(text.as_bytes())
+        .filter(|&at| text[..at].rsplit('\n').next().is_some_and(|before| before.trim().is_empty()))
+        .filter_map(|at| {
+            let rest = &text[at + CAUSED_BY.len()..];
+            type_named_by(rest.split('\n').next().unwrap_or(rest))
+        })
+        .collect()
+}
+
+/// The exception type a trace line starts with (`java.net.ConnectException: ...`,
+/// `Exception in thread "main" java.lang.Error`), if its name looks like one.
+fn type_named_by(line: &str) -> Option<&str> {
+    let mut line = line.trim();
+    if let Some(rest) = line.strip_prefix("Exception in thread \"") {
+        line = rest.split_once("\" ").map_or(rest, |(_, r)| r);
+    }
+    let end = line.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(line.len());
+    let name = &line[..end];
+    let rest = &line[end..];
+    let looks_like_type = ["Error", "Exception", "Interrupt", "Exit", "Timeout"].iter().any(|s| name.ends_with(s));
+    (looks_like_type && (rest.is_empty() || rest.starts_with(':'))).then_some(name)
 }
 
 /// The text message rules look at: a bounded prefix of the message, and the
@@ -879,6 +898,44 @@ mod tests {
         // Node quotes the source line first; the exception comes after it.
         let node = "file:///app/tools.mjs:24\n  return JSON.parse(text);\n              ^\n\nSyntaxError: Expected double-quoted property name in JSON at position 46\n    at JSON.parse (<anonymous>)\n";
         assert_eq!(c.classify(&Outcome { detail: node.into(), ..failure("") }).category, Category::Format);
+    }
+
+    /// `Caused by:` types as first written: every line trimmed, then the words stripped.
+    fn caused_by_types_line_by_line(text: &str) -> Vec<&str> {
+        text.lines().filter_map(|l| l.trim().strip_prefix("Caused by: ")).filter_map(type_named_by).collect()
+    }
+
+    #[test]
+    fn caused_by_types_are_read_from_real_java_traces() {
+        let traces = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/traces");
+        let text = std::fs::read_to_string(format!("{traces}/java-caused-by.txt")).expect("the trace");
+        assert_eq!(caused_by_types(&text), ["java.io.UncheckedIOException", "java.nio.file.NoSuchFileException"]);
+        for entry in std::fs::read_dir(traces).expect("the traces") {
+            let path = entry.expect("an entry").path();
+            if path.extension().is_some_and(|e| e == "txt") {
+                let text = std::fs::read_to_string(&path).expect("a trace");
+                assert_eq!(caused_by_types(&text), caused_by_types_line_by_line(&text), "{}", path.display());
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn caused_by_types_are_those_of_the_trimmed_lines(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("Caused by: "), proptest::strategy::Just("Caused by:"),
+                    proptest::strategy::Just("java.io.IOException"), proptest::strategy::Just(": x"),
+                    proptest::strategy::Just("\n"), proptest::strategy::Just("\r\n"), proptest::strategy::Just("  "),
+                    proptest::strategy::Just("\t"), proptest::strategy::Just("\u{a0}"), proptest::strategy::Just("é"),
+                    proptest::strategy::Just("\tat A.b(A.java:1)"),
+                ],
+                0..24,
+            )
+        ) {
+            let text = pieces.concat();
+            proptest::prop_assert_eq!(caused_by_types(&text), caused_by_types_line_by_line(&text));
+        }
     }
 
     #[test]
