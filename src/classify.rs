@@ -824,6 +824,7 @@ pub fn grpc_code_from_name(name: &str) -> Option<i32> {
 mod tests {
     use super::*;
     use crate::model::Headers;
+    use proptest::prelude::*;
 
     fn categories() -> BTreeMap<Category, CategoryDefaults> {
         crate::policy::Policy::default().category_defaults()
@@ -919,22 +920,19 @@ mod tests {
         }
     }
 
-    proptest::proptest! {
+    proptest! {
         #[test]
         fn caused_by_types_are_those_of_the_trimmed_lines(
             pieces in proptest::collection::vec(
-                proptest::prop_oneof![
-                    proptest::strategy::Just("Caused by: "), proptest::strategy::Just("Caused by:"),
-                    proptest::strategy::Just("java.io.IOException"), proptest::strategy::Just(": x"),
-                    proptest::strategy::Just("\n"), proptest::strategy::Just("\r\n"), proptest::strategy::Just("  "),
-                    proptest::strategy::Just("\t"), proptest::strategy::Just("\u{a0}"), proptest::strategy::Just("é"),
-                    proptest::strategy::Just("\tat A.b(A.java:1)"),
+                prop_oneof![
+                    Just("Caused by: "), Just("Caused by:"), Just("java.io.IOException"), Just(": x"), Just("\n"),
+                    Just("\r\n"), Just("  "), Just("\t"), Just("\u{a0}"), Just("é"), Just("\tat A.b(A.java:1)"),
                 ],
                 0..24,
             )
         ) {
             let text = pieces.concat();
-            proptest::prop_assert_eq!(caused_by_types(&text), caused_by_types_line_by_line(&text));
+            prop_assert_eq!(caused_by_types(&text), caused_by_types_line_by_line(&text));
         }
     }
 
