@@ -202,13 +202,82 @@ fn cause_message(line: &str) -> &str {
     line.split_once(": ").map_or(line, |(_, m)| m).trim()
 }
 
+/// A searcher for each mark of `PATH_PLACES`, built once (`str::contains` builds one on each call).
+static PATH_MARKS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; PATH_PLACES.len()]> =
+    std::sync::LazyLock::new(|| PATH_PLACES.map(|(mark, _)| memchr::memmem::Finder::new(mark)));
+
 /// The library place of a frame, from its path or its qualified name.
 fn library_place(frame: &str) -> Option<&'static str> {
-    if let Some((_, place)) = PATH_PLACES.iter().find(|(mark, _)| frame.contains(mark)) {
+    if let Some(((_, place), _)) =
+        PATH_PLACES.iter().zip(PATH_MARKS.iter()).find(|(_, mark)| mark.find(frame.as_bytes()).is_some())
+    {
         return Some(place);
     }
-    let name = frame.trim_start_matches("async ");
+    let mut name = frame;
+    while let Some(rest) = name.strip_prefix("async ") {
+        name = rest;
+    }
     NAME_PLACES.iter().find(|(prefix, _)| name.starts_with(prefix)).map(|(_, place)| *place)
+}
+
+/// The lines of `text`, as `str::lines` gives them (each ended by `\n` or `\r\n`, the last
+/// perhaps by neither), found with memchr: std's line search costs more than the reading of a
+/// short line.
+fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let line = match memchr::memchr(b'\n', rest.as_bytes()) {
+            Some(end) => {
+                let line = &rest[..end];
+                rest = &rest[end + 1..];
+                line.strip_suffix('\r').unwrap_or(line)
+            }
+            None => std::mem::take(&mut rest),
+        };
+        Some(line)
+    })
+}
+
+/// Where `pattern` (which starts with an ASCII byte) first is in `text`, as `str::find` says,
+/// found by looking for its first byte with memchr: std sets up a Two-Way searcher on each
+/// call, which costs more than searching a frame's line.
+fn find(text: &str, pattern: &str) -> Option<usize> {
+    let (first, bytes) = (pattern.as_bytes()[0], text.as_bytes());
+    debug_assert!(first.is_ascii(), "{pattern:?} starts with an ASCII byte");
+    memchr::memchr_iter(first, bytes).find(|&at| bytes[at..].starts_with(pattern.as_bytes()))
+}
+
+/// `text.split_once(pattern)`, by `find`.
+fn split_once<'a>(text: &'a str, pattern: &str) -> Option<(&'a str, &'a str)> {
+    find(text, pattern).map(|at| (&text[..at], &text[at + pattern.len()..]))
+}
+
+/// `line.trim_start()`, without its look-ups in Unicode's table of spaces while the
+/// line starts with ASCII ones (as every line of a trace seen does).
+fn trim_start(line: &str) -> &str {
+    let t = line.trim_ascii_start();
+    // Vertical tab is Unicode's space but not ASCII's; a non-ASCII character may be a space.
+    match t.as_bytes().first() {
+        Some(&b) if !b.is_ascii() || b == 0x0B => t.trim_start(),
+        _ => t,
+    }
+}
+
+/// `line.trim_end()`, likewise.
+fn trim_end(line: &str) -> &str {
+    let t = line.trim_ascii_end();
+    match t.as_bytes().last() {
+        Some(&b) if !b.is_ascii() || b == 0x0B => t.trim_end(),
+        _ => t,
+    }
+}
+
+/// `line.trim()`, likewise.
+fn trim(line: &str) -> &str {
+    trim_end(trim_start(line))
 }
 
 /// The trace's runtime, from markers only it prints.
@@ -269,7 +338,12 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
     };
     let mut r = Reading::default();
     let grouped = runtime == Runtime::Python && text.contains("Exception Group Traceback");
-    let lines: Vec<&str> = if grouped { text.lines().filter_map(ungroup).collect() } else { text.lines().collect() };
+    let mut lines: Vec<&str> = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1);
+    if grouped {
+        lines.extend(lines_of(text).filter_map(ungroup));
+    } else {
+        lines.extend(lines_of(text));
+    }
     match runtime {
         Runtime::Python => read_python(&lines, &mut r),
         Runtime::Go => read_go(&lines, &mut r),
@@ -315,10 +389,10 @@ fn read_python(lines: &[&str], r: &mut Reading) {
     // error there), up to a blank line; they are joined on.
     let mut message_goes_on = false;
     for line in lines {
-        let t = line.trim_start();
+        let t = trim_start(line);
         if let Some(rest) = t.strip_prefix("File \"") {
-            if let Some((path, rest)) = rest.split_once("\", line ") {
-                let (number, function) = rest.split_once(", in ").unwrap_or((rest, "?"));
+            if let Some((path, rest)) = split_once(rest, "\", line ") {
+                let (number, function) = number_and_function(rest);
                 r.frame(path, || format!("{path}:{number} in {}", function.trim()));
                 after_frames = true;
             }
@@ -348,6 +422,17 @@ fn read_python(lines: &[&str], r: &mut Reading) {
             r.exceptions.push(t.trim_end().to_string());
             (after_frames, message_goes_on) = (false, true);
         }
+    }
+}
+
+/// `540, in send` (what follows `", line ` in a Python frame) → `("540", "send")`; a
+/// frame without `, in ` has the function `?`.
+fn number_and_function(rest: &str) -> (&str, &str) {
+    // The number's digits hold no comma, so a `, in ` right after them is the first one.
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    match rest[digits..].strip_prefix(", in ") {
+        Some(function) => (&rest[..digits], function),
+        None => split_once(rest, ", in ").unwrap_or((rest, "?")),
     }
 }
 
@@ -390,7 +475,7 @@ fn read_go(lines: &[&str], r: &mut Reading) {
     let mut function: Option<&str> = None;
     let mut headline: Option<&str> = None;
     for line in lines {
-        let t = line.trim();
+        let t = trim(line);
         if t.starts_with("goroutine ") && t.ends_with(':') {
             r.goroutines += 1;
             continue;
@@ -406,8 +491,8 @@ fn read_go(lines: &[&str], r: &mut Reading) {
         if r.goroutines > 1 || t.is_empty() {
             continue;
         }
-        if line.starts_with('\t') && t.contains(".go:") {
-            let path = t.split(" +0x").next().unwrap_or(t);
+        if line.starts_with('\t') && find(t, ".go:").is_some() {
+            let path = find(t, " +0x").map_or(t, |end| &t[..end]);
             let name = function.take().unwrap_or("");
             let shown = || {
                 if name.is_empty() {
@@ -445,12 +530,12 @@ fn go_std_package(function: &str) -> bool {
 fn read_rust(lines: &[&str], r: &mut Reading) {
     let mut i = 0;
     while i < lines.len() {
-        let t = lines[i].trim();
+        let t = trim(lines[i]);
         // `thread 'main' panicked at`, or since Rust 1.91 `thread 'main' (6636) panicked at`.
         if t.starts_with("thread '") && t.contains(" panicked at ") {
             let mut exception = t.to_string();
             // Rust 1.73+ puts the message on the lines after the location.
-            while let Some(next) = lines.get(i + 1).map(|l| l.trim()) {
+            while let Some(next) = lines.get(i + 1).map(|l| trim(l)) {
                 if next.is_empty() || next.starts_with("note:") || next.starts_with("stack backtrace:") {
                     break;
                 }
@@ -460,7 +545,7 @@ fn read_rust(lines: &[&str], r: &mut Reading) {
             }
             r.exceptions.push(exception);
         } else if let Some(function) = rust_frame(t) {
-            let at = lines.get(i + 1).and_then(|l| l.trim().strip_prefix("at "));
+            let at = lines.get(i + 1).and_then(|l| trim(l).strip_prefix("at "));
             if at.is_some() {
                 i += 1;
             }
@@ -477,7 +562,7 @@ fn read_rust(lines: &[&str], r: &mut Reading) {
 
 /// `12: app::run` → `app::run`.
 fn rust_frame(t: &str) -> Option<&str> {
-    let (number, function) = t.split_once(": ")?;
+    let (number, function) = split_once(t, ": ")?;
     (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(function.trim())
 }
 
@@ -486,7 +571,7 @@ fn rust_frame(t: &str) -> Option<&str> {
 fn read_at_frames(lines: &[&str], r: &mut Reading) {
     let mut candidate: Option<&str> = None;
     for line in lines {
-        let t = line.trim();
+        let t = trim(line);
         // Jackson ends its messages with ` at [Source: …; line: 1, column: 33]`: not a frame.
         if let Some(frame) = t.strip_prefix("at ").filter(|f| !f.starts_with('[')) {
             if r.exceptions.is_empty() {
@@ -512,6 +597,7 @@ fn read_at_frames(lines: &[&str], r: &mut Reading) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// A file of the trace set (real formats; see tests/data/traces/README.md).
     fn data(name: &str) -> String {
@@ -753,5 +839,104 @@ mod tests {
         let c = collapse(text, 2).unwrap();
         assert_eq!(c.own_frames, vec!["Agent.main(Agent.java:12)"]);
         assert_eq!(c.library, vec![("libraries", 1)]);
+    }
+
+    /// Every real trace of the trace set, whole.
+    fn real_traces() -> Vec<String> {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/traces");
+        let mut traces = Vec::new();
+        for folder in [root.to_string(), format!("{root}/written")] {
+            for entry in std::fs::read_dir(folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "txt") {
+                    traces.push(std::fs::read_to_string(path).unwrap());
+                }
+            }
+        }
+        assert!(traces.len() >= 80, "{} traces", traces.len());
+        traces
+    }
+
+    /// `library_place` as it read before its marks had searchers built once: `str::contains`
+    /// for each mark in turn.
+    fn library_place_by_contains(frame: &str) -> Option<&'static str> {
+        if let Some((_, place)) = PATH_PLACES.iter().find(|(mark, _)| frame.contains(mark)) {
+            return Some(place);
+        }
+        let name = frame.trim_start_matches("async ");
+        NAME_PLACES.iter().find(|(prefix, _)| name.starts_with(prefix)).map(|(_, place)| *place)
+    }
+
+    /// The patterns `find` and `split_once` are given in this module.
+    const PATTERNS: [&str; 5] = ["\", line ", ", in ", ": ", ".go:", " +0x"];
+
+    #[test]
+    fn the_line_and_text_helpers_read_real_traces_as_std_does() {
+        for trace in real_traces() {
+            assert_eq!(lines_of(&trace).collect::<Vec<_>>(), trace.lines().collect::<Vec<_>>());
+            for line in trace.lines() {
+                assert_eq!(library_place(line), library_place_by_contains(line), "{line:?}");
+                assert_eq!(
+                    (trim(line), trim_start(line), trim_end(line)),
+                    (line.trim(), line.trim_start(), line.trim_end())
+                );
+                for pattern in PATTERNS {
+                    assert_eq!(split_once(line, pattern), line.split_once(pattern), "{line:?} {pattern:?}");
+                }
+                if let Some((_, rest)) = line.split_once("\", line ") {
+                    assert_eq!(number_and_function(rest), rest.split_once(", in ").unwrap_or((rest, "?")));
+                }
+            }
+        }
+    }
+
+    /// Texts made of the pieces the helpers look for and what could confuse them.
+    fn pieces() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("\n"),
+            Just("\r\n"),
+            Just("\r"),
+            Just(" "),
+            Just("\t"),
+            Just("\u{b}"),
+            Just("\u{c}"),
+            Just("\u{85}"),
+            Just("\u{a0}"),
+            Just("\u{3000}"),
+            Just("é"),
+            Just("12"),
+            Just(","),
+            Just(", in "),
+            Just("\""),
+            Just("\", line "),
+            Just(": "),
+            Just(".go:"),
+            Just(" +0x"),
+            Just("async "),
+            Just("site-packages"),
+            Just("/lib/python3"),
+            Just("node_modules"),
+            Just("java."),
+            Just("std::"),
+            Just("/app/run.py"),
+            Just("x"),
+        ];
+        proptest::collection::vec(piece, 0..16).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn the_line_and_text_helpers_give_what_std_gives(text in pieces()) {
+            prop_assert_eq!(lines_of(&text).collect::<Vec<_>>(), text.lines().collect::<Vec<_>>());
+            prop_assert_eq!(trim(&text), text.trim());
+            prop_assert_eq!(trim_start(&text), text.trim_start());
+            prop_assert_eq!(trim_end(&text), text.trim_end());
+            prop_assert_eq!(library_place(&text), library_place_by_contains(&text));
+            prop_assert_eq!(number_and_function(&text), text.split_once(", in ").unwrap_or((&text, "?")));
+            for pattern in PATTERNS {
+                prop_assert_eq!(find(&text, pattern), text.find(pattern));
+                prop_assert_eq!(split_once(&text, pattern), text.split_once(pattern));
+            }
+        }
     }
 }
