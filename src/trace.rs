@@ -324,7 +324,7 @@ const FRAME_CHARS: usize = 160;
 /// Collapses `text` if it holds a stack trace; `None` otherwise. At most
 /// `max_frames` own frames are kept, innermost first.
 pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
-    if !text.contains('\n') {
+    if memchr::memchr(b'\n', text.as_bytes()).is_none() {
         return None;
     }
     let runtime = if text.contains("Traceback (most recent call last):") {
