@@ -324,9 +324,8 @@ const FRAME_CHARS: usize = 160;
 /// Collapses `text` if it holds a stack trace; `None` otherwise. At most
 /// `max_frames` own frames are kept, innermost first.
 pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
-    if memchr::memchr(b'\n', text.as_bytes()).is_none() {
-        return None;
-    }
+    // A text of one line is not a trace.
+    memchr::memchr(b'\n', text.as_bytes())?;
     let runtime = if text.contains("Traceback (most recent call last):") {
         Runtime::Python
     } else if text.contains("thread '") && text.contains(" panicked at ") {
