@@ -32,9 +32,9 @@ const ERRORS_PER_SESSION: u64 = 3;
 const WARM_SESSIONS: u64 = 1_000;
 /// How long a phase may take before the run fails (a slow machine, not a hang).
 const PHASE_LIMIT: Duration = Duration::from_secs(300);
-/// Waits before a reading, past the sidecar's metric upkeep (every second: it drains
-/// the histogram samples taken under load, then gives free pages back), so every
-/// reading is taken at rest. With half a second, some readings came before it and
+/// Waits before a reading, past the sidecar's metric upkeep (it drains the histogram
+/// samples taken under load every 100 ms and gives free pages back every second), so
+/// every reading is taken at rest. With half a second, some readings came before it and
 /// held up to a second's samples and untrimmed pages: +13-18 % past the cap, not +6 %.
 const SETTLE: Duration = Duration::from_millis(2500);
 

@@ -44,8 +44,16 @@ pub const STATE_BACKEND_ERRORS_TOTAL: &str = "rebound_state_backend_errors_total
 pub const OTHER_TOOL: &str = "_other";
 
 /// How often histogram samples are drained when nobody scrapes (the exporter's default is 5 s:
-/// at 100,000 outcomes a second that holds ~30 MiB of samples between two drains).
-const UPKEEP_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+/// at 100,000 outcomes a second that holds ~30 MiB of samples between two drains). Drained
+/// every second, a loaded sidecar held ~7 MiB of sample blocks at a time among its sessions'
+/// memory, and the holes they left made RSS at rest swing by up to 20 % from one reading to the
+/// next (`cargo bench --bench sidecar_memory`: 33-40 MiB at capacity 10,000); every 100 ms, the
+/// blocks are reused before the heap grows around them, and the readings level off (33 MiB).
+const UPKEEP_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Freed pages are given back every this many upkeeps (once a second): `malloc_trim` walks
+/// the whole heap, 0.1-5 ms at 10,000 sessions under load.
+const TRIM_EVERY: u64 = 10;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -75,13 +83,16 @@ pub fn install() -> PrometheusHandle {
             let handle = recorder.handle();
             // A built recorder keeps every histogram sample until something drains it: a scrape, or
             // upkeep. A sidecar nobody scrapes would grow by each sample (about 25 bytes an outcome),
-            // so drain every second; then give what was freed (samples, evicted sessions) back.
+            // so drain often; and now and then give what was freed (samples, evicted sessions) back.
             let upkeep = handle.clone();
-            let _ = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || loop {
-                std::thread::sleep(UPKEEP_PERIOD);
-                upkeep.run_upkeep();
-                // 0.1-5 ms a second on this thread (measured at 10,000 sessions under load).
-                crate::memory::release_free_memory();
+            let _ = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
+                for round in 1u64.. {
+                    std::thread::sleep(UPKEEP_PERIOD);
+                    upkeep.run_upkeep();
+                    if round % TRIM_EVERY == 0 {
+                        crate::memory::release_free_memory();
+                    }
+                }
             });
             // Another recorder may already be set (a host embedding the library); then ours only renders.
             let _ = metrics::set_global_recorder(recorder);
