@@ -2,8 +2,11 @@
 //! verdicts read concurrently), over loopback TCP and over a Unix socket,
 //! against the real Rebound service (`server::run`, default config, in this
 //! process) and against a no-op echo of the same service (`support/echo.rs`),
-//! measured in the same run. Prints outcomes/s for each and the ratio
-//! (targets: ≥ 500,000/s and ≥ 30 % of the echo).
+//! measured in the same run. Each transport gets `ROUNDS` rounds, each a
+//! window of the service and one of the echo, in turns (so a spell of load
+//! from a neighbour falls on both); prints each round, then the median
+//! outcomes/s of each and the median of the rounds' ratios (targets:
+//! ≥ 500,000/s and ≥ 30 % of the echo).
 //!
 //! Run: `cargo bench --bench observe` (`REBOUND_BENCH_SECONDS` sets the
 //! measurement window, default 5; `REBOUND_BENCH_ONLY=rebound` or `=echo`
@@ -32,11 +35,14 @@ use std::time::{Duration, Instant};
 const WARMUP: Duration = Duration::from_secs(1);
 /// Bounds a run whatever the window.
 const MAX_OUTCOMES: u64 = 200_000_000;
+/// Rounds per transport. One round's ratio read anywhere from 21 % to 41 % on this
+/// 2-core machine while other work came and went; the median of three varies less.
+const ROUNDS: usize = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Target {
-    Rebound,
-    Echo,
+    Rebound = 0,
+    Echo = 1,
 }
 
 /// Starts `target` on `address`; returns the address to dial and a stop handle.
@@ -94,6 +100,13 @@ async fn throughput(target: Target, address: &str, stream: u64, window: Duration
     Ok(rate)
 }
 
+/// The middle value (NaN when there is none, or when a side was not measured).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// This process's CPU time (user and system, all threads), from /proc/self/stat; 0 where there is none.
 fn cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
@@ -115,21 +128,32 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let unix = format!("unix:{}", dir.path().join("observe.sock").display());
     println!("Observe throughput: one pipelined stream, {seconds} s windows after {}s warm-up", WARMUP.as_secs());
-    println!("{:<6} {:>14} {:>14} {:>8}", "via", "rebound/s", "echo/s", "ratio");
+    println!("{:<8} {:>14} {:>14} {:>8}", "via", "rebound/s", "echo/s", "ratio");
     let only = std::env::var("REBOUND_BENCH_ONLY").unwrap_or_default().to_ascii_lowercase();
     let mut stream = 0;
     for (via, address) in [("tcp", "127.0.0.1:0"), ("unix", unix.as_str())] {
-        let mut rates = [f64::NAN; 2];
-        for (slot, target) in [Target::Rebound, Target::Echo].into_iter().enumerate() {
-            if only.is_empty() || format!("{target:?}").eq_ignore_ascii_case(&only) {
-                stream += 1;
-                rates[slot] = runtime.block_on(throughput(target, address, stream, window))?;
+        let mut rounds = Vec::with_capacity(ROUNDS);
+        for round in 0..ROUNDS {
+            // Turns alternate who goes first, so neither always runs on a machine the other warmed.
+            let order = if round % 2 == 0 { [Target::Rebound, Target::Echo] } else { [Target::Echo, Target::Rebound] };
+            let mut rates = [f64::NAN; 2];
+            for target in order {
+                if only.is_empty() || format!("{target:?}").eq_ignore_ascii_case(&only) {
+                    stream += 1;
+                    rates[target as usize] = runtime.block_on(throughput(target, address, stream, window))?;
+                }
             }
+            let [rebound, echo] = rates;
+            println!("{:<8} {rebound:>14.0} {echo:>14.0} {:>8.3}", format!("{via} {}", round + 1), rebound / echo);
+            rounds.push(rates);
         }
-        let [rebound, echo] = rates;
-        println!("{via:<6} {rebound:>14.0} {echo:>14.0} {:>8.3}", rebound / echo);
+        let rebound = median(rounds.iter().map(|r| r[0]));
+        let echo = median(rounds.iter().map(|r| r[1]));
+        let ratio = median(rounds.iter().map(|r| r[0] / r[1]));
+        println!("{:<8} {rebound:>14.0} {echo:>14.0} {ratio:>8.3}", format!("{via} med"));
         println!("@result observe_{via}_rebound {rebound:.0}");
         println!("@result observe_{via}_echo {echo:.0}");
+        println!("@result observe_{via}_ratio {ratio:.4}");
     }
     runtime.shutdown_timeout(Duration::from_secs(5));
     Ok(())
