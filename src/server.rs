@@ -29,7 +29,42 @@ pub enum Listener {
     /// `host:port`.
     Tcp(TcpListener),
     /// `unix:/path`; the file is removed when the server stops.
-    Unix(UnixListener, PathBuf),
+    Unix(UnixListener, SocketFile),
+}
+
+/// The file of a Unix socket this process bound, told from a file another process bound at
+/// the same path later (binding removes a socket file already there, a killed sidecar's or a
+/// running one's): only our own is removed when the server stops, so a sidecar that stops
+/// after its replacement started does not take the replacement's socket away.
+#[derive(Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    /// The file's device and inode, read right after binding.
+    id: Option<(u64, u64)>,
+}
+
+impl SocketFile {
+    fn bound_at(path: PathBuf) -> SocketFile {
+        let id = file_id(&path);
+        SocketFile { path, id }
+    }
+
+    /// Where the socket is.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Removes the file, if it is still the one bound here.
+    pub fn remove(&self) {
+        if self.id.is_some() && file_id(&self.path) == self.id {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Listener {
@@ -44,7 +79,8 @@ impl Listener {
                     std::fs::remove_file(&path)?;
                 }
             }
-            return Ok(Listener::Unix(UnixListener::bind(&path)?, path));
+            let listener = UnixListener::bind(&path)?;
+            return Ok(Listener::Unix(listener, SocketFile::bound_at(path)));
         }
         Ok(Listener::Tcp(TcpListener::bind(address).await?))
     }
@@ -53,7 +89,7 @@ impl Listener {
     pub fn address(&self) -> String {
         match self {
             Listener::Tcp(l) => l.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-            Listener::Unix(_, path) => format!("unix:{}", path.display()),
+            Listener::Unix(_, file) => format!("unix:{}", file.path().display()),
         }
     }
 }
@@ -288,10 +324,7 @@ pub async fn run(
         .add_service(reflection_v1alpha)
         .add_service(rebound);
 
-    let unix_path = match &listener {
-        Listener::Unix(_, path) => Some(path.clone()),
-        Listener::Tcp(_) => None,
-    };
+    let mut socket_file = None;
     let server: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> = match listener {
         Listener::Tcp(l) => {
             let incoming = TcpListenerStream::new(l).map(|s| {
@@ -302,7 +335,10 @@ pub async fn run(
             });
             Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
         }
-        Listener::Unix(l, _) => Box::pin(router.serve_with_incoming_shutdown(UnixListenerStream::new(l), signal)),
+        Listener::Unix(l, file) => {
+            socket_file = Some(file);
+            Box::pin(router.serve_with_incoming_shutdown(UnixListenerStream::new(l), signal))
+        }
     };
     let mut server = server;
     let result = tokio::select! {
@@ -322,8 +358,8 @@ pub async fn run(
         }
     };
     sweeper.abort();
-    if let Some(path) = unix_path {
-        let _ = std::fs::remove_file(path);
+    if let Some(file) = socket_file {
+        file.remove();
     }
     result
 }

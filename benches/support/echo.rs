@@ -152,9 +152,9 @@ pub async fn serve(
             });
             router.serve_with_incoming_shutdown(incoming, shutdown).await
         }
-        Listener::Unix(l, path) => {
+        Listener::Unix(l, file) => {
             let result = router.serve_with_incoming_shutdown(UnixListenerStream::new(l), shutdown).await;
-            let _ = std::fs::remove_file(path);
+            file.remove();
             result
         }
     }

@@ -223,14 +223,11 @@ async fn metrics_count_outcomes_without_raw_text_in_labels() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn unix_socket_serving() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rebound.sock");
-    let address = format!("unix:{}", path.display());
-    let sidecar = Sidecar::spawn(&["--listen", &address]);
-    assert_eq!(sidecar.grpc, address);
-    let socket = path.clone();
+/// A client on the Unix socket at `path`.
+async fn unix_client(
+    path: &std::path::Path,
+) -> Result<pb::rebound_client::ReboundClient<tonic::transport::Channel>, tonic::transport::Error> {
+    let socket = path.to_path_buf();
     let channel = tonic::transport::Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
             let socket = socket.clone();
@@ -238,10 +235,40 @@ async fn unix_socket_serving() {
                 Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tokio::net::UnixStream::connect(socket).await?))
             }
         }))
-        .await
-        .unwrap();
-    let mut client = pb::rebound_client::ReboundClient::new(channel);
+        .await?;
+    Ok(pb::rebound_client::ReboundClient::new(channel))
+}
+
+#[tokio::test]
+async fn unix_socket_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rebound.sock");
+    let address = format!("unix:{}", path.display());
+    let sidecar = Sidecar::spawn(&["--listen", &address]);
+    assert_eq!(sidecar.grpc, address);
+    let mut client = unix_client(&path).await.unwrap();
     let v = client.report(success("unix", "t")).await.unwrap().into_inner();
+    assert_eq!(v.action, pb::Action::Continue as i32);
+}
+
+#[tokio::test]
+async fn a_sidecar_that_stops_after_its_replacement_started_leaves_the_replacement_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rebound.sock");
+    let address = format!("unix:{}", path.display());
+    let mut old = Sidecar::spawn(&["--listen", &address]);
+    // A restart that overlaps: the new sidecar binds the path (its file replaces the old one's)
+    // while the old one still runs; then the old one drains and exits.
+    let _new = Sidecar::spawn(&["--listen", &address]);
+    old.signal("TERM");
+    let status = tokio::task::spawn_blocking(move || old.wait_for_exit(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("the old sidecar exits");
+    assert!(status.success(), "{status:?}");
+    assert!(path.exists(), "the old sidecar removed the socket file the new one serves on");
+    let mut client = unix_client(&path).await.expect("the new sidecar is reachable at the path");
+    let v = client.report(success("after-restart", "t")).await.unwrap().into_inner();
     assert_eq!(v.action, pb::Action::Continue as i32);
 }
 
