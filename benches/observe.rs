@@ -126,12 +126,11 @@ fn main() -> anyhow::Result<()> {
     // As in the sidecar: the Prometheus recorder is installed, so metrics cost what they cost there.
     rebound::metrics::install();
     let dir = tempfile::tempdir()?;
-    let unix = format!("unix:{}", dir.path().join("observe.sock").display());
     println!("Observe throughput: one pipelined stream, {seconds} s windows after {}s warm-up", WARMUP.as_secs());
     println!("{:<8} {:>14} {:>14} {:>8}", "via", "rebound/s", "echo/s", "ratio");
     let only = std::env::var("REBOUND_BENCH_ONLY").unwrap_or_default().to_ascii_lowercase();
     let mut stream = 0;
-    for (via, address) in [("tcp", "127.0.0.1:0"), ("unix", unix.as_str())] {
+    for via in ["tcp", "unix"] {
         let mut rounds = Vec::with_capacity(ROUNDS);
         for round in 0..ROUNDS {
             // Turns alternate who goes first, so neither always runs on a machine the other warmed.
@@ -140,7 +139,13 @@ fn main() -> anyhow::Result<()> {
             for target in order {
                 if only.is_empty() || format!("{target:?}").eq_ignore_ascii_case(&only) {
                     stream += 1;
-                    rates[target as usize] = runtime.block_on(throughput(target, address, stream, window))?;
+                    // A socket of its own each time: a stopped server removes its socket file as it
+                    // goes, which could be after the next one bound the same path.
+                    let address = match via {
+                        "tcp" => "127.0.0.1:0".to_string(),
+                        _ => format!("unix:{}", dir.path().join(format!("observe-{stream}.sock")).display()),
+                    };
+                    rates[target as usize] = runtime.block_on(throughput(target, &address, stream, window))?;
                 }
             }
             let [rebound, echo] = rates;
