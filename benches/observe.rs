@@ -139,8 +139,8 @@ fn main() -> anyhow::Result<()> {
             for target in order {
                 if only.is_empty() || format!("{target:?}").eq_ignore_ascii_case(&only) {
                     stream += 1;
-                    // A socket of its own each time: a stopped server removes its socket file as it
-                    // goes, which could be after the next one bound the same path.
+                    // A socket path of its own each time, so a server still stopping never shares a
+                    // path with the next one.
                     let address = match via {
                         "tcp" => "127.0.0.1:0".to_string(),
                         _ => format!("unix:{}", dir.path().join(format!("observe-{stream}.sock")).display()),
