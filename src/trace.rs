@@ -337,6 +337,7 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
     };
     let mut r = Reading::default();
     let grouped = runtime == Runtime::Python && text.contains("Exception Group Traceback");
+    // Counting the newlines first (one vector pass) spares the growing Vec its reallocations.
     let mut lines: Vec<&str> = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1);
     if grouped {
         lines.extend(lines_of(text).filter_map(ungroup));
