@@ -5,6 +5,9 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rebound::model::Outcome;
 use rebound::policy::Policy;
 
+// The sidecar's allocator, so that the figures are the binary's (see `rebound::memory`).
+rebound::use_jemalloc!();
+
 fn outcome(message: String) -> Outcome {
     Outcome { session_id: "bench".into(), tool: "search".into(), message, ..Default::default() }
 }

@@ -13,6 +13,9 @@ use rebound::model::Outcome;
 use rebound::policy::Policy;
 use std::sync::Arc;
 
+// The sidecar's allocator, so that the figures are the binary's (see `rebound::memory`).
+rebound::use_jemalloc!();
+
 fn engine() -> Engine {
     let config = Config::default();
     Engine::new(

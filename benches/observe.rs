@@ -31,6 +31,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+// The sidecar's allocator, so that the figures are the binary's (see `rebound::memory`).
+rebound::use_jemalloc!();
+
 /// Unmeasured time first: connections, allocator and caches settle.
 const WARMUP: Duration = Duration::from_secs(1);
 /// Bounds a run whatever the window.

@@ -33,9 +33,10 @@ const WARM_SESSIONS: u64 = 1_000;
 /// How long a phase may take before the run fails (a slow machine, not a hang).
 const PHASE_LIMIT: Duration = Duration::from_secs(300);
 /// Waits before a reading, past the sidecar's metric upkeep (it drains the histogram
-/// samples taken under load every 100 ms and gives free pages back every second), so
-/// every reading is taken at rest. With half a second, some readings came before it and
-/// held up to a second's samples and untrimmed pages: +13-18 % past the cap, not +6 %.
+/// samples taken under load every 100 ms) and its allocator's background thread (it gives
+/// back pages freed for a second), so every reading is taken at rest. With half a second,
+/// some readings came before them and held up to a second's samples and freed pages:
+/// +13-18 % past the cap, not +6 % (measured with glibc and `malloc_trim` every second).
 const SETTLE: Duration = Duration::from_millis(2500);
 
 /// A sidecar child process, stopped on drop.

@@ -20,6 +20,9 @@ use rebound::templates::Tokenizer;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+// The sidecar's allocator, so that the figures are the binary's (see `rebound::memory`).
+rebound::use_jemalloc!();
+
 /// A trace this long (in tokens) is one an agent would not want in its prompt whole.
 const LONG_TOKENS: u32 = 400;
 

@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+// The sidecar's allocator, so that the figures are the binary's (see `rebound::memory`).
+rebound::use_jemalloc!();
+
 const CLIENTS: usize = 8;
 const SECONDS: u64 = 3;
 const ROUNDS: usize = 3;

@@ -13,6 +13,9 @@ use rebound::server::Listener;
 use std::io::Write;
 use tokio::signal::unix::{signal, SignalKind};
 
+// The sidecar's allocator, so that the baseline differs from it only by the service's work.
+rebound::use_jemalloc!();
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".into());

@@ -19,7 +19,7 @@
 //! - `shared`: tool breakers and retry budgets shared across sidecars through Redis, fail-open.
 //! - `engine`: outcome in, verdict out; ties the above together.
 //! - `config`: the TOML file and `REBOUND_*` overrides; `policy`: its values checked and compiled.
-//! - `metrics`: metric names and stored handles; `memory`: freed memory back to the OS.
+//! - `metrics`: metric names and stored handles; `memory`: the allocator (jemalloc) and its settings.
 //! - `convert`: protobuf ⇄ domain types, errors ⇄ gRPC statuses.
 //! - `server`: the gRPC edge (service, health, reflection, drain); `sidecar`: the serving process.
 //! - `replay`: JSON lines through the engine; `cli`: the command line.

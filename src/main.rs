@@ -1,6 +1,7 @@
 //! The `rebound` binary: see `cli` for the commands.
 
+rebound::use_jemalloc!();
+
 fn main() -> std::process::ExitCode {
-    rebound::memory::use_one_arena();
     rebound::cli::main()
 }

@@ -49,11 +49,8 @@ pub const OTHER_TOOL: &str = "_other";
 /// memory, and the holes they left made RSS at rest swing by up to 20 % from one reading to the
 /// next (`cargo bench --bench sidecar_memory`: 33-40 MiB at capacity 10,000); every 100 ms, the
 /// blocks are reused before the heap grows around them, and the readings level off (33 MiB).
+/// (Measured with glibc's malloc, before the sidecar moved to jemalloc: see `memory`.)
 const UPKEEP_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Freed pages are given back every this many upkeeps (once a second): `malloc_trim` walks
-/// the whole heap, 0.1-5 ms at 10,000 sessions under load.
-const TRIM_EVERY: u64 = 10;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -83,16 +80,11 @@ pub fn install() -> PrometheusHandle {
             let handle = recorder.handle();
             // A built recorder keeps every histogram sample until something drains it: a scrape, or
             // upkeep. A sidecar nobody scrapes would grow by each sample (about 25 bytes an outcome),
-            // so drain often; and now and then give what was freed (samples, evicted sessions) back.
+            // so drain often (the allocator gives freed pages back on its own: see `memory`).
             let upkeep = handle.clone();
-            let _ = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
-                for round in 1u64.. {
-                    std::thread::sleep(UPKEEP_PERIOD);
-                    upkeep.run_upkeep();
-                    if round % TRIM_EVERY == 0 {
-                        crate::memory::release_free_memory();
-                    }
-                }
+            let _ = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || loop {
+                std::thread::sleep(UPKEEP_PERIOD);
+                upkeep.run_upkeep();
             });
             // Another recorder may already be set (a host embedding the library); then ours only renders.
             let _ = metrics::set_global_recorder(recorder);

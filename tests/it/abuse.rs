@@ -247,6 +247,57 @@ async fn many_sessions_are_evicted_past_the_cap_and_memory_stays_flat() {
     still_answers(&mut client).await;
 }
 
+/// Outcomes of the burst below, all in flight at once, each with a 3 MB `detail`.
+const BURST_CALLS: usize = 24;
+/// How far above its RSS before the burst an idle sidecar must come back (the burst takes it
+/// 70-80 MiB up: 24 details of 3 MB, each held as received and as the outcome's string).
+const BURST_RSS_LEFT_KIB: u64 = 24 * 1024;
+/// How long it may take (jemalloc's background thread gives back pages freed for a second).
+const BURST_RSS_WAIT: Duration = Duration::from_secs(30);
+
+/// The binary runs on jemalloc with one background thread (`rebound::memory`), which gives
+/// freed pages back while nothing else happens: no call, no allocation needed to trigger it.
+#[tokio::test]
+async fn an_idle_sidecar_gives_back_the_memory_of_a_burst() {
+    let sidecar = Sidecar::spawn(&[]);
+    let pid = sidecar.child.id();
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).unwrap().trim().to_string())
+        .collect();
+    assert_eq!(threads.iter().filter(|name| *name == "jemalloc_bg_thd").count(), 1, "threads: {threads:?}");
+
+    let channel = connect(&sidecar.grpc).await;
+    let detail = "  File \"/app/agent/tools.py\", line 42, in call\n".repeat(3_000_000 / 50);
+    let before = rss_kib(pid);
+    let calls: Vec<_> = (0..BURST_CALLS)
+        .map(|i| {
+            let mut client = ReboundClient::new(channel.clone());
+            let mut outcome = failure(&format!("burst-{i}"), "search", "ConnectionResetError: [Errno 104]");
+            outcome.detail = detail.clone();
+            tokio::spawn(async move { client.report(outcome).await.map(|v| v.into_inner().action) })
+        })
+        .collect();
+    for call in calls {
+        let answer = call.await.unwrap();
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+    let peak = rss_kib(pid);
+    let deadline = Instant::now() + BURST_RSS_WAIT;
+    let mut now = peak;
+    while now > before + BURST_RSS_LEFT_KIB && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+        now = rss_kib(pid);
+    }
+    assert!(
+        now <= before + BURST_RSS_LEFT_KIB,
+        "RSS {now} KiB {} s after the burst (before it {before} KiB, right after it {peak} KiB)",
+        BURST_RSS_WAIT.as_secs()
+    );
+    let mut client = ReboundClient::new(channel);
+    still_answers(&mut client).await;
+}
+
 // ---------------------------------------------------------------------------
 // A slow reader on Observe
 
