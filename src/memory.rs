@@ -24,13 +24,16 @@
 //! sidecar kept its peak (85 MiB, 30 s after the burst of
 //! `tests/it/abuse.rs::an_idle_sidecar_gives_back_the_memory_of_a_burst`,
 //! which comes back within a second with it). `_RJEM_MALLOC_CONF` in the environment
-//! overrides it option by option (jemalloc's `MALLOC_CONF` syntax).
+//! overrides it option by option (jemalloc's `MALLOC_CONF` syntax); an option
+//! jemalloc does not take stops the program before it starts, with jemalloc's
+//! message naming it (`abort_conf`), rather than running on settings nobody chose.
 
 #[cfg(not(target_env = "msvc"))]
 pub use tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options as the sidecar runs it (see the module's documentation).
-pub const JEMALLOC_CONF: &std::ffi::CStr = c"background_thread:true,max_background_threads:1,dirty_decay_ms:1000";
+pub const JEMALLOC_CONF: &std::ffi::CStr =
+    c"background_thread:true,max_background_threads:1,dirty_decay_ms:1000,abort_conf:true";
 
 /// Makes jemalloc, configured as the sidecar runs it, the program's global
 /// allocator. Invoke once, at the root of a binary or bench (not in a library).

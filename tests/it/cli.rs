@@ -246,19 +246,27 @@ suggestion = "Wait for the frobnicator."
     assert!(out[1]["snippet"].as_str().unwrap().contains("Wait for the frobnicator."));
 }
 
+/// `rebound print-config` run with one more environment variable.
+fn print_config_with(name: &str, value: &str) -> std::process::Output {
+    std::process::Command::new(crate::common::binary()).args(["print-config"]).env(name, value).output().unwrap()
+}
+
 #[test]
 fn environment_overrides_apply_and_unknown_keys_fail() {
-    let output = std::process::Command::new(crate::common::binary())
-        .args(["print-config"])
-        .env("REBOUND_RETRY_BASE_MS", "250")
-        .output()
-        .unwrap();
+    let output = print_config_with("REBOUND_RETRY_BASE_MS", "250");
     assert!(String::from_utf8_lossy(&output.stdout).contains("base_ms = 250"));
-    let output = std::process::Command::new(crate::common::binary())
-        .args(["print-config"])
-        .env("REBOUND_RETRY_BASEMS", "250")
-        .output()
-        .unwrap();
+    let output = print_config_with("REBOUND_RETRY_BASEMS", "250");
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("REBOUND_RETRY_BASEMS"));
+}
+
+#[test]
+fn a_bad_allocator_option_stops_the_sidecar_before_it_starts_and_names_it() {
+    let output = print_config_with("_RJEM_MALLOC_CONF", "dirty_decay_ms:soon");
+    assert!(!output.status.success(), "{:?}", output.status);
+    assert!(output.stdout.is_empty(), "it ran: {}", String::from_utf8_lossy(&output.stdout));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("dirty_decay_ms:soon"));
+    // A good one is taken.
+    let output = print_config_with("_RJEM_MALLOC_CONF", "dirty_decay_ms:5000");
+    assert!(output.status.success(), "{:?}: {}", output.status, String::from_utf8_lossy(&output.stderr));
 }
