@@ -21,12 +21,13 @@
 //! The configuration (`JEMALLOC_CONF`) starts one jemalloc background thread,
 //! which gives pages freed for a second back to the system, loaded or idle.
 //! Without it, pages are given back only as the program allocates: an idle
-//! sidecar kept its peak (85 MiB, 30 s after the burst of
-//! `tests/it/abuse.rs::an_idle_sidecar_gives_back_the_memory_of_a_burst`,
-//! which comes back within a second with it). `_RJEM_MALLOC_CONF` in the environment
-//! overrides it option by option (jemalloc's `MALLOC_CONF` syntax); an option
-//! jemalloc does not take stops the program before it starts, with jemalloc's
-//! message naming it (`abort_conf`), rather than running on settings nobody chose.
+//! sidecar kept its peak, 85 MiB for 30 s after the burst of
+//! `tests/it/abuse.rs::an_idle_sidecar_gives_back_the_memory_of_a_burst`; with
+//! it, the sidecar came back down within a second. `_RJEM_MALLOC_CONF` in the
+//! environment overrides it option by option (jemalloc's `MALLOC_CONF` syntax);
+//! an option jemalloc does not take stops the program before it starts, with
+//! jemalloc's message naming it (`abort_conf`), rather than running on settings
+//! nobody chose.
 
 #[cfg(not(target_env = "msvc"))]
 pub use tikv_jemallocator::Jemalloc;
