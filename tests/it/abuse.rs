@@ -286,7 +286,7 @@ async fn an_idle_sidecar_gives_back_the_memory_of_a_burst() {
     let deadline = Instant::now() + BURST_RSS_WAIT;
     let mut now = peak;
     while now > before + BURST_RSS_LEFT_KIB && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(250));
+        tokio::time::sleep(Duration::from_millis(250)).await;
         now = rss_kib(pid);
     }
     assert!(
