@@ -937,6 +937,34 @@ mod tests {
     }
 
     #[test]
+    fn compiler_and_test_runner_output_is_the_code_to_fix() {
+        // Lines in the shapes gcc/clang, javac, Go, jest, go test and cargo test print (the trace set
+        // has full runs of rustc, tsc, gcc, go build and pytest: tests/data/traces/tool-*.txt).
+        let c = classifier();
+        for (text, rule) in [
+            ("main.cpp:3:5: error: use of undeclared identifier 'x'", "message.compile_error"),
+            ("src/lib.rs:4:9: error[E0425]: cannot find value `y` in this scope", "message.compile_error"),
+            ("Main.java:5: error: cannot find symbol", "message.compile_error"),
+            ("# example.com/agent\n./plan.go:14:2: undefined: stepz", "message.compile_error"),
+            ("Tests:       1 failed, 2 passed, 3 total", "message.tests_failed"),
+            ("--- FAIL: TestPlan (0.00s)\n    plan_test.go:12: got 2, want 3", "message.tests_failed"),
+            ("test result: FAILED. 3 passed; 1 failed; 0 ignored", "message.tests_failed"),
+        ] {
+            let got = c.classify(&failure(text));
+            assert_eq!((got.category, &*got.rule), (Category::Validation, rule), "{text}");
+            assert!(!got.retryable, "{text}");
+        }
+        // Near misses keep their own meaning: a timestamp is not a file position, nor a Go frame a build error.
+        for (text, category) in [
+            ("2024-05-01 12:30:45: error: connection refused", Category::Network),
+            ("panic: runtime error: index out of range\n\t/app/main.go:12 +0x1d", Category::Internal),
+            ("error: failed to push some refs: non-fast-forward", Category::Conflict),
+        ] {
+            assert_eq!(c.classify(&failure(text)).category, category, "{text}");
+        }
+    }
+
+    #[test]
     fn nothing_matches_gives_unknown() {
         let got = classifier().classify(&failure("the frobnicator declined"));
         assert_eq!((got.category, &*got.rule), (Category::Unknown, NO_MATCH_RULE));
