@@ -25,6 +25,9 @@ async fn shared_vectors_hold() {
         let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         for (i, case) in cases.iter().enumerate() {
             let name = case["name"].as_str().unwrap();
+            // The TypeScript client reads an error's message trimmed, and compares it with the case's.
+            let message = case["outcome"]["message"].as_str().unwrap_or_default();
+            assert_eq!(message, message.trim(), "{name}: a message with leading or trailing whitespace");
             let mut json = case["outcome"].clone();
             json["session_id"] = Value::from(format!("vector-{}-{i}", file.display()));
             let outcome: rebound::replay::OutcomeJson = serde_json::from_value(json).unwrap();
