@@ -391,12 +391,12 @@ pub struct CategoryPatch {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {reason}")]
     Read {
         /// The file.
         path: String,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a source: `{:#}` would print it twice).
+        reason: std::io::Error,
     },
     /// The file does not parse or has unknown keys (the message names line and key).
     #[error("{origin}: {message}")]
@@ -432,7 +432,7 @@ impl Config {
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+            .map_err(|reason| ConfigError::Read { path: path.display().to_string(), reason })?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -217,9 +217,10 @@ pub enum ReplayError {
         /// The first `MAX_NAMED_LINES` of them, in order.
         named: Vec<BadLine>,
     },
-    /// Writing the output failed.
+    /// Writing the output failed (its reason is in the message, not a source:
+    /// `{:#}` would print it twice).
     #[error("writing output: {0}")]
-    Write(#[from] std::io::Error),
+    Write(std::io::Error),
 }
 
 fn bad_lines(answered: usize, skipped: usize, named: &[BadLine]) -> String {
@@ -255,7 +256,7 @@ pub fn replay(
             Ok(Some(verdict)) => {
                 serde_json::to_writer(&mut output, &VerdictJson::from(&verdict))
                     .map_err(|e| ReplayError::Write(e.into()))?;
-                output.write_all(b"\n")?;
+                output.write_all(b"\n").map_err(ReplayError::Write)?;
                 answered += 1;
             }
             Err(message) => {
@@ -266,7 +267,7 @@ pub fn replay(
             }
         }
     }
-    output.flush()?;
+    output.flush().map_err(ReplayError::Write)?;
     if skipped > 0 {
         return Err(ReplayError::BadLines { answered, skipped, named });
     }

@@ -216,6 +216,30 @@ fn check_config_names_unknown_keys_and_print_config_round_trips() {
 }
 
 #[test]
+fn a_read_or_write_error_is_said_once() {
+    // The OS's reason used to come twice ("Is a directory (os error 21): Is a directory
+    // (os error 21)"): once in the message and again as its source in `{:#}`.
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run_cli(&["check-config", dir.path().to_str().unwrap()], None);
+    assert_eq!(code, 2);
+    assert_eq!(stderr.matches("os error 21").count(), 1, "{stderr}");
+
+    // Replay's output on a full disk: Linux's /dev/full refuses every write.
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+    let input = dir.path().join("outcomes.jsonl");
+    std::fs::write(&input, "{\"session_id\":\"w\",\"tool\":\"t\",\"ok\":true}\n").unwrap();
+    let out = std::process::Command::new(crate::common::binary())
+        .args(["replay", input.to_str().unwrap()])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("writing output"), "{stderr}");
+    assert_eq!(stderr.matches("os error 28").count(), 1, "{stderr}");
+}
+
+#[test]
 fn user_rules_override_defaults_and_add_new_ones_in_replay() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("rules.toml");
