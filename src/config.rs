@@ -443,9 +443,11 @@ impl Config {
     where
         I: IntoIterator<Item = (String, String)>,
     {
-        let mut table = toml::Table::try_from(&self)
+        let base = toml::Table::try_from(&self)
             .map_err(|e| ConfigError::Parse { origin: "config".into(), message: e.to_string() })?;
-        let mut changed = false;
+        let mut table = base.clone();
+        // (variable, value, section, key) of each override applied, to name the one a bad value came from.
+        let mut applied: Vec<(String, String, &str, String)> = Vec::new();
         let mut vars: Vec<(String, String)> = vars.into_iter().collect();
         vars.sort();
         for (name, raw) in vars {
@@ -473,15 +475,24 @@ impl Config {
                     message: format!("unknown key `{key}` in [{section}]; known keys: {}", known.join(", ")),
                 });
             }
-            entry.insert(key.to_string(), env_value(&raw));
-            changed = true;
+            let value = env_value(&raw, entry.get(key));
+            entry.insert(key.to_string(), value);
+            applied.push((name.clone(), raw, section, key.to_string()));
         }
-        if !changed {
+        if applied.is_empty() {
             return Ok(self);
         }
-        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| ConfigError::Parse {
-            origin: "REBOUND_* environment".into(),
-            message: e.to_string(),
+        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
+            // Name the variable whose value is wrong: the first that fails when applied alone.
+            let culprit = applied.iter().find_map(|(name, raw, section, key)| {
+                let mut alone = base.clone();
+                let entry = alone.get_mut(*section)?.as_table_mut()?;
+                let value = env_value(raw, entry.get(key));
+                entry.insert(key.clone(), value);
+                let refused: toml::de::Error = toml::Value::Table(alone).try_into::<Config>().err()?;
+                Some(ConfigError::Parse { origin: format!("{name}={raw}"), message: refused.message().to_string() })
+            });
+            culprit.unwrap_or(ConfigError::Parse { origin: "REBOUND_* environment".into(), message: e.to_string() })
         })
     }
 
@@ -491,8 +502,13 @@ impl Config {
     }
 }
 
-/// An environment value as TOML: a number, bool or array when it parses as one, else a string.
-fn env_value(raw: &str) -> toml::Value {
+/// An environment value as TOML, for a key whose value now is `current`: a string
+/// for a string key (a key prefix of `2024` stays text), else a number, bool or
+/// array when it parses as one, else a string (which the key's type then refuses).
+fn env_value(raw: &str, current: Option<&toml::Value>) -> toml::Value {
+    if matches!(current, Some(toml::Value::String(_))) {
+        return toml::Value::String(raw.to_string());
+    }
     let parsed: Result<toml::Table, _> = toml::from_str(&format!("v = {raw}"));
     match parsed.ok().and_then(|mut t| t.remove("v")) {
         Some(
@@ -544,11 +560,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("REBOUND_RETRY_BASEMS") && err.contains("basems"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_env_value_names_its_variable_and_value() {
+        let vars = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
         let err = Config::default()
-            .with_env([("REBOUND_RETRY_BASE_MS".to_string(), "soon".to_string())])
+            .with_env(vars(&[("REBOUND_RETRY_BASE_MS", "250"), ("REBOUND_SESSIONS_CAPACITY", "lots")]))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("base_ms") || err.contains("soon") || err.contains("integer"), "{err}");
+        assert!(err.starts_with("REBOUND_SESSIONS_CAPACITY=lots: invalid type: string \"lots\""), "{err}");
+        let err = Config::default().with_env(vars(&[("REBOUND_RETRY_BASE_MS", "-1")])).unwrap_err().to_string();
+        assert!(err.starts_with("REBOUND_RETRY_BASE_MS=-1: invalid value: integer `-1`"), "{err}");
+        assert!(!err.contains('\n'), "one line: {err:?}");
+    }
+
+    #[test]
+    fn a_string_setting_takes_a_value_that_looks_like_a_number() {
+        let config = Config::default()
+            .with_env([
+                ("REBOUND_STATE_KEY_PREFIX".to_string(), "2024".to_string()),
+                ("REBOUND_SNIPPET_ENCODING".to_string(), "true".to_string()),
+            ])
+            .unwrap();
+        assert_eq!(config.state.key_prefix, "2024");
+        assert_eq!(config.snippet.encoding, "true");
     }
 
     #[test]
