@@ -443,27 +443,13 @@ impl Config {
     where
         I: IntoIterator<Item = (String, String)>,
     {
-        let base = toml::Table::try_from(&self)
-            .map_err(|e| ConfigError::Parse { origin: "config".into(), message: e.to_string() })?;
+        let overrides = env_overrides(vars);
+        if overrides.is_empty() {
+            return Ok(self);
+        }
+        let base = toml::Table::try_from(&self).map_err(|e| too_large_for_toml(&self, e))?;
         let mut table = base.clone();
-        // (variable, value, section, key) of each override applied, to name the one a bad value came from.
-        let mut applied: Vec<(String, String, &str, String)> = Vec::new();
-        let mut vars: Vec<(String, String)> = vars.into_iter().collect();
-        vars.sort();
-        for (name, raw) in vars {
-            let Some(rest) = name.strip_prefix("REBOUND_") else {
-                continue;
-            };
-            let lower = rest.to_ascii_lowercase();
-            let Some(section) = ENV_SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_"))) else {
-                continue;
-            };
-            let key = &lower[section.len() + 1..];
-            // Kubernetes service links: a Service named rebound-metrics gives REBOUND_METRICS_PORT,
-            // REBOUND_METRICS_PORT_9464_TCP_ADDR, REBOUND_METRICS_SERVICE_HOST... They are not config.
-            if key == "port" || key.starts_with("port_") || key.starts_with("service_") {
-                continue;
-            }
+        for EnvOverride { name, raw, section, key } in &overrides {
             let entry = table
                 .get_mut(*section)
                 .and_then(|v| v.as_table_mut())
@@ -475,16 +461,12 @@ impl Config {
                     message: format!("unknown key `{key}` in [{section}]; known keys: {}", known.join(", ")),
                 });
             }
-            let value = env_value(&raw, entry.get(key));
-            entry.insert(key.to_string(), value);
-            applied.push((name.clone(), raw, section, key.to_string()));
-        }
-        if applied.is_empty() {
-            return Ok(self);
+            let value = env_value(raw, entry.get(key));
+            entry.insert(key.clone(), value);
         }
         toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
             // Name the variable whose value is wrong: the first that fails when applied alone.
-            let culprit = applied.iter().find_map(|(name, raw, section, key)| {
+            let culprit = overrides.iter().find_map(|EnvOverride { name, raw, section, key }| {
                 let mut alone = base.clone();
                 let entry = alone.get_mut(*section)?.as_table_mut()?;
                 let value = env_value(raw, entry.get(key));
@@ -499,6 +481,63 @@ impl Config {
     /// The effective config as a TOML starting file.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("the config serializes")
+    }
+}
+
+/// One `REBOUND_<SECTION>_<KEY>=value` variable.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct EnvOverride {
+    /// The variable, as set.
+    name: String,
+    /// Its value.
+    raw: String,
+    /// The config section.
+    section: &'static str,
+    /// The key in it, lower case.
+    key: String,
+}
+
+/// The config variables among `vars`, sorted by name. Others are not config:
+/// REBOUND_ADDR for the clients, and Kubernetes service links (a Service named
+/// rebound-metrics gives REBOUND_METRICS_PORT, REBOUND_METRICS_PORT_9464_TCP_ADDR,
+/// REBOUND_METRICS_SERVICE_HOST...).
+fn env_overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<EnvOverride> {
+    let mut found: Vec<EnvOverride> = vars
+        .into_iter()
+        .filter_map(|(name, raw)| {
+            let lower = name.strip_prefix("REBOUND_")?.to_ascii_lowercase();
+            let section = ENV_SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_")))?;
+            let key = lower[section.len() + 1..].to_string();
+            if key == "port" || key.starts_with("port_") || key.starts_with("service_") {
+                return None;
+            }
+            Some(EnvOverride { name, raw, section, key })
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Why `config` does not serialize to TOML: a number past TOML's largest integer
+/// (a u64 setting may be read that large), named by its key.
+fn too_large_for_toml(config: &Config, error: toml::ser::Error) -> ConfigError {
+    fn find(value: &serde_json::Value, path: &str) -> Option<(String, u64)> {
+        match value {
+            serde_json::Value::Number(n) => n.as_u64().filter(|&n| n > i64::MAX as u64).map(|n| (path.to_string(), n)),
+            serde_json::Value::Object(fields) => fields
+                .iter()
+                .find_map(|(k, v)| find(v, &if path.is_empty() { k.clone() } else { format!("{path}.{k}") })),
+            serde_json::Value::Array(items) => items.iter().find_map(|v| find(v, path)),
+            _ => None,
+        }
+    }
+    let found = serde_json::to_value(config).ok().and_then(|v| find(&v, ""));
+    ConfigError::Parse {
+        origin: "config".into(),
+        message: match found {
+            Some((key, n)) => format!("`{key}` = {n}: more than {}, the largest TOML integer", i64::MAX),
+            None => error.to_string(),
+        },
     }
 }
 
@@ -575,6 +614,17 @@ mod tests {
         let err = Config::default().with_env(vars(&[("REBOUND_RETRY_BASE_MS", "-1")])).unwrap_err().to_string();
         assert!(err.starts_with("REBOUND_RETRY_BASE_MS=-1: invalid value: integer `-1`"), "{err}");
         assert!(!err.contains('\n'), "one line: {err:?}");
+    }
+
+    #[test]
+    fn a_number_past_tomls_largest_integer_is_named() {
+        // toml reads a u64 setting past i64::MAX, but cannot hold it in a table to apply overrides to.
+        let config = Config::parse("[sessions]\nidle_expiry_ms = 18446744073709551615\n", "f.toml").unwrap();
+        // No override: the config goes on as read, to the policy's range check.
+        let same = config.clone().with_env([("HOME".to_string(), "/root".to_string())]).unwrap();
+        assert_eq!(same.sessions.idle_expiry_ms, u64::MAX);
+        let err = config.with_env([("REBOUND_RETRY_BASE_MS".to_string(), "250".to_string())]).unwrap_err().to_string();
+        assert!(err.contains("`sessions.idle_expiry_ms` = 18446744073709551615: more than"), "{err}");
     }
 
     #[test]
