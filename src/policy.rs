@@ -381,6 +381,10 @@ fn build_categories(config: &Config) -> Result<BTreeMap<Category, CategoryPolicy
     let builtin: BTreeMap<Category, CategoryPatch> =
         toml::from_str(DEFAULT_CATEGORIES).map_err(|e| invalid("(built-in categories)", "", &e.to_string()))?;
     let r = &config.retry;
+    // [retry] itself first: every category takes what it does not set from it, and a
+    // bad value there should be named where it was written, not in the first category.
+    BackoffPolicy::try_new(r.base_ms, r.multiplier, r.cap_ms, 0, r.jitter, r.jitter_fraction)
+        .map_err(|source| PolicyError::Backoff { section: "retry".into(), source })?;
     let mut out = BTreeMap::new();
     for category in Category::ALL {
         let base = builtin.get(category).cloned().unwrap_or_default();
@@ -444,6 +448,10 @@ mod tests {
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("categories.timeout.action"));
         let c = Config::parse("[retry]\nbase_ms = 0\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("base_ms"));
+        // Named in [retry], where it was written, not in the first category that inherits it.
+        let c = Config::parse("[retry]\nmultiplier = nan\n", "t").unwrap();
+        let err = Policy::from_config(&c).unwrap_err().to_string();
+        assert!(err.starts_with("[retry] `multiplier` = NaN"), "{err}");
         let c = Config::parse("[server]\nlisten = \"nowhere\"\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`server.listen` = \"nowhere\""));
         let c = Config::parse("[sessions]\ncapacity = 0\n", "t").unwrap();
