@@ -281,6 +281,13 @@ fn replay_line(bytes: &[u8], engine: &Engine, clock: &ManualClock) -> Result<Opt
     if text.is_empty() || text.starts_with('#') {
         return Ok(None);
     }
+    // serde would read an array as the struct's fields in order, and complain about the first.
+    if !text.starts_with('{') {
+        let start: String = text.chars().take(12).collect();
+        return Err(format!(
+            "not a JSON object: a line is one outcome, {{\"session_id\": ...}}; this one starts {start:?}"
+        ));
+    }
     // serde_json counts lines within the text it was given, always one here.
     let json: OutcomeJson =
         serde_json::from_str(text).map_err(|e| e.to_string().replace(" at line 1 column ", " at column "))?;
@@ -335,6 +342,9 @@ mod tests {
         assert!(err.contains("`tool`"), "{err}");
         let err = run("{\"session_id\":\"s\",\"tool\":\"t\",\"bogus\":1}\n", 1).unwrap_err().to_string();
         assert!(err.contains("bogus"), "{err}");
+        let err = run("[\"s\", \"c\", \"t\"]\n\"s\"\n", 1).unwrap_err().to_string();
+        assert!(err.contains("\nline 1: not a JSON object") && err.contains(r#"this one starts "[\"s\", "#), "{err}");
+        assert!(err.contains("\nline 2: not a JSON object"), "{err}");
     }
 
     #[test]
