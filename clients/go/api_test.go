@@ -260,6 +260,32 @@ func TestSidecarRejectionIsNotPaperedOver(t *testing.T) {
 	}
 }
 
+func TestDialDefaultsToReboundAddrAsTheDeployManifestsSetIt(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("REBOUND_ADDR", " "+sidecarAddr+" ")
+	c, err := Dial(ctx, "", WithCallTimeout(liveTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Address() != sidecarAddr {
+		t.Errorf("Address() = %q, want $REBOUND_ADDR %q", c.Address(), sidecarAddr)
+	}
+	v, err := openSession(t, c).Report(ctx, newTools().search, nil)
+	if err != nil || v.Fallback {
+		t.Fatalf("Report through $REBOUND_ADDR = %+v, %v; want the sidecar's answer", v, err)
+	}
+	t.Setenv("REBOUND_ADDR", "")
+	d, err := Dial(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Address() != DefaultAddress {
+		t.Errorf("Address() = %q with $REBOUND_ADDR empty, want %q", d.Address(), DefaultAddress)
+	}
+}
+
 func TestReportIdempotentCallID(t *testing.T) {
 	tl := newTools()
 	c := dial(t)

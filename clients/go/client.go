@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,6 +21,10 @@ import (
 
 	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
+
+// DefaultAddress is where the sidecar listens unless told otherwise: Dial uses
+// it for "" when $REBOUND_ADDR is unset or empty.
+const DefaultAddress = "127.0.0.1:50051"
 
 // DefaultCallTimeout is the deadline of each call to the sidecar: past it, the
 // local fallback policy decides so that the agent is never held up.
@@ -41,6 +46,7 @@ var reconnectBackoff = backoff.Config{
 
 // Client is a connection to one Rebound sidecar. It is safe for concurrent use.
 type Client struct {
+	addr string
 	conn *grpc.ClientConn
 	rpc  reboundpb.ReboundClient
 	cfg  config
@@ -119,7 +125,9 @@ func WithGRPCDialOptions(opts ...grpc.DialOption) Option {
 	}
 }
 
-// Dial connects to the sidecar at addr: "host:port" or "unix:/path/to.sock".
+// Dial connects to the sidecar at addr: "host:port" or "unix:/path/to.sock";
+// "" means $REBOUND_ADDR (what the deploy manifests set the agent's container),
+// else DefaultAddress.
 //
 // Dial does not wait for the sidecar: it may start later or be down, and the
 // client falls back locally until it answers. The connection is plaintext,
@@ -127,6 +135,12 @@ func WithGRPCDialOptions(opts ...grpc.DialOption) Option {
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if addr == "" {
+		addr = strings.TrimSpace(os.Getenv("REBOUND_ADDR"))
+	}
+	if addr == "" {
+		addr = DefaultAddress
 	}
 	target, err := grpcTarget(addr)
 	if err != nil {
@@ -161,6 +175,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	loopCtx, stop := context.WithCancel(context.Background())
 	c := &Client{
+		addr: addr,
 		conn: conn,
 		rpc:  reboundpb.NewReboundClient(conn),
 		cfg:  cfg,
@@ -224,6 +239,9 @@ func (c *Client) Close() error {
 // Fallbacks is how many decisions the local fallback policy has made because
 // the sidecar did not answer in time.
 func (c *Client) Fallbacks() uint64 { return c.fallbacks.Load() }
+
+// Address is the sidecar address the client dialed.
+func (c *Client) Address() string { return c.addr }
 
 // Session returns the session named id (one agent run). Options declare the
 // session to the sidecar (StartSession) before its first report.

@@ -23,5 +23,6 @@ echo "== go test -race"
 go test -race -count=1 ./...
 
 echo "== example: agent loop against a sidecar"
-../../scripts/with-sidecar sh -c 'go run ./examples/agentloop -addr "$REBOUND_ADDR"'
+# No -addr: the client dials $REBOUND_ADDR, which with-sidecar sets, as the deploy manifests do.
+../../scripts/with-sidecar go run ./examples/agentloop
 echo "== Go client: all checks passed"

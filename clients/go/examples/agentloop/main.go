@@ -9,6 +9,8 @@
 //
 //	go run ./examples/agentloop -addr 127.0.0.1:50051
 //
+// (-addr defaults to $REBOUND_ADDR, else 127.0.0.1:50051.)
+//
 // Without a sidecar it still runs: the client's local fallback policy decides.
 package main
 
@@ -35,7 +37,7 @@ import (
 const shellTimeout = 300 * time.Millisecond
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:50051", "the Rebound sidecar: host:port or unix:/path/to.sock")
+	addr := flag.String("addr", "", "the Rebound sidecar: host:port or unix:/path/to.sock (default $REBOUND_ADDR, else 127.0.0.1:50051)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "agentloop: unexpected arguments %q\n", flag.Args())
