@@ -270,3 +270,10 @@ def test_address_defaults_to_rebound_addr_as_the_deploy_manifests_set_it(
     monkeypatch.delenv("REBOUND_ADDR")
     with rebound.Client() as client:
         assert client.address == rebound.DEFAULT_ADDRESS
+    # Set but empty (a manifest's `value: ""`) counts as unset; spaces around it are not part of it.
+    monkeypatch.setenv("REBOUND_ADDR", " ")
+    with rebound.Client() as client:
+        assert client.address == rebound.DEFAULT_ADDRESS
+    monkeypatch.setenv("REBOUND_ADDR", f" {sidecar.grpc}\n")
+    with rebound.Client() as client:
+        assert client.address == sidecar.grpc

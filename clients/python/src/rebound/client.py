@@ -101,7 +101,8 @@ class _Core:
         clock: Callable[[], float],
         rng: Callable[[], float],
     ) -> None:
-        self.address = address if address is not None else os.environ.get("REBOUND_ADDR", DEFAULT_ADDRESS)
+        # An empty $REBOUND_ADDR counts as unset, as in the Go and TypeScript clients.
+        self.address = address if address is not None else os.environ.get("REBOUND_ADDR", "").strip() or DEFAULT_ADDRESS
         self.target = grpc_target(self.address)
         if check_amount("timeout", timeout) <= 0:
             raise ValueError(f"timeout = {timeout}: must be a positive number of seconds")
