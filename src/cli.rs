@@ -253,10 +253,13 @@ fn init_tracing(json: bool) {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (mut config, policy) = load(args.config.as_deref())?;
+    // The flags replace what the config said, past the policy's checks: check them as it would.
     if let Some(listen) = args.listen {
+        crate::policy::check_listen("--listen", &listen, true)?;
         config.server.listen = listen;
     }
     if let Some(metrics_listen) = args.metrics_listen {
+        crate::policy::check_listen("--metrics-listen", &metrics_listen, false)?;
         config.server.metrics_listen = metrics_listen;
     }
     init_tracing(args.log_json);

@@ -235,18 +235,22 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
     if config.sessions.idempotency_window > 1000 {
         return Err(invalid("sessions.idempotency_window", config.sessions.idempotency_window, "must be at most 1000"));
     }
-    for (field, address) in [("server.listen", &s.listen), ("server.metrics_listen", &s.metrics_listen)] {
-        let ok = if let Some(path) = address.strip_prefix("unix:") {
-            field == "server.listen" && !path.is_empty()
-        } else {
-            address.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
-        };
-        if !ok {
-            let form = if field == "server.listen" { "host:port or unix:/path" } else { "host:port" };
-            return Err(invalid(field, format!("{address:?}"), &format!("write it as {form}")));
-        }
+    check_listen("server.listen", &s.listen, true)?;
+    check_listen("server.metrics_listen", &s.metrics_listen, false)
+}
+
+/// Checks an address to listen on, named `field` in the error: `host:port`, or
+/// `unix:/path` where `unix` allows it.
+pub fn check_listen(field: &str, address: &str, unix: bool) -> Result<(), PolicyError> {
+    let ok = match address.strip_prefix("unix:") {
+        Some(path) => unix && !path.is_empty(),
+        None => address.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()),
+    };
+    if ok {
+        return Ok(());
     }
-    Ok(())
+    let form = if unix { "host:port or unix:/path" } else { "host:port" };
+    Err(invalid(field, format!("{address:?}"), &format!("write it as {form}")))
 }
 
 fn snippet_policy(s: &crate::config::SnippetConfig) -> Result<SnippetPolicy, PolicyError> {

@@ -216,6 +216,38 @@ fn check_config_names_unknown_keys_and_print_config_round_trips() {
 }
 
 #[test]
+fn serve_refuses_a_listen_flag_the_config_would_refuse() {
+    // `--listen unix:` used to start a server on an unnamed socket that nothing could dial.
+    for (flag, value) in [("--listen", "unix:"), ("--listen", "nowhere"), ("--metrics-listen", "unix:/tmp/m.sock")] {
+        let mut child = std::process::Command::new(crate::common::binary())
+            .args(["serve", flag, value])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let Some(status) = status else {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{flag} {value}: the sidecar started");
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(&format!("`{flag}` = {value:?}: write it as")), "{stderr}");
+    }
+}
+
+#[test]
 fn a_read_or_write_error_is_said_once() {
     // The OS's reason used to come twice ("Is a directory (os error 21): Is a directory
     // (os error 21)"): once in the message and again as its source in `{:#}`.
