@@ -323,6 +323,15 @@ def test_bad_input_names_the_field(kwargs: dict[str, Any], error: str) -> None:
         build_outcome(**kwargs)
 
 
+def test_headers_must_be_a_mapping_of_str_even_for_a_success() -> None:
+    # A success does not send them, but a wrong argument used to pass unnoticed.
+    with pytest.raises(TypeError, match="headers must be a mapping of str to str, not list"):
+        build_outcome("t", headers=[("retry-after", "1")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"headers\['retry-after'\] must be a str, not int"):
+        build_outcome("t", headers={"retry-after": 5})  # type: ignore[dict-item]
+    assert build_outcome("t", http_status=429, headers={"retry-after": "5"}).headers["retry-after"] == "5"
+
+
 def test_check_outcome_holds_hand_built_outcomes_to_the_same_rules() -> None:
     assert check_outcome(pb.Outcome(tool="search")).tool == "search"
     with pytest.raises(TypeError):

@@ -93,6 +93,8 @@ def build_outcome(
     elif ok and (error is not None or failure_given):
         raise ValueError("ok=True contradicts the error or failure fields given")
 
+    # Checked even for a success, which does not send them: a wrong argument is the caller's to know.
+    checked_headers = None if headers is None else _check_headers(headers)
     o = pb.Outcome(tool=tool, ok=ok)
     if call_id is not None:
         if call_id:
@@ -115,10 +117,9 @@ def build_outcome(
         o.exception_type = _check_str("exception_type", exception_type)
     if http_status is not None:
         o.http_status = _check_http_status("http_status", http_status)
-    if headers is not None:
+    if checked_headers is not None:
         o.headers.clear()
-        for k, v in headers.items():
-            o.headers[_check_str("headers key", k)] = _check_str(f"headers[{k!r}]", v)
+        o.headers.update(checked_headers)
     if code is not None:
         o.code = _check_str("code", code)
     if grpc_code is not None:
@@ -333,6 +334,13 @@ def _check_http_status(field: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or 100 <= value <= 599):
         raise ValueError(f"{field} = {value!r}: an HTTP status is 100 to 599 (0 for none)")
     return int(value)
+
+
+def _check_headers(headers: Any) -> dict[str, str]:
+    """Headers given by the caller: a mapping (anything with `items()`) of str to str."""
+    if not callable(getattr(headers, "items", None)):
+        raise TypeError(f"headers must be a mapping of str to str, not {type(headers).__name__}")
+    return {_check_str("headers key", k): _check_str(f"headers[{k!r}]", v) for k, v in headers.items()}
 
 
 def _check_str(field: str, value: Any) -> str:
