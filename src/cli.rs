@@ -199,6 +199,9 @@ fn classify(args: ClassifyArgs) -> anyhow::Result<()> {
     let mut headers = Vec::new();
     for h in &args.headers {
         let (name, value) = h.split_once(':').ok_or_else(|| anyhow!("--header {h:?}: write it as `Name: value`"))?;
+        if name.trim().is_empty() {
+            return Err(anyhow!("--header {h:?}: the name is empty; write it as `Name: value`"));
+        }
         headers.push((name.to_string(), value.trim().to_string()));
     }
     let outcome = Outcome {

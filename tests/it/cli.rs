@@ -189,6 +189,12 @@ fn classify_explains_the_deciding_rule() {
     let (code, _, stderr) = run_cli(&["classify", "--message", "x", "--kind", "nope"], None);
     assert_eq!(code, 2);
     assert!(stderr.contains("--kind \"nope\""), "{stderr}");
+    // A header with no name was taken and dropped without a word.
+    for header in ["Retry-After 7", ": 7"] {
+        let (code, _, stderr) = run_cli(&["classify", "--http-status", "429", "--header", header], None);
+        assert_eq!(code, 2, "{header:?}: {stderr}");
+        assert!(stderr.contains(&format!("--header {header:?}")), "{stderr}");
+    }
 }
 
 #[test]
