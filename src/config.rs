@@ -449,30 +449,19 @@ impl Config {
         }
         let base = toml::Table::try_from(&self).map_err(|e| too_large_for_toml(&self, e))?;
         let mut table = base.clone();
-        for EnvOverride { name, raw, section, key } in &overrides {
-            let entry = table
-                .get_mut(*section)
-                .and_then(|v| v.as_table_mut())
-                .expect("every env section is a table in the serialized config");
-            if !entry.contains_key(key) {
-                let known: Vec<&str> = entry.keys().map(String::as_str).collect();
-                return Err(ConfigError::Parse {
-                    origin: name.clone(),
-                    message: format!("unknown key `{key}` in [{section}]; known keys: {}", known.join(", ")),
-                });
-            }
-            let value = env_value(raw, entry.get(key));
-            entry.insert(key.clone(), value);
+        for o in &overrides {
+            o.apply(&mut table)?;
         }
         toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
             // Name the variable whose value is wrong: the first that fails when applied alone.
-            let culprit = overrides.iter().find_map(|EnvOverride { name, raw, section, key }| {
+            let culprit = overrides.iter().find_map(|o| {
                 let mut alone = base.clone();
-                let entry = alone.get_mut(*section)?.as_table_mut()?;
-                let value = env_value(raw, entry.get(key));
-                entry.insert(key.clone(), value);
+                o.apply(&mut alone).ok()?;
                 let refused: toml::de::Error = toml::Value::Table(alone).try_into::<Config>().err()?;
-                Some(ConfigError::Parse { origin: format!("{name}={raw}"), message: refused.message().to_string() })
+                Some(ConfigError::Parse {
+                    origin: format!("{}={}", o.name, o.raw),
+                    message: refused.message().to_string(),
+                })
             });
             culprit.unwrap_or(ConfigError::Parse { origin: "REBOUND_* environment".into(), message: e.to_string() })
         })
@@ -495,6 +484,26 @@ struct EnvOverride {
     section: &'static str,
     /// The key in it, lower case.
     key: String,
+}
+
+impl EnvOverride {
+    /// Sets the key in `table` (a serialized config), refusing a key its section does not have.
+    fn apply(&self, table: &mut toml::Table) -> Result<(), ConfigError> {
+        let entry = table
+            .get_mut(self.section)
+            .and_then(|v| v.as_table_mut())
+            .expect("every env section is a table in the serialized config");
+        if !entry.contains_key(&self.key) {
+            let known: Vec<&str> = entry.keys().map(String::as_str).collect();
+            return Err(ConfigError::Parse {
+                origin: self.name.clone(),
+                message: format!("unknown key `{}` in [{}]; known keys: {}", self.key, self.section, known.join(", ")),
+            });
+        }
+        let value = env_value(&self.raw, entry.get(&self.key));
+        entry.insert(self.key.clone(), value);
+        Ok(())
+    }
 }
 
 /// The config variables among `vars`, sorted by name. Others are not config:
