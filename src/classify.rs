@@ -339,12 +339,7 @@ impl Classifier {
         for spec in &merged {
             for pattern in &spec.message {
                 // Check each pattern alone so the error names the rule and the pattern.
-                regex::bytes::RegexBuilder::new(pattern)
-                    .case_insensitive(true)
-                    .unicode(false)
-                    .size_limit(1 << 20)
-                    .build()
-                    .map_err(|e| bad(&spec.id, "message", pattern, e.to_string()))?;
+                MessagePatterns::check(pattern, 1 << 20).map_err(|e| bad(&spec.id, "message", pattern, e))?;
             }
             rules.push(compile_rule(spec)?);
         }
