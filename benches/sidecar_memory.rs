@@ -1,6 +1,7 @@
 //! The real sidecar's memory, read from /proc/PID/status (VmRSS) while this
 //! program drives it over one pipelined `Observe` stream:
-//! - idle RSS right after the ready line;
+//! - how long the binary takes from its start to its ready line (its config,
+//!   rules and patterns compiled, its sockets bound), and idle RSS right after;
 //! - bytes per session: `[sessions] capacity = 200000`, 100,000 sessions with
 //!   3 stored errors each (3 real messages made distinct per session, 3 tools),
 //!   RSS after minus RSS before (a warmed-up connection), divided by 100,000
@@ -44,6 +45,8 @@ struct Sidecar {
     child: Child,
     grpc: String,
     metrics: String,
+    /// From the start of the process to its ready line.
+    ready_after: Duration,
     _dir: tempfile::TempDir,
 }
 
@@ -53,6 +56,7 @@ impl Sidecar {
         let dir = tempfile::tempdir()?;
         let config = dir.path().join("rebound.toml");
         std::fs::write(&config, format!("[sessions]\ncapacity = {capacity}\n"))?;
+        let started = Instant::now();
         let mut child = Command::new(&bin)
             .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--config"])
             .arg(&config)
@@ -78,7 +82,8 @@ impl Sidecar {
         };
         let ready: serde_json::Value = serde_json::from_str(&line).with_context(|| format!("ready line {line:?}"))?;
         let field = |k: &str| ready[k].as_str().map(str::to_string).with_context(|| format!("no {k} in {line:?}"));
-        Ok(Sidecar { grpc: field("grpc")?, metrics: field("metrics")?, child, _dir: dir })
+        let ready_after = started.elapsed();
+        Ok(Sidecar { grpc: field("grpc")?, metrics: field("metrics")?, ready_after, child, _dir: dir })
     }
 
     /// VmRSS in bytes.
@@ -151,6 +156,7 @@ fn main() -> anyhow::Result<()> {
 
     let started = Instant::now();
     let sidecar = Sidecar::start(200_000)?;
+    let ready_ms = sidecar.ready_after.as_secs_f64() * 1000.0;
     let idle = sidecar.rss()?;
     runtime.block_on(fill(&sidecar, "warm", 0, WARM_SESSIONS))?;
     let before = sidecar.rss()?;
@@ -163,8 +169,10 @@ fn main() -> anyhow::Result<()> {
     let per_session = after.saturating_sub(before) as f64 / SESSIONS as f64;
     drop(sidecar);
     println!("Sidecar memory (VmRSS), capacity 200,000:");
+    println!("  start to ready: {ready_ms:.1} ms");
     println!("  idle: {:.1} MiB; before: {:.1} MiB; after {SESSIONS} sessions x {ERRORS_PER_SESSION} errors: {:.1} MiB ({active} active)", mib(idle), mib(before), mib(after));
     println!("  per session: {per_session:.0} bytes (target <= 1024)");
+    println!("@result start_to_ready_ms {ready_ms:.1}");
     println!("@result rss_idle_bytes {idle}");
     println!("@result bytes_per_session {per_session:.0}");
 
