@@ -387,6 +387,10 @@ pub struct CategoryPatch {
     pub jitter: Option<Jitter>,
 }
 
+/// The longest config file read: far past any real one (the built-in rules are
+/// 24 KiB), short of what would strain memory.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
 /// Why a config could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -429,10 +433,24 @@ impl Config {
         toml::from_str(text).map_err(|e| ConfigError::Parse { origin: origin.to_string(), message: e.to_string() })
     }
 
-    /// Reads and parses a file.
+    /// Reads and parses a file of at most `MAX_FILE_BYTES`.
     pub fn read(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|reason| ConfigError::Read { path: path.display().to_string(), reason })?;
+        use std::io::{Error, ErrorKind, Read};
+        let failed = |reason| ConfigError::Read { path: path.display().to_string(), reason };
+        // Read no further than the limit: `/dev/zero`, or a log given by mistake, would
+        // otherwise be read until memory runs out.
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(failed)?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(failed(Error::new(
+                ErrorKind::InvalidData,
+                format!("longer than {MAX_FILE_BYTES} bytes, the most a config file may be"),
+            )));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|e| failed(Error::new(ErrorKind::InvalidData, format!("not UTF-8: {}", e.utf8_error()))))?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -569,6 +587,23 @@ fn env_value(raw: &str, current: Option<&toml::Value>) -> toml::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_past_the_limit_or_not_utf8_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        // Blank lines: valid TOML, so only the length refuses it.
+        let long = dir.path().join("long.toml");
+        std::fs::write(&long, "\n".repeat(MAX_FILE_BYTES as usize + 1)).unwrap();
+        let err = Config::read(&long).unwrap_err().to_string();
+        assert_eq!(err, format!("{}: longer than 16777216 bytes, the most a config file may be", long.display()));
+        let at_limit = dir.path().join("at_limit.toml");
+        std::fs::write(&at_limit, "\n".repeat(MAX_FILE_BYTES as usize)).unwrap();
+        assert_eq!(Config::read(&at_limit).unwrap(), Config::default());
+        let latin1 = dir.path().join("latin1.toml");
+        std::fs::write(&latin1, b"# caf\xe9\n").unwrap();
+        let err = Config::read(&latin1).unwrap_err().to_string();
+        assert!(err.ends_with("latin1.toml: not UTF-8: invalid utf-8 sequence of 1 bytes from index 5"), "{err}");
+    }
 
     #[test]
     fn empty_file_is_all_defaults() {
