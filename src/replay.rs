@@ -241,17 +241,42 @@ fn bad_lines(answered: usize, skipped: usize, named: &[BadLine]) -> String {
 /// UTF-8, not an outcome, or refused by the engine is skipped too, and the
 /// replay goes on: a recording cut off mid-line or holding one corrupt line
 /// still gets every other verdict, and the error names each bad line.
+/// A line longer than `MAX_LINE_BYTES` is skipped without being kept, so that
+/// memory stays bounded whatever the input (`/dev/zero`, a JSON export on one line).
 pub fn replay(
     input: impl BufRead,
-    mut output: impl Write,
+    output: impl Write,
     engine: &Engine,
     clock: &ManualClock,
 ) -> Result<usize, ReplayError> {
+    replay_lines(input, output, engine, clock, MAX_LINE_BYTES)
+}
+
+/// The longest line replayed: four times the largest gRPC message the sidecar can
+/// be set to take (64 MiB), room for an outcome's JSON escapes.
+pub const MAX_LINE_BYTES: usize = 256 << 20;
+
+fn replay_lines(
+    mut input: impl BufRead,
+    mut output: impl Write,
+    engine: &Engine,
+    clock: &ManualClock,
+    max_line_bytes: usize,
+) -> Result<usize, ReplayError> {
     let (mut answered, mut skipped, mut named) = (0, 0, Vec::new());
-    for (index, line) in input.split(b'\n').enumerate() {
-        let number = index + 1;
-        let bytes = line.map_err(|error| ReplayError::Read { line: number, error })?;
-        match replay_line(&bytes, engine, clock) {
+    let mut bytes = Vec::new();
+    for number in 1.. {
+        let fits = match next_line(&mut input, &mut bytes, max_line_bytes) {
+            Ok(Some(fits)) => fits,
+            Ok(None) => break,
+            Err(error) => return Err(ReplayError::Read { line: number, error }),
+        };
+        let replayed = if fits {
+            replay_line(&bytes, engine, clock)
+        } else {
+            Err(format!("longer than {max_line_bytes} bytes, the most a line may be"))
+        };
+        match replayed {
             Ok(None) => {}
             Ok(Some(verdict)) => {
                 serde_json::to_writer(&mut output, &VerdictJson::from(&verdict))
@@ -272,6 +297,38 @@ pub fn replay(
         return Err(ReplayError::BadLines { answered, skipped, named });
     }
     Ok(answered)
+}
+
+/// Reads the next line into `line`, without its newline: `Some(true)`, or
+/// `Some(false)` when it is longer than `max_bytes` (then `line` is empty and
+/// the rest of the line is read past, not kept); `None` at the end of the input.
+fn next_line(input: &mut impl BufRead, line: &mut Vec<u8>, max_bytes: usize) -> std::io::Result<Option<bool>> {
+    line.clear();
+    let (mut started, mut fits) = (false, true);
+    loop {
+        let available = match input.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(started.then_some(fits));
+        }
+        started = true;
+        let newline = memchr::memchr(b'\n', available);
+        let piece = &available[..newline.unwrap_or(available.len())];
+        if fits && line.len() + piece.len() > max_bytes {
+            fits = false;
+            *line = Vec::new();
+        } else if fits {
+            line.extend_from_slice(piece);
+        }
+        let used = newline.map_or(available.len(), |at| at + 1);
+        input.consume(used);
+        if newline.is_some() {
+            return Ok(Some(fits));
+        }
+    }
 }
 
 /// One line's verdict, `None` for a line without an outcome, or what is wrong with it.
@@ -345,6 +402,40 @@ mod tests {
         let err = run("[\"s\", \"c\", \"t\"]\n\"s\"\n", 1).unwrap_err().to_string();
         assert!(err.contains("\nline 1: not a JSON object") && err.contains(r#"this one starts "[\"s\", "#), "{err}");
         assert!(err.contains("\nline 2: not a JSON object"), "{err}");
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_named_and_the_others_answered() {
+        let good = |id: &str| format!("{{\"session_id\":\"s\",\"call_id\":\"{id}\",\"tool\":\"t\"}}\n");
+        // A well-formed outcome, answered but for its length.
+        let long = format!("{{\"session_id\":\"s\",\"tool\":\"t\",\"message\":\"{}\"}}\n", "x".repeat(500));
+        let input = [good("1"), long, good("3")].concat();
+        let clock = Arc::new(ManualClock::new(0));
+        let settings = EngineSettings::from_config(&crate::config::Config::default(), 1);
+        let engine = Engine::new(Policy::default(), settings, clock.clone(), Arc::new(Metrics::new(10)));
+        let mut out = Vec::new();
+        // Read in pieces smaller than a line, as a pipe hands them over.
+        let reader = std::io::BufReader::with_capacity(16, input.as_bytes());
+        let err = replay_lines(reader, &mut out, &engine, &clock, 100).unwrap_err();
+        let ReplayError::BadLines { answered, skipped, ref named } = err else { panic!("{err}") };
+        assert_eq!((answered, skipped), (2, 1));
+        assert_eq!(named[0].line, 2);
+        assert_eq!(named[0].message, "longer than 100 bytes, the most a line may be");
+        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 2);
+    }
+
+    #[test]
+    fn lines_are_read_whole_up_to_the_limit_across_buffer_edges() {
+        for capacity in 1..10 {
+            let mut input = std::io::BufReader::with_capacity(capacity, &b"ab\n\nabcd\nabcde\nxyz"[..]);
+            let mut line = Vec::new();
+            let mut lines = Vec::new();
+            while let Some(fits) = next_line(&mut input, &mut line, 4).unwrap() {
+                lines.push(fits.then(|| String::from_utf8(line.clone()).unwrap()));
+            }
+            let want = [Some("ab"), Some(""), Some("abcd"), None, Some("xyz")].map(|l| l.map(str::to_string));
+            assert_eq!(lines, want, "buffer of {capacity}");
+        }
     }
 
     #[test]
