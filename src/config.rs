@@ -391,6 +391,16 @@ pub struct CategoryPatch {
 /// 24 KiB), short of what would strain memory.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
+/// A config file's bytes, read no further than one past `MAX_FILE_BYTES` (so a
+/// longer file shows as longer): `/dev/zero`, or a log given by mistake, would
+/// otherwise be read until memory ran out.
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Why a config could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -435,14 +445,9 @@ impl Config {
 
     /// Reads and parses a file of at most `MAX_FILE_BYTES`.
     pub fn read(path: &Path) -> Result<Config, ConfigError> {
-        use std::io::{Error, ErrorKind, Read};
+        use std::io::{Error, ErrorKind};
         let failed = |reason| ConfigError::Read { path: path.display().to_string(), reason };
-        // Read no further than the limit: `/dev/zero`, or a log given by mistake, would
-        // otherwise be read until memory runs out.
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-            .map_err(failed)?;
+        let bytes = read_file(path).map_err(failed)?;
         if bytes.len() as u64 > MAX_FILE_BYTES {
             return Err(failed(Error::new(
                 ErrorKind::InvalidData,

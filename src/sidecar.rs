@@ -81,12 +81,12 @@ fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send 
 /// one that does not keeps the old policy. Polling the content (not inotify)
 /// also sees a Kubernetes ConfigMap update, which swaps a symlink.
 async fn watch_config(path: PathBuf, mut current: Config, engine: Arc<Engine>) {
-    let mut last = std::fs::read(&path).ok();
+    let mut last = crate::config::read_file(&path).ok();
     let mut tick = tokio::time::interval(RELOAD_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Ok(bytes) = std::fs::read(&path) else {
+        let Ok(bytes) = crate::config::read_file(&path) else {
             continue;
         };
         if last.as_deref() == Some(&bytes[..]) {
