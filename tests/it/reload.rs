@@ -27,6 +27,19 @@ async fn category_of(client: &mut pb::rebound_client::ReboundClient<tonic::trans
     v.classification.unwrap().category
 }
 
+/// Waits up to 10 s for the sidecar to count `count` failed reloads.
+async fn failed_reloads_reach(sidecar: &Sidecar, count: u32) -> bool {
+    let line = format!("rebound_config_reloads_total{{result=\"error\"}} {count}");
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let body = http_get(&sidecar.metrics, "/metrics").await;
+        if body.lines().any(|l| l.starts_with(&line)) {
+            return true;
+        }
+    }
+    false
+}
+
 #[tokio::test]
 async fn configmap_swap_reloads_and_a_bad_config_keeps_the_old_policy() {
     let dir = tempfile::tempdir().unwrap();
@@ -53,30 +66,12 @@ async fn configmap_swap_reloads_and_a_bad_config_keeps_the_old_policy() {
     assert!(reloaded, "the new rule never took effect");
 
     publish(dir.path(), "v3", "[[rules]]\nid = \"broken\"\nmessage = [\"(unclosed\"]\ncategory = \"timeout\"\n");
-    let mut counted = false;
-    for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let body = http_get(&sidecar.metrics, "/metrics").await;
-        if body.lines().any(|l| l.starts_with("rebound_config_reloads_total{result=\"error\"} 1")) {
-            counted = true;
-            break;
-        }
-    }
-    assert!(counted, "the failed reload was not counted");
+    assert!(failed_reloads_reach(&sidecar, 1).await, "the failed reload was not counted");
     assert_eq!(category_of(&mut client, "r2").await, pb::Category::Unavailable as i32, "old policy kept");
 
     // A good rule in a file past the 16 MiB a config may be: refused too, not read on and on.
     let long = "[[rules]]\nid = \"acme.frobnicator\"\nmessage = [\"frobnicator declined\"]\ncategory = \"timeout\"\n";
     publish(dir.path(), "v4", &format!("{long}{}", "\n".repeat(16 << 20)));
-    let mut counted = false;
-    for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let body = http_get(&sidecar.metrics, "/metrics").await;
-        if body.lines().any(|l| l.starts_with("rebound_config_reloads_total{result=\"error\"} 2")) {
-            counted = true;
-            break;
-        }
-    }
-    assert!(counted, "the reload of a file past the limit was not refused");
+    assert!(failed_reloads_reach(&sidecar, 2).await, "the reload of a file past the limit was not refused");
     assert_eq!(category_of(&mut client, "r3").await, pb::Category::Unavailable as i32, "old policy kept");
 }
