@@ -196,6 +196,12 @@ fn classify(args: ClassifyArgs) -> anyhow::Result<()> {
             bail!("--http-status {status}: an HTTP status is 100 to 599");
         }
     }
+    // The name the RPCs would take: `classify` answers what the sidecar would.
+    if let Err(crate::engine::EngineError::InvalidArgument { value, problem, .. }) =
+        crate::engine::check_id("tool", &args.tool)
+    {
+        bail!("--tool {value}: {problem}");
+    }
     let mut headers = Vec::new();
     for h in &args.headers {
         let (name, value) = h.split_once(':').ok_or_else(|| anyhow!("--header {h:?}: write it as `Name: value`"))?;

@@ -575,7 +575,9 @@ impl Engine {
     }
 }
 
-fn check_id(field: &str, value: &str) -> Result<(), EngineError> {
+/// Checks an id or name as every RPC does: not blank, at most `MAX_ID_BYTES`,
+/// no control characters.
+pub fn check_id(field: &str, value: &str) -> Result<(), EngineError> {
     if value.trim().is_empty() {
         return Err(invalid(field, format!("{value:?}"), "must not be empty"));
     }

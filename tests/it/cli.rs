@@ -189,6 +189,12 @@ fn classify_explains_the_deciding_rule() {
     let (code, _, stderr) = run_cli(&["classify", "--message", "x", "--kind", "nope"], None);
     assert_eq!(code, 2);
     assert!(stderr.contains("--kind \"nope\""), "{stderr}");
+    // A tool name every RPC refuses was classified as if it were one.
+    for tool in ["", "  ", "a\u{7}b"] {
+        let (code, _, stderr) = run_cli(&["classify", "--message", "x", "--tool", tool], None);
+        assert_eq!(code, 2, "{tool:?}: {stderr}");
+        assert!(stderr.contains(&format!("--tool {tool:?}: must not")), "{stderr}");
+    }
     // A header with no name was taken and dropped without a word.
     for header in ["Retry-After 7", ": 7"] {
         let (code, _, stderr) = run_cli(&["classify", "--http-status", "429", "--header", header], None);
