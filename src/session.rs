@@ -14,6 +14,11 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// The most tools a session keeps counters for. Each outcome looks its tool up
+/// among them, so a run naming a new tool at every call (an id in the name) would
+/// otherwise make each call slower than the last: 100,000 such calls took 36 s.
+pub const TOOL_COUNTERS: usize = 1000;
+
 /// Per-tool counters within a session.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolStats {
@@ -162,7 +167,14 @@ impl Session {
     }
 
     fn add_tool(&mut self, name: Arc<str>) -> &mut ToolStats {
-        self.tool_stats.reserve_exact(1);
+        if self.tool_stats.len() >= TOOL_COUNTERS {
+            // Make room: a tool whose counters are as a new tool's loses nothing; failing that, the oldest goes.
+            let idle =
+                self.tool_stats.iter().position(|t| (t.consecutive_failures, t.retries, t.last_delay_ms) == (0, 0, 0));
+            self.tool_stats.remove(idle.unwrap_or(0));
+        } else if self.tool_stats.len() < 8 {
+            self.tool_stats.reserve_exact(1);
+        }
         self.tool_stats.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
         self.tool_stats.last_mut().expect("just pushed")
     }
@@ -500,6 +512,27 @@ mod tests {
         assert!(created, "an idle session is not resumed");
         assert_eq!(ev, vec![Eviction::Idle]);
         assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_session_keeps_counters_for_at_most_tool_counters_tools_and_drops_idle_ones_first() {
+        let mut s = new_session(0);
+        s.tool_mut("failing").consecutive_failures = 2;
+        for i in 0..TOOL_COUNTERS * 2 {
+            s.tool_mut(&format!("tool-{i}"));
+        }
+        assert_eq!(s.tool_stats.len(), TOOL_COUNTERS);
+        assert_eq!(s.tool_mut("failing").consecutive_failures, 2, "a tool with counts is kept over idle ones");
+        let newest = format!("tool-{}", TOOL_COUNTERS * 2 - 1);
+        assert!(s.tool_stats.iter().any(|t| *t.tool == *newest));
+
+        // When every tool has counts, the oldest makes room.
+        for t in &mut s.tool_stats {
+            t.retries = 1;
+        }
+        s.tool_mut("one more");
+        assert_eq!(s.tool_stats.len(), TOOL_COUNTERS);
+        assert!(!s.tool_stats.iter().any(|t| &*t.tool == "failing"), "the oldest went");
     }
 
     #[test]
