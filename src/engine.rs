@@ -617,24 +617,42 @@ fn validate_outcome(o: &Outcome) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// The tools nearest to `wanted` by edit distance, nearest first.
+/// How many characters of a name the nearest-tool ranking compares. The major
+/// LLM APIs allow tool names of at most 64; comparing whole 256-byte names made
+/// one unknown-tool outcome of a session with 1,000 tools take 100 ms, holding its
+/// shard of sessions all along.
+const NEAREST_CHARS: usize = 64;
+
+/// The tools nearest to `wanted` by edit distance (case-insensitive, on their
+/// first `NEAREST_CHARS` characters), nearest first.
 pub fn nearest_tools<'a>(wanted: &str, tools: &'a [String]) -> Vec<&'a str> {
-    let wanted = wanted.to_lowercase();
-    let mut scored: Vec<(usize, &str)> =
-        tools.iter().map(|t| (edit_distance(&wanted, &t.to_lowercase()), t.as_str())).collect();
+    let folded = |name: &str, into: &mut Vec<char>| {
+        into.clear();
+        into.extend(name.chars().flat_map(char::to_lowercase).take(NEAREST_CHARS));
+    };
+    let (mut wanted_chars, mut name, mut row) = (Vec::new(), Vec::new(), Vec::new());
+    folded(wanted, &mut wanted_chars);
+    let mut scored: Vec<(usize, &str)> = tools
+        .iter()
+        .map(|t| {
+            folded(t, &mut name);
+            (edit_distance(&wanted_chars, &name, &mut row), t.as_str())
+        })
+        .collect();
     scored.sort();
     scored.into_iter().map(|(_, t)| t).collect()
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
+/// Levenshtein distance, in one row (`row` is scratch space, kept between calls).
+fn edit_distance(a: &[char], b: &[char], row: &mut Vec<usize>) -> usize {
+    row.clear();
+    row.extend(0..=b.len());
+    for (i, ca) in a.iter().enumerate() {
         let mut prev = row[0];
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
             prev = cur;
         }
     }
@@ -1541,6 +1559,17 @@ mod tests {
     fn nearest_tools_by_edit_distance() {
         let tools = vec!["read_file".to_string(), "search_web".to_string(), "search_docs".to_string()];
         assert_eq!(nearest_tools("serch_web", &tools)[0], "search_web");
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(nearest_tools("SEARCH_DOC", &tools)[0], "search_docs");
+        let chars = |s: &str| s.chars().collect::<Vec<_>>();
+        assert_eq!(edit_distance(&chars("kitten"), &chars("sitting"), &mut Vec::new()), 3);
+    }
+
+    #[test]
+    fn nearest_tools_compare_the_first_64_characters_of_a_name() {
+        // Past them, names count as equal: the one nearer only in its tail is not ranked first.
+        let head = "t".repeat(NEAREST_CHARS);
+        let tools = vec![format!("{head}_zzzzzzzzzzzz"), format!("{head}_search"), "search".to_string()];
+        assert_eq!(nearest_tools(&format!("{head}_search"), &tools), [&tools[1], &tools[0], &tools[2]]);
+        assert_eq!(nearest_tools(&format!("{head}_zzzzzzzzzzzz"), &tools)[0], tools[1], "sorted by name on a tie");
     }
 }
