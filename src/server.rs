@@ -23,6 +23,20 @@ pub const DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/rebound_
 /// The service name health reports on besides "".
 pub const SERVICE_NAME: &str = "rebound.v1.Rebound";
 
+/// How long a listener waits after an accept failed. It fails mostly when the
+/// process is out of file descriptors, and trying again at once would spin a
+/// core (tonic's accept loop and hyper's alike) until one is freed.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// The most connections the metrics endpoint serves at once; more are closed as
+/// they arrive. A scraper needs one, and the port is open to the pod's network:
+/// idle connections without a bound would take the descriptors gRPC needs.
+pub const METRICS_CONNECTIONS: usize = 64;
+
+/// How long the metrics endpoint waits for a request's headers, on a new
+/// connection or between two requests of a kept-alive one.
+pub const METRICS_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A bound gRPC listener: TCP or a Unix socket.
 #[derive(Debug)]
 pub enum Listener {
@@ -333,11 +347,11 @@ pub async fn run(
                 }
                 s
             });
-            Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+            Box::pin(router.serve_with_incoming_shutdown(paced(incoming, "grpc"), signal))
         }
         Listener::Unix(l, file) => {
             socket_file = Some(file);
-            Box::pin(router.serve_with_incoming_shutdown(UnixListenerStream::new(l), signal))
+            Box::pin(router.serve_with_incoming_shutdown(paced(UnixListenerStream::new(l), "grpc"), signal))
         }
     };
     let mut server = server;
@@ -362,6 +376,25 @@ pub async fn run(
         file.remove();
     }
     result
+}
+
+/// `incoming`, waiting `ACCEPT_PAUSE` after each failed accept, which it logs.
+fn paced<T, E: std::fmt::Display>(
+    incoming: impl Stream<Item = Result<T, E>>,
+    listener: &'static str,
+) -> impl Stream<Item = Result<T, E>> {
+    incoming.then(move |accepted| async move {
+        if let Err(error) = &accepted {
+            accept_failed(listener, error).await;
+        }
+        accepted
+    })
+}
+
+/// Logs a failed accept and returns the pause to wait before the next.
+fn accept_failed(listener: &'static str, error: &dyn std::fmt::Display) -> tokio::time::Sleep {
+    tracing::warn!(listener, %error, "accept failed; trying again in 100 ms");
+    tokio::time::sleep(ACCEPT_PAUSE)
 }
 
 /// Drops idle sessions in the background, often enough that expiry is timely.
@@ -389,14 +422,24 @@ pub async fn serve_metrics(
     use hyper::body::Bytes;
     let shutdown = tokio::spawn(shutdown);
     tokio::pin!(shutdown);
+    let connections = Arc::new(tokio::sync::Semaphore::new(METRICS_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((stream, _)) = accepted else { continue };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                accept_failed("metrics", &error).await;
+                continue;
+            }
+        };
+        // Past the cap the connection is dropped, which closes it.
+        let Ok(permit) = connections.clone().try_acquire_owned() else { continue };
         let handle = handle.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let handle = handle.clone();
                 async move {
@@ -413,7 +456,11 @@ pub async fn serve_metrics(
                 }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(METRICS_HEADER_TIMEOUT)
+                .serve_connection(io, service)
+                .await;
         });
     }
 }

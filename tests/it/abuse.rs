@@ -555,6 +555,91 @@ async fn malformed_protobuf_bytes_get_a_status_and_harm_no_one() {
 // ---------------------------------------------------------------------------
 // Bad replay input
 
+/// The real binary allowed only `fds` open files, its stderr lines gathered as they come.
+fn sidecar_with_open_files(fds: u32) -> (Sidecar, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let script = format!("ulimit -n {fds} && exec \"$0\" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0");
+    let mut child = Command::new("bash")
+        .args(["-c", &script, crate::common::binary()])
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rebound under bash");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (stderr, gathered) = (child.stderr.take().unwrap(), lines.clone());
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            gathered.lock().unwrap().push(line);
+        }
+    });
+    let mut ready = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&ready).unwrap_or_else(|e| panic!("ready line {ready:?}: {e}"));
+    let field = |k: &str| ready[k].as_str().unwrap().to_string();
+    (Sidecar { grpc: field("grpc"), metrics: field("metrics"), child }, lines)
+}
+
+#[tokio::test]
+async fn a_sidecar_out_of_file_descriptors_waits_for_one_says_why_and_serves_again() {
+    let (sidecar, log) = sidecar_with_open_files(64);
+    // More connections than it may open files: accepting fails on both ports until some close.
+    let held: Vec<std::net::TcpStream> =
+        (0..100).map(|_| std::net::TcpStream::connect(&sidecar.metrics).unwrap()).collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let failed = || log.lock().unwrap().iter().filter(|l| l.contains("accept failed")).count();
+    let before = failed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let in_two_seconds = failed() - before;
+    // Each listener waits 100 ms after a failure: about 40 lines in 2 s, not a core spinning silently.
+    assert!((1..=60).contains(&in_two_seconds), "{in_two_seconds} failed accepts logged in 2 s");
+    let line = log.lock().unwrap().iter().find(|l| l.contains("accept failed")).cloned().unwrap();
+    assert!(line.contains("Too many open files"), "{line}");
+
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answered = async {
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", sidecar.grpc))
+                .ok()?
+                .connect()
+                .await
+                .ok()?;
+            ReboundClient::new(channel).report(success("after-the-flood", "search")).await.ok()
+        };
+        if let Ok(Some(verdict)) = tokio::time::timeout(Duration::from_secs(2), answered).await {
+            assert_eq!(verdict.into_inner().action, pb::Action::Continue as i32);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no Report answered within 20 s of the connections closing");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_metrics_port_closes_connections_past_its_cap_and_idle_ones_after_a_timeout() {
+    use tokio::io::AsyncReadExt;
+    let (sidecar, _dir) = capped_sidecar();
+    let mut idle = Vec::new();
+    for _ in 0..rebound::server::METRICS_CONNECTIONS {
+        idle.push(tokio::net::TcpStream::connect(&sidecar.metrics).await.unwrap());
+    }
+    // One more is closed at once: the server ends it (a read sees the end), it does not keep it.
+    let mut extra = tokio::net::TcpStream::connect(&sidecar.metrics).await.unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut [0u8; 64])).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "a connection past the cap was kept: {read:?}");
+
+    // A connection that sends no request is closed once the header timeout is over.
+    let waited = Instant::now();
+    let limit = rebound::server::METRICS_HEADER_TIMEOUT + Duration::from_secs(10);
+    let read = tokio::time::timeout(limit, idle[0].read(&mut [0u8; 64])).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "an idle connection was kept {:?}: {read:?}", waited.elapsed());
+    drop(idle);
+    assert!(http_get(&sidecar.metrics, "/metrics").await.contains("rebound_sessions_active"));
+}
+
 #[test]
 fn replay_names_each_bad_line_and_answers_every_good_one() {
     let good = |id: &str| {
