@@ -18,6 +18,7 @@ const RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Runs the sidecar until a termination signal.
 pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+    raise_open_files_limit();
     let handle = crate::metrics::install();
     let metrics = Arc::new(Metrics::new(config.metrics.tool_label_cap));
     let settings = EngineSettings::from_config(&config, crate::rng::random_seed());
@@ -65,6 +66,22 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
 }
 
 /// Installs the SIGTERM and SIGINT handlers now; the future resolves on either.
+/// Raises the soft limit on open files to the hard one, as Go's runtime does for
+/// every Go program. The soft limit, 1,024 under systemd and containerd 2, is
+/// there for select(2), which nothing here uses; every connection takes a file
+/// descriptor, and running out of them stops gRPC from accepting.
+fn raise_open_files_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let Rlimit { current: Some(soft), maximum: Some(hard) } = getrlimit(Resource::Nofile) else { return };
+    if soft >= hard {
+        return;
+    }
+    match setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: Some(hard) }) {
+        Ok(()) => tracing::debug!(from = soft, to = hard, "open files limit raised"),
+        Err(error) => tracing::warn!(soft, hard, %error, "the open files limit could not be raised"),
+    }
+}
+
 fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;

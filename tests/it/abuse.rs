@@ -555,11 +555,11 @@ async fn malformed_protobuf_bytes_get_a_status_and_harm_no_one() {
 // ---------------------------------------------------------------------------
 // Bad replay input
 
-/// The real binary allowed only `fds` open files, its stderr lines gathered as they come.
-fn sidecar_with_open_files(fds: u32) -> (Sidecar, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+/// The real binary under `ulimit LIMIT` (`-n 64`: both limits on open files), its stderr lines gathered as they come.
+fn sidecar_under_ulimit(limit: &str) -> (Sidecar, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
-    let script = format!("ulimit -n {fds} && exec \"$0\" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0");
+    let script = format!("ulimit {limit} && exec \"$0\" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0");
     let mut child = Command::new("bash")
         .args(["-c", &script, crate::common::binary()])
         .env("RUST_LOG", "warn")
@@ -584,7 +584,7 @@ fn sidecar_with_open_files(fds: u32) -> (Sidecar, std::sync::Arc<std::sync::Mute
 
 #[tokio::test]
 async fn a_sidecar_out_of_file_descriptors_waits_for_one_says_why_and_serves_again() {
-    let (sidecar, log) = sidecar_with_open_files(64);
+    let (sidecar, log) = sidecar_under_ulimit("-n 64");
     // More connections than it may open files: accepting fails on both ports until some close.
     let held: Vec<std::net::TcpStream> =
         (0..100).map(|_| std::net::TcpStream::connect(&sidecar.metrics).unwrap()).collect();
@@ -616,6 +616,22 @@ async fn a_sidecar_out_of_file_descriptors_waits_for_one_says_why_and_serves_aga
         assert!(Instant::now() < deadline, "no Report answered within 20 s of the connections closing");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// (soft, hard) limits on open files of a process, from /proc.
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[3].to_string(), words[4].to_string())
+}
+
+#[test]
+fn the_sidecar_raises_its_soft_limit_on_open_files_to_the_hard_one() {
+    let hard = open_files_limits(std::process::id()).1;
+    let (sidecar, _log) = sidecar_under_ulimit("-Sn 64");
+    let (soft, its_hard) = open_files_limits(sidecar.child.id());
+    assert_eq!((soft.as_str(), its_hard.as_str()), (hard.as_str(), hard.as_str()), "soft limit was set to 64");
 }
 
 #[tokio::test]
