@@ -58,6 +58,8 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// The most concurrent HTTP/2 streams per connection.
     pub max_concurrent_streams: u32,
+    /// The most gRPC connections served at once; more are closed as they arrive.
+    pub max_connections: u32,
     /// HTTP/2 keepalive ping interval.
     pub keepalive_interval_ms: u64,
     /// How long a keepalive ping may go unanswered.
@@ -76,6 +78,7 @@ impl Default for ServerConfig {
             metrics_listen: "127.0.0.1:9464".into(),
             max_message_bytes: 4 << 20,
             max_concurrent_streams: 256,
+            max_connections: 1024,
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 10_000,
             shutdown_delay_ms: 2_000,

@@ -200,10 +200,11 @@ impl Policy {
 /// `check-config` and a reload refuse them too.
 fn check_transport(config: &Config) -> Result<(), PolicyError> {
     let s = &config.server;
-    let ranges: [(&str, u64, u64, u64); 8] = [
+    let ranges: [(&str, u64, u64, u64); 9] = [
         ("server.shutdown_delay_ms", s.shutdown_delay_ms, 0, 600_000),
         ("server.max_message_bytes", s.max_message_bytes as u64, 1024, 64 << 20),
         ("server.max_concurrent_streams", u64::from(s.max_concurrent_streams), 1, 100_000),
+        ("server.max_connections", u64::from(s.max_connections), 1, 1_000_000),
         ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
         ("sessions.capacity", config.sessions.capacity as u64, 1, 100_000_000),
         ("sessions.shards", config.sessions.shards as u64, 1, 4096),
@@ -460,6 +461,8 @@ mod tests {
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`server.listen` = \"nowhere\""));
         let c = Config::parse("[sessions]\ncapacity = 0\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("sessions.capacity"));
+        let c = Config::parse("[server]\nmax_connections = 0\n", "t").unwrap();
+        assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`server.max_connections` = 0"));
         let c = Config::parse("[snippet]\nframes = 21\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`snippet.frames` = 21"));
         let c = Config::parse("[snippet]\nframes = 3\n", "t").unwrap();

@@ -10,11 +10,14 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tokio_stream::{Stream, StreamExt};
+use tonic::transport::server::Connected;
 use tonic::{Request, Response, Status, Streaming};
 
 /// The file descriptor set of the proto, for reflection.
@@ -339,6 +342,7 @@ pub async fn run(
         .add_service(rebound);
 
     let mut socket_file = None;
+    let places = Arc::new(Semaphore::new(config.max_connections as usize));
     let server: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> = match listener {
         Listener::Tcp(l) => {
             let incoming = TcpListenerStream::new(l).map(|s| {
@@ -347,11 +351,12 @@ pub async fn run(
                 }
                 s
             });
-            Box::pin(router.serve_with_incoming_shutdown(paced(incoming, "grpc"), signal))
+            Box::pin(router.serve_with_incoming_shutdown(counted(paced(incoming, "grpc"), places), signal))
         }
         Listener::Unix(l, file) => {
             socket_file = Some(file);
-            Box::pin(router.serve_with_incoming_shutdown(paced(UnixListenerStream::new(l), "grpc"), signal))
+            let incoming = counted(paced(UnixListenerStream::new(l), "grpc"), places);
+            Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
         }
     };
     let mut server = server;
@@ -391,6 +396,91 @@ fn paced<T, E: std::fmt::Display>(
     })
 }
 
+/// The accepted connections of `incoming` while one of `places` is free, each
+/// holding its place until it closes; past them, a connection is closed at once.
+fn counted<IO, E>(
+    incoming: impl Stream<Item = Result<IO, E>>,
+    places: Arc<Semaphore>,
+) -> impl Stream<Item = Result<Counted<IO>, E>> {
+    let mut refused = Refused::new("grpc");
+    incoming.filter_map(move |accepted| match accepted.map(|io| (places.clone().try_acquire_owned(), io)) {
+        Ok((Ok(place), io)) => Some(Ok(Counted { io, _place: place })),
+        Ok((Err(_), _dropped)) => {
+            refused.note();
+            None
+        }
+        Err(error) => Some(Err(error)),
+    })
+}
+
+/// An accepted connection and its place among those served at once.
+struct Counted<IO> {
+    io: IO,
+    _place: OwnedSemaphorePermit,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+impl<IO: Connected> Connected for Counted<IO> {
+    type ConnectInfo = IO::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.connect_info()
+    }
+}
+
+/// Connections closed for want of a place, logged at most every 10 s with how many.
+struct Refused {
+    listener: &'static str,
+    since_logged: u64,
+    logged_at: Option<Instant>,
+}
+
+impl Refused {
+    fn new(listener: &'static str) -> Self {
+        Refused { listener, since_logged: 0, logged_at: None }
+    }
+
+    fn note(&mut self) {
+        self.since_logged += 1;
+        if self.logged_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+            tracing::warn!(listener = self.listener, closed = self.since_logged, "connections past the cap closed");
+            self.since_logged = 0;
+            self.logged_at = Some(Instant::now());
+        }
+    }
+}
+
 /// Logs a failed accept and returns the pause to wait before the next.
 fn accept_failed(listener: &'static str, error: &dyn std::fmt::Display) -> tokio::time::Sleep {
     tracing::warn!(listener, %error, "accept failed; trying again in 100 ms");
@@ -422,7 +512,8 @@ pub async fn serve_metrics(
     use hyper::body::Bytes;
     let shutdown = tokio::spawn(shutdown);
     tokio::pin!(shutdown);
-    let connections = Arc::new(tokio::sync::Semaphore::new(METRICS_CONNECTIONS));
+    let connections = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
+    let mut refused = Refused::new("metrics");
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => return,
@@ -436,7 +527,10 @@ pub async fn serve_metrics(
             }
         };
         // Past the cap the connection is dropped, which closes it.
-        let Ok(permit) = connections.clone().try_acquire_owned() else { continue };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            refused.note();
+            continue;
+        };
         let handle = handle.clone();
         tokio::spawn(async move {
             let _permit = permit;

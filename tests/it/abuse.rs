@@ -634,6 +634,43 @@ fn the_sidecar_raises_its_soft_limit_on_open_files_to_the_hard_one() {
     assert_eq!((soft.as_str(), its_hard.as_str()), (hard.as_str(), hard.as_str()), "soft limit was set to 64");
 }
 
+/// One Report on a connection of its own, or why not, given at most 10 s.
+async fn report_on_a_new_connection(grpc: &str, session: &str) -> Result<pb::Verdict, String> {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{grpc}")).unwrap();
+    let call = async {
+        let channel = endpoint.connect().await.map_err(|e| format!("connect: {e:?}"))?;
+        let verdict = ReboundClient::new(channel).report(success(session, "search")).await;
+        verdict.map(|v| v.into_inner()).map_err(|status| format!("{status:?}"))
+    };
+    tokio::time::timeout(Duration::from_secs(10), call).await.unwrap_or_else(|_| Err("no answer in 10 s".into()))
+}
+
+#[tokio::test]
+async fn grpc_connections_past_max_connections_are_closed_and_a_freed_place_serves_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rebound.toml");
+    std::fs::write(&path, "[server]\nmax_connections = 4\n").unwrap();
+    let sidecar = Sidecar::spawn(&["--config", path.to_str().unwrap()]);
+    let mut kept = Vec::new();
+    for i in 0..4 {
+        let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
+        client.report(success(&format!("kept-{i}"), "search")).await.unwrap();
+        kept.push(client);
+    }
+    // A fifth is closed as it arrives: its call fails at once instead of being served or left waiting.
+    let fifth = report_on_a_new_connection(&sidecar.grpc, "fifth").await;
+    assert!(fifth.as_ref().is_err_and(|e| !e.contains("no answer")), "a fifth connection: {fifth:?}");
+
+    drop(kept.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(error) = report_on_a_new_connection(&sidecar.grpc, "after-one-closed").await {
+        assert!(Instant::now() < deadline, "no place freed 10 s after a connection closed: {error}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The kept connections were served all along.
+    kept[0].report(success("kept-0", "search")).await.unwrap();
+}
+
 #[tokio::test]
 async fn the_metrics_port_closes_connections_past_its_cap_and_idle_ones_after_a_timeout() {
     use tokio::io::AsyncReadExt;
