@@ -31,6 +31,15 @@ pub const SERVICE_NAME: &str = "rebound.v1.Rebound";
 /// core (tonic's accept loop and hyper's alike) until one is freed.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
+/// How long a gRPC connection has to send its opening bytes: the HTTP/2
+/// preface and the header of the SETTINGS frame that follows it (24 + 9 bytes),
+/// which every client sends as soon as it connects. Keepalive pings only start
+/// after them, so a connection that never sends them would hold its place for ever.
+pub const OPENING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// See `OPENING_TIMEOUT`.
+const OPENING_BYTES: usize = 24 + 9;
+
 /// The most connections the metrics endpoint serves at once; more are closed as
 /// they arrive. A scraper needs one, and the port is open to the pod's network:
 /// idle connections without a bound would take the descriptors gRPC needs.
@@ -404,7 +413,7 @@ fn counted<IO, E>(
 ) -> impl Stream<Item = Result<Counted<IO>, E>> {
     let mut refused = Refused::new("grpc");
     incoming.filter_map(move |accepted| match accepted.map(|io| (places.clone().try_acquire_owned(), io)) {
-        Ok((Ok(place), io)) => Some(Ok(Counted { io, _place: place })),
+        Ok((Ok(place), io)) => Some(Ok(Counted::new(io, place))),
         Ok((Err(_), _dropped)) => {
             refused.note();
             None
@@ -417,11 +426,32 @@ fn counted<IO, E>(
 struct Counted<IO> {
     io: IO,
     _place: OwnedSemaphorePermit,
+    /// Until its opening bytes arrived: when they must have, and how many are still awaited.
+    opening: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
+}
+
+impl<IO> Counted<IO> {
+    fn new(io: IO, place: OwnedSemaphorePermit) -> Self {
+        let deadline = Box::pin(tokio::time::sleep(OPENING_TIMEOUT));
+        Counted { io, _place: place, opening: Some((deadline, OPENING_BYTES)) }
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.io).poll_read(cx, buf);
+        if let Some((deadline, awaited)) = &mut this.opening {
+            *awaited = awaited.saturating_sub(buf.filled().len() - before);
+            if *awaited == 0 {
+                this.opening = None;
+            } else if polled.is_pending() && deadline.as_mut().poll(cx).is_ready() {
+                let late = format!("no HTTP/2 preface within {} s", OPENING_TIMEOUT.as_secs());
+                return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, late)));
+            }
+        }
+        polled
     }
 }
 

@@ -672,6 +672,23 @@ async fn grpc_connections_past_max_connections_are_closed_and_a_freed_place_serv
 }
 
 #[tokio::test]
+async fn a_grpc_connection_that_sends_nothing_is_closed_and_gives_back_its_place() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rebound.toml");
+    std::fs::write(&path, "[server]\nmax_connections = 1\n").unwrap();
+    let sidecar = Sidecar::spawn(&["--config", path.to_str().unwrap()]);
+    // It takes the one place, and sends no HTTP/2 preface.
+    let mut silent = tokio::net::TcpStream::connect(&sidecar.grpc).await.unwrap();
+    let waited = Instant::now();
+    let limit = rebound::server::OPENING_TIMEOUT + Duration::from_secs(10);
+    let read = tokio::time::timeout(limit, silent.read_to_end(&mut Vec::new())).await;
+    assert!(read.is_ok(), "a connection that sent nothing was still open after {:?}", waited.elapsed());
+    let verdict = report_on_a_new_connection(&sidecar.grpc, "after-the-silent-one").await;
+    assert_eq!(verdict.map(|v| v.action), Ok(pb::Action::Continue as i32));
+}
+
+#[tokio::test]
 async fn the_metrics_port_closes_connections_past_its_cap_and_idle_ones_after_a_timeout() {
     use tokio::io::AsyncReadExt;
     let (sidecar, _dir) = capped_sidecar();
