@@ -249,15 +249,24 @@ fn classify(args: ClassifyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_tracing(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// Logs to stderr at `RUST_LOG`'s levels (`info` when it is unset or blank). A
+/// filter that does not parse is an error: ignored, it would leave the operator
+/// wondering where the debug lines went.
+fn init_tracing(json: bool) -> anyhow::Result<()> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(value) if !value.trim().is_empty() => {
+            tracing_subscriber::EnvFilter::try_new(&value).map_err(|e| anyhow!("RUST_LOG={value:?}: {e}"))?
+        }
+        Err(std::env::VarError::NotUnicode(value)) => bail!("RUST_LOG={value:?}: not UTF-8"),
+        _ => tracing_subscriber::EnvFilter::new("info"),
+    };
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
         builder.init();
     }
+    Ok(())
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -271,7 +280,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         crate::policy::check_listen("--metrics-listen", &metrics_listen, false)?;
         config.server.metrics_listen = metrics_listen;
     }
-    init_tracing(args.log_json);
+    init_tracing(args.log_json)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(crate::sidecar::serve(config, policy, args.config))
 }

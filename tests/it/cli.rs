@@ -329,6 +329,34 @@ fn environment_overrides_apply_and_unknown_keys_fail() {
 }
 
 #[test]
+fn a_log_filter_that_does_not_parse_stops_the_sidecar_before_it_serves_and_names_it() {
+    use std::process::{Command, Stdio};
+    // Given 10 s to exit: one that serves instead is stopped, and its output shows it.
+    let serve = |filter: &str| {
+        let mut child = Command::new(crate::common::binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+            .env("RUST_LOG", filter)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        child.wait_with_output().unwrap()
+    };
+    for filter in ["rebound=loud", "[", "a=b=c"] {
+        let output = serve(filter);
+        assert_eq!(output.status.code(), Some(2), "RUST_LOG={filter:?}");
+        assert!(output.stdout.is_empty(), "it served: {}", String::from_utf8_lossy(&output.stdout));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&format!("RUST_LOG={filter:?}")), "{stderr}");
+    }
+}
+
+#[test]
 fn a_bad_allocator_option_stops_the_sidecar_before_it_starts_and_names_it() {
     let output = print_config_with("_RJEM_MALLOC_CONF", "dirty_decay_ms:soon");
     assert!(!output.status.success(), "{:?}", output.status);
