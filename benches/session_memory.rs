@@ -8,7 +8,7 @@
 
 use rebound::clock::SystemClock;
 use rebound::config::Config;
-use rebound::engine::{Engine, EngineSettings};
+use rebound::engine::{Engine, EngineSettings, StartSession};
 use rebound::metrics::Metrics;
 use rebound::model::Outcome;
 use rebound::policy::Policy;
@@ -49,8 +49,15 @@ const MESSAGES: [&str; 3] = [
 
 /// Heap bytes held per session after `sessions` sessions each reported `calls`
 /// outcomes, every `failing_every`-th a failure (cycling through the real
-/// messages, numbered so that none repeats) and the others successes.
-fn bytes_per_session(sessions: usize, calls: usize, failing_every: usize, with_call_ids: bool) -> f64 {
+/// messages, numbered so that none repeats) and the others successes. With
+/// `declared`, each session first declares those tools (StartSession).
+fn bytes_per_session(
+    sessions: usize,
+    calls: usize,
+    failing_every: usize,
+    with_call_ids: bool,
+    declared: Option<&[String]>,
+) -> f64 {
     let mut config = Config::default();
     config.sessions.capacity = sessions * 2;
     let engine = Engine::new(
@@ -60,6 +67,14 @@ fn bytes_per_session(sessions: usize, calls: usize, failing_every: usize, with_c
         Arc::new(Metrics::new(200)),
     );
     engine.warm_up();
+    let declare = |session: usize| {
+        if let Some(tools) = declared {
+            let session_id = format!("agent-run-{session:08}");
+            engine
+                .start_session(&StartSession { session_id, tools: tools.to_vec(), ..Default::default() })
+                .expect("valid");
+        }
+    };
     let report = |session: usize, i: usize| {
         let m = i % MESSAGES.len();
         let outcome = Outcome {
@@ -79,11 +94,13 @@ fn bytes_per_session(sessions: usize, calls: usize, failing_every: usize, with_c
         engine.report(&outcome).expect("valid");
     };
     // One session first, so lazily built state (patterns, metric handles) is not counted.
+    declare(sessions * 4);
     for i in 0..calls {
         report(sessions * 4, i);
     }
     let before = LIVE.load(Ordering::Relaxed);
     for session in 0..sessions {
+        declare(session);
         for i in 0..calls {
             report(session, i);
         }
@@ -95,12 +112,16 @@ fn bytes_per_session(sessions: usize, calls: usize, failing_every: usize, with_c
 
 fn main() {
     // Clients give every call a call_id, so the usual case remembers the verdicts too.
-    let with = bytes_per_session(SESSIONS, 3, 1, true);
-    let without = bytes_per_session(SESSIONS, 3, 1, false);
+    let with = bytes_per_session(SESSIONS, 3, 1, true, None);
+    let without = bytes_per_session(SESSIONS, 3, 1, false, None);
     // A session at its limits: the default history (10 errors) and idempotency window (16 verdicts) full.
-    let full = bytes_per_session(SESSIONS / 10, 20, 1, true);
+    let full = bytes_per_session(SESSIONS / 10, 20, 1, true, None);
     // An agent run as the load benchmarks make them: 16 calls, one in four failing.
-    let typical = bytes_per_session(SESSIONS / 10, 16, 4, true);
+    let typical = bytes_per_session(SESSIONS / 10, 16, 4, true, None);
+    // The same run after StartSession declared the agent's 40 tools (the same list in every session).
+    let tools: Vec<String> =
+        (0..40).map(|i| format!("{}_{i}", ["web_search", "fetch_url", "run_sql", "send_email"][i % 4])).collect();
+    let declared = bytes_per_session(SESSIONS / 10, 16, 4, true, Some(&tools));
     println!(
         "session memory: {with:.0} bytes per session with 3 errors and their 3 verdicts remembered (target <= 1024)"
     );
@@ -109,9 +130,11 @@ fn main() {
     println!(
         "session memory: {typical:.0} bytes per session after 16 calls, 4 of them failures (16 verdicts remembered)"
     );
+    println!("session memory: {declared:.0} bytes per session after StartSession with 40 tools and the same 16 calls");
     // For bench/run.
     println!("@result heap_bytes_per_session {with:.0}");
     println!("@result heap_bytes_per_session_no_call_ids {without:.0}");
     println!("@result heap_bytes_per_session_at_limits {full:.0}");
     println!("@result heap_bytes_per_session_typical {typical:.0}");
+    println!("@result heap_bytes_per_session_declared {declared:.0}");
 }

@@ -18,7 +18,7 @@ use crate::rng::Rng;
 use crate::session::{Eviction, HistoryEntry, Remembered, Session, SessionStore, Setup, SnippetRecipe};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// The longest id (session, call, tool) accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
@@ -169,7 +169,14 @@ pub struct Engine {
     budgets: RetryBudgets,
     /// Changes waiting to be shared, when state is shared.
     shared: Option<crate::shared::Pending>,
+    /// The tool lists declared lately, newest first, shared by the sessions that declare them.
+    declared_tools: Mutex<Vec<Arc<[String]>>>,
 }
+
+/// How many recent tool lists StartSession shares. A fleet's agents declare the
+/// same few lists, which copied into each of 100,000 sessions would cost 1.5 KB
+/// a session for 40 tools.
+const DECLARED_TOOL_LISTS: usize = 8;
 
 impl Engine {
     /// An engine with a policy, settings, a clock and metric handles.
@@ -184,7 +191,20 @@ impl Engine {
             budgets: RetryBudgets::new(settings.max_tools),
             shared: settings.shared.then(crate::shared::Pending::default),
             settings,
+            declared_tools: Mutex::new(Vec::new()),
         }
+    }
+
+    /// `tools` as a list shared with the sessions that declared the same lately.
+    fn shared_tools(&self, tools: &[String]) -> Arc<[String]> {
+        let mut recent = self.declared_tools.lock().unwrap_or_else(|p| p.into_inner());
+        let list = match recent.iter().position(|list| **list == *tools) {
+            Some(i) => recent.remove(i),
+            None => Arc::from(tools),
+        };
+        recent.insert(0, list.clone());
+        recent.truncate(DECLARED_TOOL_LISTS);
+        list
     }
 
     /// The policy in force.
@@ -270,17 +290,14 @@ impl Engine {
             cost_limit: req.cost_limit.filter(|c| *c > 0.0).or(defaults.cost_limit),
             error_limit: req.error_limit.filter(|n| *n > 0).unwrap_or(defaults.error_limit),
         };
+        let tools = self.shared_tools(&req.tools);
         let (_, created, evictions) = self.sessions.with_session(
             &req.session_id,
             now,
             || self.new_session(&policy, &req.session_id, now),
             |s| {
                 s.limits = limits;
-                s.setup = Some(Box::new(Setup {
-                    tools: req.tools.clone(),
-                    profile: req.profile.clone(),
-                    labels: req.labels.clone(),
-                }));
+                s.setup = Some(Box::new(Setup { tools, profile: req.profile.clone(), labels: req.labels.clone() }));
             },
         );
         self.count_evictions(&evictions);
@@ -1433,6 +1450,31 @@ mod tests {
                 (name, s.history.iter().map(|h| h.suggestion.clone()).collect())
             })
             .expect("held")
+    }
+
+    #[test]
+    fn sessions_that_declare_the_same_tools_share_one_list() {
+        let (e, _) = engine();
+        let declare = |session: &str, tools: &[&str]| {
+            let tools = tools.iter().map(|t| t.to_string()).collect();
+            e.start_session(&StartSession { session_id: session.into(), tools, ..Default::default() }).unwrap();
+            let now = e.clock.now_ms();
+            e.sessions.with_existing(session, now, |s| s.setup.as_ref().unwrap().tools.clone()).unwrap()
+        };
+        let first = declare("a", &["search", "fetch_url"]);
+        let other = declare("b", &["calculator"]);
+        let same = declare("c", &["search", "fetch_url"]);
+        assert!(Arc::ptr_eq(&first, &same), "the same list is shared");
+        assert_eq!(
+            (&*same, &*other),
+            (&["search".to_string(), "fetch_url".to_string()][..], &["calculator".to_string()][..])
+        );
+        // Past the lists kept, a list is made anew (equal, not shared).
+        for i in 0..DECLARED_TOOL_LISTS {
+            declare(&format!("filler-{i}"), &[&format!("tool-{i}")]);
+        }
+        let again = declare("d", &["search", "fetch_url"]);
+        assert!(!Arc::ptr_eq(&first, &again) && first == again);
     }
 
     #[test]

@@ -99,8 +99,8 @@ pub struct Session {
 /// What StartSession declared besides limits.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Setup {
-    /// The agent's tools.
-    pub tools: Vec<String>,
+    /// The agent's tools (shared with the sessions that declared the same list lately).
+    pub tools: Arc<[String]>,
     /// The policy profile named.
     pub profile: String,
     /// Free labels.
