@@ -6,10 +6,11 @@
 use rebound::clock::SystemClock;
 use rebound::config::{Backend, Config};
 use rebound::engine::{Engine, EngineSettings};
+use rebound::listener::Listener;
 use rebound::metrics::Metrics;
 use rebound::pb;
 use rebound::policy::Policy;
-use rebound::server::{self, Listener};
+use rebound::server;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

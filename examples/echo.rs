@@ -9,7 +9,7 @@
 #[path = "../benches/support/echo.rs"]
 mod echo;
 
-use rebound::server::Listener;
+use rebound::listener::Listener;
 use std::io::Write;
 use tokio::signal::unix::{signal, SignalKind};
 

@@ -21,7 +21,8 @@
 //! - `config`: the TOML file and `REBOUND_*` overrides; `policy`: its values checked and compiled.
 //! - `metrics`: metric names and stored handles; `memory`: the allocator (jemalloc) and its settings.
 //! - `convert`: protobuf ⇄ domain types, errors ⇄ gRPC statuses.
-//! - `server`: the gRPC edge (service, health, reflection, drain); `sidecar`: the serving process.
+//! - `server`: the gRPC edge (service, health, reflection, drain); `listener`: binding and accepting
+//!   within bounds; `sidecar`: the serving process.
 //! - `replay`: JSON lines through the engine; `cli`: the command line.
 //! - `clock`, `rng`: injected time and randomness.
 
@@ -36,6 +37,7 @@ pub mod config;
 pub mod convert;
 pub mod engine;
 pub mod fingerprint;
+pub mod listener;
 pub mod memory;
 pub mod message_patterns;
 pub mod metrics;

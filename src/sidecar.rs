@@ -4,9 +4,10 @@
 use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::engine::{Engine, EngineSettings};
+use crate::listener::Listener;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
-use crate::server::{self, Listener};
+use crate::server;
 use anyhow::Context as _;
 use std::io::Write;
 use std::path::PathBuf;

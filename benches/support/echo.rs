@@ -127,10 +127,10 @@ impl Rebound for Echo {
 /// Serves the echo on `listener` with the transport settings of `server::run`
 /// (same windows, stream limit, TCP_NODELAY) until `shutdown` resolves.
 pub async fn serve(
-    listener: rebound::server::Listener,
+    listener: rebound::listener::Listener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    use rebound::server::Listener;
+    use rebound::listener::Listener;
     use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
     // Reflection too (both versions, as the sidecar has them): outside tools need no proto file.
     let reflection = || {

@@ -681,7 +681,7 @@ async fn a_grpc_connection_that_sends_nothing_is_closed_and_gives_back_its_place
     // It takes the one place, and sends no HTTP/2 preface.
     let mut silent = tokio::net::TcpStream::connect(&sidecar.grpc).await.unwrap();
     let waited = Instant::now();
-    let limit = rebound::server::OPENING_TIMEOUT + Duration::from_secs(10);
+    let limit = rebound::listener::OPENING_TIMEOUT + Duration::from_secs(10);
     let read = tokio::time::timeout(limit, silent.read_to_end(&mut Vec::new())).await;
     assert!(read.is_ok(), "a connection that sent nothing was still open after {:?}", waited.elapsed());
     let verdict = report_on_a_new_connection(&sidecar.grpc, "after-the-silent-one").await;

@@ -6,11 +6,12 @@
 use rebound::clock::SystemClock;
 use rebound::config::Config;
 use rebound::engine::{Engine, EngineSettings};
+use rebound::listener::Listener;
 use rebound::metrics::Metrics;
 use rebound::pb;
 use rebound::pb::rebound_client::ReboundClient;
 use rebound::policy::Policy;
-use rebound::server::{self, Listener};
+use rebound::server;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

@@ -1,0 +1,225 @@
+//! Listening: the gRPC address bound (TCP, or a Unix socket and its file), and
+//! connections accepted within bounds: a pause after a failed accept, a cap on
+//! the connections held at once, and a deadline for a connection's opening bytes.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_stream::{Stream, StreamExt};
+use tonic::transport::server::Connected;
+
+/// How long a listener waits after an accept failed. It fails mostly when the
+/// process is out of file descriptors, and trying again at once would spin a
+/// core (tonic's accept loop and hyper's alike) until one is freed.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long a gRPC connection has to send its opening bytes: the HTTP/2
+/// preface and the header of the SETTINGS frame that follows it (24 + 9 bytes),
+/// which every client sends as soon as it connects. Keepalive pings only start
+/// after them, so a connection that never sends them would hold its place for ever.
+pub const OPENING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// See `OPENING_TIMEOUT`.
+const OPENING_BYTES: usize = 24 + 9;
+
+/// A bound gRPC listener: TCP or a Unix socket.
+#[derive(Debug)]
+pub enum Listener {
+    /// `host:port`.
+    Tcp(TcpListener),
+    /// `unix:/path`; the file is removed when the server stops.
+    Unix(UnixListener, SocketFile),
+}
+
+/// The file of a Unix socket this process bound, told from a file another process bound at
+/// the same path later (binding removes a socket file already there, a killed sidecar's or a
+/// running one's): only our own is removed when the server stops, so a sidecar that stops
+/// after its replacement started does not take the replacement's socket away.
+#[derive(Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    /// The file's device and inode, read right after binding.
+    id: Option<(u64, u64)>,
+}
+
+impl SocketFile {
+    fn bound_at(path: PathBuf) -> SocketFile {
+        let id = file_id(&path);
+        SocketFile { path, id }
+    }
+
+    /// Where the socket is.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Removes the file, if it is still the one bound here.
+    pub fn remove(&self) {
+        if self.id.is_some() && file_id(&self.path) == self.id {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl Listener {
+    /// Binds `host:port` or `unix:/path`.
+    pub async fn bind(address: &str) -> std::io::Result<Listener> {
+        if let Some(path) = address.strip_prefix("unix:") {
+            let path = PathBuf::from(path);
+            // A socket file left by a killed sidecar would make bind fail; only remove sockets.
+            if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                use std::os::unix::fs::FileTypeExt;
+                if meta.file_type().is_socket() {
+                    std::fs::remove_file(&path)?;
+                }
+            }
+            let listener = UnixListener::bind(&path)?;
+            return Ok(Listener::Unix(listener, SocketFile::bound_at(path)));
+        }
+        Ok(Listener::Tcp(TcpListener::bind(address).await?))
+    }
+
+    /// The bound address as clients dial it (`127.0.0.1:43567` or `unix:/path`).
+    pub fn address(&self) -> String {
+        match self {
+            Listener::Tcp(l) => l.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Listener::Unix(_, file) => format!("unix:{}", file.path().display()),
+        }
+    }
+}
+
+/// `incoming`, waiting `ACCEPT_PAUSE` after each failed accept, which it logs.
+pub(crate) fn paced<T, E: std::fmt::Display>(
+    incoming: impl Stream<Item = Result<T, E>>,
+    listener: &'static str,
+) -> impl Stream<Item = Result<T, E>> {
+    incoming.then(move |accepted| async move {
+        if let Err(error) = &accepted {
+            accept_failed(listener, error).await;
+        }
+        accepted
+    })
+}
+
+/// The accepted connections of `incoming` while one of `places` is free, each
+/// holding its place until it closes; past them, a connection is closed at once.
+pub(crate) fn counted<IO, E>(
+    incoming: impl Stream<Item = Result<IO, E>>,
+    places: Arc<Semaphore>,
+) -> impl Stream<Item = Result<Counted<IO>, E>> {
+    let mut refused = Refused::new("grpc");
+    incoming.filter_map(move |accepted| match accepted.map(|io| (places.clone().try_acquire_owned(), io)) {
+        Ok((Ok(place), io)) => Some(Ok(Counted::new(io, place))),
+        Ok((Err(_), _dropped)) => {
+            refused.note();
+            None
+        }
+        Err(error) => Some(Err(error)),
+    })
+}
+
+/// An accepted connection and its place among those served at once.
+pub(crate) struct Counted<IO> {
+    io: IO,
+    _place: OwnedSemaphorePermit,
+    /// Until its opening bytes arrived: when they must have, and how many are still awaited.
+    opening: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
+}
+
+impl<IO> Counted<IO> {
+    fn new(io: IO, place: OwnedSemaphorePermit) -> Self {
+        let deadline = Box::pin(tokio::time::sleep(OPENING_TIMEOUT));
+        Counted { io, _place: place, opening: Some((deadline, OPENING_BYTES)) }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.io).poll_read(cx, buf);
+        if let Some((deadline, awaited)) = &mut this.opening {
+            *awaited = awaited.saturating_sub(buf.filled().len() - before);
+            if *awaited == 0 {
+                this.opening = None;
+            } else if polled.is_pending() && deadline.as_mut().poll(cx).is_ready() {
+                let late = format!("no HTTP/2 preface within {} s", OPENING_TIMEOUT.as_secs());
+                return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, late)));
+            }
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+impl<IO: Connected> Connected for Counted<IO> {
+    type ConnectInfo = IO::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.connect_info()
+    }
+}
+
+/// Connections closed for want of a place, logged at most every 10 s with how many.
+pub(crate) struct Refused {
+    listener: &'static str,
+    since_logged: u64,
+    logged_at: Option<Instant>,
+}
+
+impl Refused {
+    pub(crate) fn new(listener: &'static str) -> Self {
+        Refused { listener, since_logged: 0, logged_at: None }
+    }
+
+    pub(crate) fn note(&mut self) {
+        self.since_logged += 1;
+        if self.logged_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+            tracing::warn!(listener = self.listener, closed = self.since_logged, "connections past the cap closed");
+            self.since_logged = 0;
+            self.logged_at = Some(Instant::now());
+        }
+    }
+}
+
+/// Logs a failed accept and returns the pause to wait before the next.
+pub(crate) fn accept_failed(listener: &'static str, error: &dyn std::fmt::Display) -> tokio::time::Sleep {
+    tracing::warn!(listener, %error, "accept failed; trying again in 100 ms");
+    tokio::time::sleep(ACCEPT_PAUSE)
+}
