@@ -13,11 +13,7 @@ use std::time::{Duration, Instant};
 
 /// A sidecar with small caps, so that the abuse goes past them quickly.
 fn capped_sidecar() -> (Sidecar, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rebound.toml");
-    std::fs::write(&path, "[sessions]\ncapacity = 1000\nshards = 8\n\n[metrics]\ntool_label_cap = 50\n").unwrap();
-    let sidecar = Sidecar::spawn(&["--config", path.to_str().unwrap()]);
-    (sidecar, dir)
+    Sidecar::with_config("[sessions]\ncapacity = 1000\nshards = 8\n\n[metrics]\ntool_label_cap = 50\n")
 }
 
 /// The value of an unlabelled gauge in a Prometheus text page.
@@ -218,10 +214,7 @@ async fn open_sessions(grpc: &str, range: std::ops::Range<usize>) {
 
 #[tokio::test]
 async fn many_sessions_are_evicted_past_the_cap_and_memory_stays_flat() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rebound.toml");
-    std::fs::write(&path, format!("[sessions]\ncapacity = {MANY_CAPACITY}\nshards = 16\n")).unwrap();
-    let sidecar = Sidecar::spawn(&["--config", path.to_str().unwrap()]);
+    let (sidecar, _dir) = Sidecar::with_config(&format!("[sessions]\ncapacity = {MANY_CAPACITY}\nshards = 16\n"));
     let pid = sidecar.child.id();
 
     open_sessions(&sidecar.grpc, 0..2 * MANY_CAPACITY).await;
@@ -482,10 +475,7 @@ async fn raw_call(channel: &tonic::transport::Channel, method: &str, body: Vec<u
 
 #[tokio::test]
 async fn malformed_protobuf_bytes_get_a_status_and_harm_no_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rebound.toml");
-    std::fs::write(&path, format!("[server]\nmax_message_bytes = {RAW_MAX_MESSAGE}\n")).unwrap();
-    let mut sidecar = Sidecar::spawn(&["--config", path.to_str().unwrap()]);
+    let (mut sidecar, _dir) = Sidecar::with_config(&format!("[server]\nmax_message_bytes = {RAW_MAX_MESSAGE}\n"));
     let channel = connect(&sidecar.grpc).await;
     let valid = prost::Message::encode_to_vec(&failure("raw", "fetch", "connection reset by peer"));
 
@@ -647,10 +637,7 @@ async fn report_on_a_new_connection(grpc: &str, session: &str) -> Result<pb::Ver
 
 #[tokio::test]
 async fn grpc_connections_past_max_connections_are_closed_and_a_freed_place_serves_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rebound.toml");
-    std::fs::write(&path, "[server]\nmax_connections = 4\n").unwrap();
-    let sidecar = Sidecar::spawn(&["--config", path.to_str().unwrap()]);
+    let (sidecar, _dir) = Sidecar::with_config("[server]\nmax_connections = 4\n");
     let mut kept = Vec::new();
     for i in 0..4 {
         let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
@@ -674,10 +661,7 @@ async fn grpc_connections_past_max_connections_are_closed_and_a_freed_place_serv
 #[tokio::test]
 async fn a_grpc_connection_that_sends_nothing_is_closed_and_gives_back_its_place() {
     use tokio::io::AsyncReadExt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rebound.toml");
-    std::fs::write(&path, "[server]\nmax_connections = 1\n").unwrap();
-    let sidecar = Sidecar::spawn(&["--config", path.to_str().unwrap()]);
+    let (sidecar, _dir) = Sidecar::with_config("[server]\nmax_connections = 1\n");
     // It takes the one place, and sends no HTTP/2 preface.
     let mut silent = tokio::net::TcpStream::connect(&sidecar.grpc).await.unwrap();
     let waited = Instant::now();

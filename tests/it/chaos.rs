@@ -27,12 +27,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A sidecar whose shutdown delay and grace period are short.
 fn draining_sidecar(grace_ms: u64) -> (Sidecar, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rebound.toml");
-    std::fs::write(&path, format!("[server]\nshutdown_delay_ms = {DELAY_MS}\nshutdown_grace_ms = {grace_ms}\n"))
-        .unwrap();
-    let sidecar = Sidecar::spawn(&["--config", path.to_str().unwrap()]);
-    (sidecar, dir)
+    Sidecar::with_config(&format!("[server]\nshutdown_delay_ms = {DELAY_MS}\nshutdown_grace_ms = {grace_ms}\n"))
 }
 
 /// A successful outcome with a call id that says which one it is.

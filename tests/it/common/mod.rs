@@ -166,6 +166,14 @@ impl Sidecar {
         }
     }
 
+    /// Starts `rebound serve --config` on a file holding `toml`; the file's folder goes with it.
+    pub fn with_config(toml: &str) -> (Sidecar, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rebound.toml");
+        std::fs::write(&path, toml).unwrap();
+        (Sidecar::spawn(&["--config", path.to_str().unwrap()]), dir)
+    }
+
     /// Sends a signal.
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status().unwrap();
