@@ -120,7 +120,7 @@ pub(crate) fn counted<IO, E>(
 ) -> impl Stream<Item = Result<Counted<IO>, E>> {
     let mut refused = Refused::new("grpc");
     incoming.filter_map(move |accepted| match accepted.map(|io| (places.clone().try_acquire_owned(), io)) {
-        Ok((Ok(place), io)) => Some(Ok(Counted::new(io, place))),
+        Ok((Ok(place), io)) => Some(Ok(Counted::awaiting_opening(io, place))),
         Ok((Err(_), _dropped)) => {
             refused.note();
             None
@@ -131,16 +131,25 @@ pub(crate) fn counted<IO, E>(
 
 /// An accepted connection and its place among those served at once.
 pub(crate) struct Counted<IO> {
-    io: IO,
+    /// Declared before `io`, so it is given back before the connection is closed: a client
+    /// that sees its connection end may connect again at once and find the place free.
     _place: OwnedSemaphorePermit,
+    io: IO,
     /// Until its opening bytes arrived: when they must have, and how many are still awaited.
     opening: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
 }
 
 impl<IO> Counted<IO> {
-    fn new(io: IO, place: OwnedSemaphorePermit) -> Self {
+    /// `io` holding `place` until it is dropped.
+    pub(crate) fn new(io: IO, place: OwnedSemaphorePermit) -> Self {
+        Counted { _place: place, io, opening: None }
+    }
+
+    /// `io` holding `place`, and failing its reads once `OPENING_TIMEOUT` is over
+    /// unless its opening bytes arrived (an HTTP/2 connection's).
+    fn awaiting_opening(io: IO, place: OwnedSemaphorePermit) -> Self {
         let deadline = Box::pin(tokio::time::sleep(OPENING_TIMEOUT));
-        Counted { io, _place: place, opening: Some((deadline, OPENING_BYTES)) }
+        Counted { opening: Some((deadline, OPENING_BYTES)), ..Counted::new(io, place) }
     }
 }
 
@@ -222,4 +231,32 @@ impl Refused {
 pub(crate) fn accept_failed(listener: &'static str, error: &dyn std::fmt::Display) -> tokio::time::Sleep {
     tracing::warn!(listener, %error, "accept failed; trying again in 100 ms");
     tokio::time::sleep(ACCEPT_PAUSE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection that notes, as it closes, how many places were free.
+    struct Closing {
+        places: Arc<Semaphore>,
+        free_at_close: Arc<std::sync::Mutex<Option<usize>>>,
+    }
+
+    impl Drop for Closing {
+        fn drop(&mut self) {
+            *self.free_at_close.lock().unwrap() = Some(self.places.available_permits());
+        }
+    }
+
+    #[test]
+    fn a_connection_gives_back_its_place_before_it_closes() {
+        let places = Arc::new(Semaphore::new(1));
+        let free_at_close = Arc::new(std::sync::Mutex::new(None));
+        let io = Closing { places: places.clone(), free_at_close: free_at_close.clone() };
+        let counted = Counted::new(io, places.clone().try_acquire_owned().unwrap());
+        assert_eq!(places.available_permits(), 0);
+        drop(counted);
+        assert_eq!(*free_at_close.lock().unwrap(), Some(1), "the connection closed while it held its place");
+    }
 }

@@ -353,7 +353,6 @@ pub async fn serve_metrics(
         };
         let handle = handle.clone();
         tokio::spawn(async move {
-            let _permit = permit;
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let handle = handle.clone();
                 async move {
@@ -369,7 +368,7 @@ pub async fn serve_metrics(
                     Ok::<_, std::convert::Infallible>(response.expect("static response parts are valid"))
                 }
             });
-            let io = hyper_util::rt::TokioIo::new(stream);
+            let io = hyper_util::rt::TokioIo::new(crate::listener::Counted::new(stream, permit));
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(METRICS_HEADER_TIMEOUT)
