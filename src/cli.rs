@@ -128,11 +128,25 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`rebound replay ... | head`): it wants no more, which is no error.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("rebound: error: {err:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// True when `err` is a write to a pipe whose reader has closed it.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        let io = match cause.downcast_ref::<crate::replay::ReplayError>() {
+            Some(crate::replay::ReplayError::Write(io)) => Some(io),
+            _ => cause.downcast_ref::<std::io::Error>(),
+        };
+        let json = cause.downcast_ref::<serde_json::Error>().and_then(serde_json::Error::io_error_kind);
+        io.map(std::io::Error::kind).or(json) == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The config from a file (or defaults) with `REBOUND_*` overrides, and its policy.
@@ -149,14 +163,12 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<(Config, Policy)> {
 
 fn check_config(file: &Path) -> anyhow::Result<()> {
     let (_, policy) = load(Some(file))?;
-    println!("{}: ok ({} rules)", file.display(), policy.classifier.len());
-    Ok(())
+    write_out(&format!("{}: ok ({} rules)\n", file.display(), policy.classifier.len()))
 }
 
 fn print_config(file: Option<&Path>) -> anyhow::Result<()> {
     let (config, _) = load(file)?;
-    print!("{}", config.to_toml());
-    Ok(())
+    write_out(&config.to_toml())
 }
 
 fn replay(file: &str, config: Option<&Path>, seed: Option<u64>) -> anyhow::Result<()> {
@@ -243,10 +255,14 @@ fn classify(args: ClassifyArgs) -> anyhow::Result<()> {
     if args.explain {
         out["explain"] = serde_json::to_value(&explanation)?;
     }
+    write_out(&format!("{}\n", serde_json::to_string_pretty(&out)?))
+}
+
+/// Writes `text` to stdout. `print!` would panic where stdout cannot be written
+/// (a full disk, a closed pipe); this says so as an error.
+fn write_out(text: &str) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut stdout, &out)?;
-    writeln!(stdout)?;
-    Ok(())
+    stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).context("writing output")
 }
 
 /// Logs to stderr at `RUST_LOG`'s levels (`info` when it is unset or blank). A

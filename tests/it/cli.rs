@@ -284,6 +284,46 @@ fn a_read_or_write_error_is_said_once() {
 }
 
 #[test]
+fn a_command_whose_output_cannot_be_written_says_so_instead_of_panicking() {
+    // print-config and check-config used `print!`, which panics (exit 101) where stdout refuses writes.
+    let Ok(_) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rebound.toml");
+    std::fs::write(&config, "").unwrap();
+    let config = config.to_str().unwrap();
+    for args in [&["print-config"][..], &["check-config", config], &["classify", "--message", "boom"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = std::process::Command::new(crate::common::binary()).args(args).stdout(full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("rebound: error: writing output: No space left on device"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn replay_stops_quietly_when_its_reader_goes_away() {
+    // `rebound replay big.jsonl | head -1`: it used to end with "error: ... Broken pipe" and exit 2.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("outcomes.jsonl");
+    let line =
+        |i: usize| format!("{{\"session_id\":\"p{i}\",\"call_id\":\"{i}\",\"tool\":\"t\",\"kind\":\"timeout\"}}\n");
+    // Far more verdicts than a pipe holds (64 KiB), so writing goes on after the reader left.
+    std::fs::write(&input, (0..5000).map(line).collect::<String>()).unwrap();
+    let mut child = std::process::Command::new(crate::common::binary())
+        .args(["replay", input.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut first).unwrap();
+    assert!(first.contains("\"call_id\":\"0\""), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), stderr.as_ref()), (Some(0), ""));
+}
+
+#[test]
 fn user_rules_override_defaults_and_add_new_ones_in_replay() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("rules.toml");
