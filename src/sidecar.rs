@@ -51,8 +51,7 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
     let ready = serde_json::json!({"event": "ready", "grpc": grpc.address(), "metrics": metrics_address});
     {
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{ready}")?;
-        stdout.flush()?;
+        writeln!(stdout, "{ready}").and_then(|()| stdout.flush()).context("writing the ready line to stdout")?;
     }
     tracing::info!(grpc = %grpc.address(), metrics = %metrics_address, "rebound serving");
 

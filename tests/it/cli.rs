@@ -298,6 +298,16 @@ fn a_command_whose_output_cannot_be_written_says_so_instead_of_panicking() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.starts_with("rebound: error: writing output: No space left on device"), "{args:?}: {stderr}");
     }
+    // serve's ready line, which supervisors read: it said only "No space left on device".
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = std::process::Command::new(crate::common::binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("rebound: error: writing the ready line to stdout: No space left on device"), "{stderr}");
 }
 
 #[test]
