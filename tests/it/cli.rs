@@ -268,45 +268,39 @@ fn a_read_or_write_error_is_said_once() {
     assert_eq!(code, 2);
     assert_eq!(stderr.matches("os error 21").count(), 1, "{stderr}");
 
-    // Replay's output on a full disk: Linux's /dev/full refuses every write.
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+    // Replay's output on a full disk.
     let input = dir.path().join("outcomes.jsonl");
     std::fs::write(&input, "{\"session_id\":\"w\",\"tool\":\"t\",\"ok\":true}\n").unwrap();
-    let out = std::process::Command::new(crate::common::binary())
-        .args(["replay", input.to_str().unwrap()])
-        .stdout(full)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let Some((code, stderr)) = run_on_a_full_disk(&["replay", input.to_str().unwrap()]) else { return };
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("writing output"), "{stderr}");
     assert_eq!(stderr.matches("os error 28").count(), 1, "{stderr}");
+}
+
+/// The binary's exit code and stderr with its stdout on Linux's /dev/full, which
+/// refuses every write; None where there is no /dev/full.
+fn run_on_a_full_disk(args: &[&str]) -> Option<(Option<i32>, String)> {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").ok()?;
+    let out = std::process::Command::new(crate::common::binary()).args(args).stdout(full).output().unwrap();
+    Some((out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()))
 }
 
 #[test]
 fn a_command_whose_output_cannot_be_written_says_so_instead_of_panicking() {
     // print-config and check-config used `print!`, which panics (exit 101) where stdout refuses writes.
-    let Ok(_) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("rebound.toml");
     std::fs::write(&config, "").unwrap();
     let config = config.to_str().unwrap();
     for args in [&["print-config"][..], &["check-config", config], &["classify", "--message", "boom"]] {
-        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
-        let out = std::process::Command::new(crate::common::binary()).args(args).stdout(full).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let Some((code, stderr)) = run_on_a_full_disk(args) else { return };
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
         assert!(stderr.starts_with("rebound: error: writing output: No space left on device"), "{args:?}: {stderr}");
     }
     // serve's ready line, which supervisors read: it said only "No space left on device".
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
-    let out = std::process::Command::new(crate::common::binary())
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
-        .stdout(full)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"];
+    let (code, stderr) = run_on_a_full_disk(&serve).unwrap();
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("rebound: error: writing the ready line to stdout: No space left on device"), "{stderr}");
 }
 
