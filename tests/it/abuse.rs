@@ -546,30 +546,11 @@ async fn malformed_protobuf_bytes_get_a_status_and_harm_no_one() {
 // Bad replay input
 
 /// The real binary under `ulimit LIMIT` (`-n 64`: both limits on open files), its stderr lines gathered as they come.
-fn sidecar_under_ulimit(limit: &str) -> (Sidecar, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
+fn sidecar_under_ulimit(limit: &str) -> (Sidecar, crate::common::Log) {
     let script = format!("ulimit {limit} && exec \"$0\" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0");
-    let mut child = Command::new("bash")
-        .args(["-c", &script, crate::common::binary()])
-        .env("RUST_LOG", "warn")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn rebound under bash");
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let (stderr, gathered) = (child.stderr.take().unwrap(), lines.clone());
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            gathered.lock().unwrap().push(line);
-        }
-    });
-    let mut ready = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    let ready: serde_json::Value = serde_json::from_str(&ready).unwrap_or_else(|e| panic!("ready line {ready:?}: {e}"));
-    let field = |k: &str| ready[k].as_str().unwrap().to_string();
-    (Sidecar { grpc: field("grpc"), metrics: field("metrics"), child }, lines)
+    let mut command = std::process::Command::new("bash");
+    command.args(["-c", &script, crate::common::binary()]).env("RUST_LOG", "warn");
+    Sidecar::start_logged(command)
 }
 
 #[tokio::test]

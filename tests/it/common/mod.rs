@@ -135,9 +135,23 @@ pub struct Sidecar {
     pub metrics: String,
 }
 
+/// The lines a sidecar wrote to stderr, gathered as they come.
+pub type Log = Arc<std::sync::Mutex<Vec<String>>>;
+
 impl Sidecar {
     /// Starts `rebound serve` with extra args and reads its ready line.
     pub fn spawn(extra: &[&str]) -> Sidecar {
+        let mut command = Sidecar::command(extra);
+        Sidecar::ready(command.stderr(Stdio::inherit()).stdout(Stdio::piped()).spawn().expect("spawn rebound"))
+    }
+
+    /// Starts `rebound serve` with extra args, its log lines gathered (uncoloured).
+    pub fn spawn_logged(extra: &[&str]) -> (Sidecar, Log) {
+        Sidecar::start_logged(Sidecar::command(extra))
+    }
+
+    /// `rebound serve` with extra args, on loopback ports unless they name theirs, logging warnings.
+    pub fn command(extra: &[&str]) -> Command {
         let mut args = vec!["serve"];
         if !extra.contains(&"--listen") {
             args.extend(["--listen", "127.0.0.1:0"]);
@@ -145,14 +159,28 @@ impl Sidecar {
         if !extra.contains(&"--metrics-listen") {
             args.extend(["--metrics-listen", "127.0.0.1:0"]);
         }
-        let mut child = Command::new(binary())
-            .args(args)
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn rebound");
+        let mut command = Command::new(binary());
+        command.args(args).args(extra).env("RUST_LOG", "warn");
+        command
+    }
+
+    /// Starts `command`, which runs the sidecar, with its log lines gathered (uncoloured).
+    pub fn start_logged(mut command: Command) -> (Sidecar, Log) {
+        let log = Log::default();
+        let gathered = log.clone();
+        command.env("NO_COLOR", "1").stderr(Stdio::piped()).stdout(Stdio::piped());
+        let mut child = command.spawn().expect("spawn rebound");
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                gathered.lock().unwrap().push(line);
+            }
+        });
+        (Sidecar::ready(child), log)
+    }
+
+    /// The sidecar `child` (its stdout piped), once it wrote its ready line.
+    fn ready(mut child: Child) -> Sidecar {
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).expect("ready line");
