@@ -287,6 +287,7 @@ fn init_tracing(json: bool) -> anyhow::Result<()> {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (mut config, policy) = load(args.config.as_deref())?;
+    let file = args.config.map(|path| crate::sidecar::ConfigFile { path, loaded: config.clone() });
     // The flags replace what the config said, past the policy's checks: check them as it would.
     if let Some(listen) = args.listen {
         crate::policy::check_listen("--listen", &listen, true)?;
@@ -298,5 +299,5 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     init_tracing(args.log_json)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(crate::sidecar::serve(config, policy, args.config))
+    runtime.block_on(crate::sidecar::serve(config, policy, file))
 }

@@ -493,6 +493,20 @@ impl Config {
         })
     }
 
+    /// The settings read only at start that differ in `newer`, by name: a reload
+    /// cannot apply them (the listeners, the session store, the state backend and
+    /// the metric registry are built once).
+    pub fn restart_only_changes(&self, newer: &Config) -> Vec<&'static str> {
+        let changed = [
+            ("[server]", self.server != newer.server),
+            ("[sessions]", self.sessions != newer.sessions),
+            ("[state]", self.state != newer.state),
+            ("[metrics]", self.metrics != newer.metrics),
+            ("tool_breaker.max_tools", self.tool_breaker.max_tools != newer.tool_breaker.max_tools),
+        ];
+        changed.into_iter().filter(|(_, differs)| *differs).map(|(name, _)| name).collect()
+    }
+
     /// The effective config as a TOML starting file.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("the config serializes")
@@ -626,6 +640,22 @@ mod tests {
         assert!(err.contains("line 3"), "{err}");
         let err = Config::parse("[categories.timeot]\nmax_retries = 1\n", "c.toml").unwrap_err().to_string();
         assert!(err.contains("timeot"), "{err}");
+    }
+
+    #[test]
+    fn a_reload_names_the_settings_only_a_restart_applies() {
+        let old = Config::default();
+        let mut new = Config::default();
+        new.retry.base_ms = 10;
+        new.tool_breaker.consecutive_failures = 9;
+        assert!(old.restart_only_changes(&new).is_empty(), "policy changes apply on reload");
+        new.state.sync_interval_ms = 1000;
+        new.metrics.tool_label_cap = 10;
+        new.tool_breaker.max_tools = 10;
+        assert_eq!(old.restart_only_changes(&new), ["[state]", "[metrics]", "tool_breaker.max_tools"]);
+        new.server.max_connections = 8;
+        new.sessions.history = 3;
+        assert_eq!(old.restart_only_changes(&new).len(), 5);
     }
 
     #[test]

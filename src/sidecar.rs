@@ -17,8 +17,18 @@ use std::time::Duration;
 /// How often the config file is checked for changes.
 const RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 
+/// The config file the sidecar watches.
+#[derive(Debug)]
+pub struct ConfigFile {
+    /// Where it is.
+    pub path: PathBuf,
+    /// What it gave at start, before the command line's flags: a reload is told
+    /// from it, so a `--listen` flag is not taken for a change to `[server]`.
+    pub loaded: Config,
+}
+
 /// Runs the sidecar until a termination signal.
-pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> anyhow::Result<()> {
     raise_open_files_limit();
     let handle = crate::metrics::install();
     let metrics = Arc::new(Metrics::new(config.metrics.tool_label_cap));
@@ -41,7 +51,7 @@ pub async fn serve(config: Config, policy: Policy, config_path: Option<PathBuf>)
         }
     };
     let metrics_task = tokio::spawn(server::serve_metrics(metrics_listener, handle, metrics_stop));
-    let reload_task = config_path.map(|path| tokio::spawn(watch_config(path, config.clone(), engine.clone())));
+    let reload_task = file.map(|file| tokio::spawn(watch_config(file, engine.clone())));
     let shared_task = (config.state.backend == crate::config::Backend::Redis)
         .then(|| tokio::spawn(crate::shared::run(engine.clone(), config.state.clone())));
 
@@ -97,7 +107,8 @@ fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send 
 /// Polls the config file's content; a change that loads replaces the policy,
 /// one that does not keeps the old policy. Polling the content (not inotify)
 /// also sees a Kubernetes ConfigMap update, which swaps a symlink.
-async fn watch_config(path: PathBuf, mut current: Config, engine: Arc<Engine>) {
+async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
+    let ConfigFile { path, loaded: started } = file;
     let mut last = crate::config::read_file(&path).ok();
     let mut tick = tokio::time::interval(RELOAD_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -112,13 +123,14 @@ async fn watch_config(path: PathBuf, mut current: Config, engine: Arc<Engine>) {
         last = Some(bytes);
         match reload(&path) {
             Ok((config, policy)) => {
-                if config.server != current.server || config.sessions != current.sessions {
-                    tracing::warn!("[server] and [sessions] changes take effect only after a restart");
+                // Against the config the process started with: those settings are still its.
+                let waiting = started.restart_only_changes(&config);
+                if !waiting.is_empty() {
+                    tracing::warn!(settings = %waiting.join(", "), "changes that take effect only after a restart");
                 }
                 engine.set_policy(policy);
                 engine.metrics().reload(true);
                 tracing::info!(path = %path.display(), "config reloaded");
-                current = config;
             }
             Err(err) => {
                 engine.metrics().reload(false);

@@ -29,7 +29,12 @@ async fn category_of(client: &mut pb::rebound_client::ReboundClient<tonic::trans
 
 /// Waits up to 10 s for the sidecar to count `count` failed reloads.
 async fn failed_reloads_reach(sidecar: &Sidecar, count: u32) -> bool {
-    let line = format!("rebound_config_reloads_total{{result=\"error\"}} {count}");
+    reloads_reach(sidecar, "error", count).await
+}
+
+/// Waits up to 10 s for the sidecar to count `count` reloads with `result`.
+async fn reloads_reach(sidecar: &Sidecar, result: &str, count: u32) -> bool {
+    let line = format!("rebound_config_reloads_total{{result=\"{result}\"}} {count}");
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let body = http_get(&sidecar.metrics, "/metrics").await;
@@ -74,4 +79,34 @@ async fn configmap_swap_reloads_and_a_bad_config_keeps_the_old_policy() {
     publish(dir.path(), "v4", &format!("{long}{}", "\n".repeat(16 << 20)));
     assert!(failed_reloads_reach(&sidecar, 2).await, "the reload of a file past the limit was not refused");
     assert_eq!(category_of(&mut client, "r3").await, pb::Category::Unavailable as i32, "old policy kept");
+}
+
+#[tokio::test]
+async fn a_reload_warns_of_the_settings_only_a_restart_applies_and_of_no_others() {
+    let dir = tempfile::tempdir().unwrap();
+    publish(dir.path(), "v1", "# nothing yet\n");
+    let config = dir.path().join("rebound.toml");
+    // Started with --listen and --metrics-listen flags, which the file does not repeat, as the manifests do.
+    let (sidecar, log) = Sidecar::spawn_logged(&["--config", config.to_str().unwrap()]);
+    let warnings =
+        || log.lock().unwrap().iter().filter(|l| l.contains("only after a restart")).cloned().collect::<Vec<_>>();
+
+    let rule =
+        "[[rules]]\nid = \"acme.frobnicator\"\nmessage = [\"frobnicator declined\"]\ncategory = \"unavailable\"\n";
+    publish(dir.path(), "v2", rule);
+    assert!(reloads_reach(&sidecar, "ok", 1).await, "the new rule was not loaded");
+    publish(dir.path(), "v3", &format!("{rule}[state]\nsync_interval_ms = 1000\n"));
+    assert!(reloads_reach(&sidecar, "ok", 2).await, "the [state] change was not loaded");
+    // The log comes through a pipe: wait for a warning. One from v2 would come before v3's.
+    for _ in 0..100 {
+        if !warnings().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The flags used to be taken for a change to [server] at every reload, and [state] went unsaid.
+    let warned = warnings();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    let expected = "WARN rebound::sidecar: changes that take effect only after a restart settings=[state]";
+    assert!(warned[0].ends_with(expected), "{warned:?}");
 }
