@@ -120,7 +120,7 @@ pub(crate) fn counted<IO, E>(
 ) -> impl Stream<Item = Result<Counted<IO>, E>> {
     let mut refused = Refused::new("grpc");
     incoming.filter_map(move |accepted| match accepted.map(|io| (places.clone().try_acquire_owned(), io)) {
-        Ok((Ok(place), io)) => Some(Ok(Counted::awaiting_opening(io, place))),
+        Ok((Ok(place), io)) => Some(Ok(Counted::awaiting_opening(io, place, OPENING_TIMEOUT))),
         Ok((Err(_), _dropped)) => {
             refused.note();
             None
@@ -133,7 +133,8 @@ pub(crate) fn counted<IO, E>(
 pub(crate) struct Counted<IO> {
     /// Declared before `io`, so it is given back before the connection is closed: a client
     /// that sees its connection end may connect again at once and find the place free.
-    _place: OwnedSemaphorePermit,
+    /// Given back early (`None`) when the connection is failed for a late opening.
+    place: Option<OwnedSemaphorePermit>,
     io: IO,
     /// Until its opening bytes arrived: when they must have, and how many are still awaited.
     opening: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
@@ -142,13 +143,13 @@ pub(crate) struct Counted<IO> {
 impl<IO> Counted<IO> {
     /// `io` holding `place` until it is dropped.
     pub(crate) fn new(io: IO, place: OwnedSemaphorePermit) -> Self {
-        Counted { _place: place, io, opening: None }
+        Counted { place: Some(place), io, opening: None }
     }
 
-    /// `io` holding `place`, and failing its reads once `OPENING_TIMEOUT` is over
-    /// unless its opening bytes arrived (an HTTP/2 connection's).
-    fn awaiting_opening(io: IO, place: OwnedSemaphorePermit) -> Self {
-        let deadline = Box::pin(tokio::time::sleep(OPENING_TIMEOUT));
+    /// `io` holding `place`, and failing its reads once `within` is over unless its
+    /// opening bytes arrived (an HTTP/2 connection's).
+    fn awaiting_opening(io: IO, place: OwnedSemaphorePermit, within: Duration) -> Self {
+        let deadline = Box::pin(tokio::time::sleep(within));
         Counted { opening: Some((deadline, OPENING_BYTES)), ..Counted::new(io, place) }
     }
 }
@@ -164,6 +165,9 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
                 this.opening = None;
             } else if polled.is_pending() && deadline.as_mut().poll(cx).is_ready() {
                 let late = format!("no HTTP/2 preface within {} s", OPENING_TIMEOUT.as_secs());
+                // Given back before the error reaches hyper, which may shut the socket down
+                // (and the client see its end) before it drops the connection.
+                this.place = None;
                 return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, late)));
             }
         }
@@ -258,5 +262,33 @@ mod tests {
         assert_eq!(places.available_permits(), 0);
         drop(counted);
         assert_eq!(*free_at_close.lock().unwrap(), Some(1), "the connection closed while it held its place");
+    }
+
+    #[tokio::test]
+    async fn a_connection_failed_for_a_late_opening_has_given_back_its_place() {
+        use tokio::io::AsyncReadExt;
+        let places = Arc::new(Semaphore::new(1));
+        let (_client, server) = tokio::io::duplex(64);
+        let place = places.clone().try_acquire_owned().unwrap();
+        let mut counted = Counted::awaiting_opening(server, place, Duration::from_millis(20));
+        let read = counted.read(&mut [0u8; 64]).await;
+        assert_eq!(read.map_err(|e| e.kind()), Err(std::io::ErrorKind::TimedOut));
+        assert_eq!(places.available_permits(), 1, "the failed connection still holds its place");
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sent_its_opening_keeps_its_place() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let places = Arc::new(Semaphore::new(1));
+        let (mut client, server) = tokio::io::duplex(64);
+        let place = places.clone().try_acquire_owned().unwrap();
+        let mut counted = Counted::awaiting_opening(server, place, Duration::from_millis(20));
+        client.write_all(&[0u8; OPENING_BYTES]).await.unwrap();
+        let mut opening = [0u8; OPENING_BYTES];
+        counted.read_exact(&mut opening).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        client.write_all(b"late but fine").await.unwrap();
+        assert_eq!(counted.read(&mut [0u8; 64]).await.unwrap(), 13);
+        assert_eq!(places.available_permits(), 0);
     }
 }
