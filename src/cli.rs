@@ -155,6 +155,11 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<(Config, Policy)> {
         Some(p) => Config::read(p)?,
         None => Config::default(),
     };
+    with_policy(config, path)
+}
+
+/// `config` (read from `path`, or the defaults) with `REBOUND_*` overrides, and its policy.
+pub fn with_policy(config: Config, path: Option<&Path>) -> anyhow::Result<(Config, Policy)> {
     let config = config.with_env(std::env::vars())?;
     let origin = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
     let policy = Policy::from_config(&config).map_err(|e| anyhow!("{origin}: {e}"))?;
@@ -286,8 +291,21 @@ fn init_tracing(json: bool) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let (mut config, policy) = load(args.config.as_deref())?;
-    let file = args.config.map(|path| crate::sidecar::ConfigFile { path, loaded: config.clone() });
+    // The file's bytes are kept for the reload watch: it compares what it reads with what was
+    // loaded here, so a ConfigMap update that lands while the sidecar starts is not missed.
+    let (mut config, policy, file) = match args.config {
+        Some(path) => {
+            let bytes = crate::config::read_file(&path)
+                .map_err(|reason| crate::config::ConfigError::Read { path: path.display().to_string(), reason })?;
+            let (config, policy) = with_policy(Config::from_file(&path, bytes.clone())?, Some(&path))?;
+            let file = crate::sidecar::ConfigFile { path, loaded: config.clone(), bytes };
+            (config, policy, Some(file))
+        }
+        None => {
+            let (config, policy) = load(None)?;
+            (config, policy, None)
+        }
+    };
     // The flags replace what the config said, past the policy's checks: check them as it would.
     if let Some(listen) = args.listen {
         crate::policy::check_listen("--listen", &listen, true)?;

@@ -448,9 +448,14 @@ impl Config {
 
     /// Reads and parses a file of at most `MAX_FILE_BYTES`.
     pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        let bytes = read_file(path).map_err(|reason| ConfigError::Read { path: path.display().to_string(), reason })?;
+        Self::from_file(path, bytes)
+    }
+
+    /// Parses the bytes read from `path` (by `read_file`): at most `MAX_FILE_BYTES` of UTF-8.
+    pub fn from_file(path: &Path, bytes: Vec<u8>) -> Result<Config, ConfigError> {
         use std::io::{Error, ErrorKind};
         let failed = |reason| ConfigError::Read { path: path.display().to_string(), reason };
-        let bytes = read_file(path).map_err(failed)?;
         if bytes.len() as u64 > MAX_FILE_BYTES {
             return Err(failed(Error::new(
                 ErrorKind::InvalidData,

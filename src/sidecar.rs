@@ -25,6 +25,8 @@ pub struct ConfigFile {
     /// What it gave at start, before the command line's flags: a reload is told
     /// from it, so a `--listen` flag is not taken for a change to `[server]`.
     pub loaded: Config,
+    /// The bytes `loaded` was parsed from: the watch reloads when the file's differ.
+    pub bytes: Vec<u8>,
 }
 
 /// Runs the sidecar until a termination signal.
@@ -108,8 +110,7 @@ fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send 
 /// one that does not keeps the old policy. Polling the content (not inotify)
 /// also sees a Kubernetes ConfigMap update, which swaps a symlink.
 async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
-    let ConfigFile { path, loaded: started } = file;
-    let mut last = crate::config::read_file(&path).ok();
+    let ConfigFile { path, loaded: started, bytes: mut last } = file;
     let mut tick = tokio::time::interval(RELOAD_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -117,11 +118,11 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
         let Ok(bytes) = crate::config::read_file(&path) else {
             continue;
         };
-        if last.as_deref() == Some(&bytes[..]) {
+        if last == bytes {
             continue;
         }
-        last = Some(bytes);
-        match reload(&path) {
+        last = bytes.clone();
+        match reload(&path, bytes) {
             Ok((config, policy)) => {
                 // Against the config the process started with: those settings are still its.
                 let waiting = started.restart_only_changes(&config);
@@ -140,6 +141,56 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
     }
 }
 
-fn reload(path: &std::path::Path) -> anyhow::Result<(Config, Policy)> {
-    crate::cli::load(Some(path))
+/// The config and policy of `bytes`, read from `path` (the bytes compared, not a second read).
+fn reload(path: &std::path::Path, bytes: Vec<u8>) -> anyhow::Result<(Config, Policy)> {
+    crate::cli::with_policy(Config::from_file(path, bytes)?, Some(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Outcome;
+
+    fn rule_of(engine: &Engine) -> String {
+        let outcome = Outcome {
+            session_id: "s".into(),
+            tool: "t".into(),
+            message: "the frobnicator declined".into(),
+            ..Default::default()
+        };
+        engine.report(&outcome).unwrap().classification.unwrap().rule.to_string()
+    }
+
+    #[tokio::test]
+    async fn a_change_made_after_the_load_and_before_the_watch_began_is_reloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rebound.toml");
+        // Loaded from an empty file; the file changed before the watch read it first.
+        std::fs::write(
+            &path,
+            "[[rules]]\nid = \"acme.frobnicator\"\nmessage = [\"frobnicator declined\"]\ncategory = \"unavailable\"\n",
+        )
+        .unwrap();
+        let settings = EngineSettings::from_config(&Config::default(), 1);
+        let engine = Arc::new(Engine::new(
+            Policy::default(),
+            settings,
+            Arc::new(SystemClock::new()),
+            Arc::new(Metrics::new(200)),
+        ));
+        assert_ne!(rule_of(&engine), "acme.frobnicator");
+        let file = ConfigFile { path, loaded: Config::default(), bytes: Vec::new() };
+        let watch = tokio::spawn(watch_config(file, engine.clone()));
+        // The first check is at once; a missed change would wait for a next one that never comes.
+        let mut reloaded = false;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if rule_of(&engine) == "acme.frobnicator" {
+                reloaded = true;
+                break;
+            }
+        }
+        watch.abort();
+        assert!(reloaded, "the change was never loaded");
+    }
 }
