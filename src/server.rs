@@ -356,14 +356,21 @@ pub async fn serve_metrics(
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let handle = handle.clone();
                 async move {
-                    let response = if req.uri().path() == "/metrics" {
+                    let response = if req.uri().path() != "/metrics" {
+                        hyper::Response::builder()
+                            .status(404)
+                            .body(Full::new(Bytes::from_static(b"not found: try /metrics\n")))
+                    } else if req.method() == hyper::Method::GET || req.method() == hyper::Method::HEAD {
+                        // hyper sends no body for HEAD.
                         hyper::Response::builder()
                             .header("content-type", "text/plain; version=0.0.4; charset=utf-8")
                             .body(Full::new(Bytes::from(handle.render())))
                     } else {
+                        // A scrape is a GET: a POST or a DELETE here is a client mistaken about what this is.
                         hyper::Response::builder()
-                            .status(404)
-                            .body(Full::new(Bytes::from_static(b"not found: try /metrics\n")))
+                            .status(405)
+                            .header("allow", "GET, HEAD")
+                            .body(Full::new(Bytes::from_static(b"method not allowed: /metrics answers GET and HEAD\n")))
                     };
                     Ok::<_, std::convert::Infallible>(response.expect("static response parts are valid"))
                 }

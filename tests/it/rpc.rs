@@ -1,6 +1,6 @@
 //! Every RPC through the real server.
 
-use crate::common::{failure, http_get, success, Sidecar, TestServer};
+use crate::common::{failure, http_get, http_request, success, Sidecar, TestServer};
 use rebound::pb;
 use std::time::Duration;
 use tonic::Code;
@@ -220,6 +220,21 @@ async fn metrics_count_outcomes_without_raw_text_in_labels() {
     assert!(body.contains("rebound_rpc_duration_seconds_bucket{method=\"Report\""), "{body}");
     assert!(!body.contains("secret message text"));
     assert!(http_get(&server.metrics_addr, "/nope").await.starts_with("HTTP/1.1 404"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_metrics_endpoint_answers_get_and_head_and_refuses_other_methods() {
+    let server = TestServer::start().await;
+    let head = http_request(&server.metrics_addr, "HEAD", "/metrics").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(!head.contains("rebound_"), "a HEAD answered with a body: {head}");
+    for method in ["POST", "PUT", "DELETE"] {
+        let answer = http_request(&server.metrics_addr, method, "/metrics").await;
+        assert!(answer.starts_with("HTTP/1.1 405"), "{method}: {answer}");
+        assert!(answer.to_ascii_lowercase().contains("allow: get, head"), "{method}: {answer}");
+        assert!(!answer.contains("rebound_"), "{method} was answered with the metrics: {answer}");
+    }
     server.stop().await;
 }
 

@@ -109,12 +109,15 @@ pub fn success(session: &str, tool: &str) -> pb::Outcome {
 
 /// A plain HTTP GET on loopback, returning the body.
 pub async fn http_get(addr: &str, path: &str) -> String {
+    http_request(addr, "GET", path).await
+}
+
+/// One HTTP/1.1 request with no body; the whole response, status line first.
+pub async fn http_request(addr: &str, method: &str, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect to metrics");
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    let request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
     let mut body = String::new();
     stream.read_to_string(&mut body).await.unwrap();
     body
