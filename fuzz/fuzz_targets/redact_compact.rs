@@ -1,5 +1,5 @@
 //! Redaction, stack-trace collapsing and snippet text on arbitrary text: no panic,
-//! messages within their limit, and redaction idempotent.
+//! messages within their limit, no `<error` tag of their own, and redaction idempotent.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,6 +16,10 @@ fuzz_target!(|data: &[u8]| {
     let short = SnippetPolicy { message_chars: 40, frames: 5, ..SnippetPolicy::default() };
     let d = digest(&text, "fuzz.Error", &text, &short);
     assert!(d.message.chars().count() <= 40 && d.location.chars().count() <= 40);
+    for shown in [&*d.message, &d.location] {
+        let lower = shown.to_ascii_lowercase();
+        assert!(!lower.contains("<error") && !lower.contains("</error"), "a tag in snippet text: {shown}");
+    }
     assert!(elide_middle(&text, 60).chars().count() <= 60);
     let _ = failure_lines(&text, 200);
     let _ = rebound::trace::collapse(&text, 2);
