@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -321,6 +322,16 @@ func snippet(o *reboundpb.Outcome, category Category, a Action) string {
 	return b.String()
 }
 
+// errorTag finds the opening of every <error and </error tag, in any case.
+var errorTag = regexp.MustCompile(`(?i)<(/?error)`)
+
+// defuseTags writes the < of every <error and </error tag in text as &lt;, as
+// the sidecar writes a message: a </error> in a tool's output would end the
+// block early, and what followed would read to the model as Rebound's own words.
+func defuseTags(text string) string {
+	return errorTag.ReplaceAllString(text, "&lt;$1")
+}
+
 // writeErrorBlock writes one <error> block, newline included, in the sidecar's
 // shape (src/compact.rs error_block): the tool and the category as attributes,
 // the message on a line of its own with its repeat count, then the suggestion.
@@ -332,7 +343,7 @@ func writeErrorBlock(b *strings.Builder, tool string, category Category, line st
 	}
 	b.WriteString(">\n")
 	if line != "" {
-		b.WriteString(line)
+		b.WriteString(defuseTags(line))
 		if count > 1 {
 			fmt.Fprintf(b, " (×%d)", count)
 		}

@@ -331,10 +331,19 @@ export function errorBlock(e: Readonly<ErrorBlock>): string {
   const type = name === "unknown" || name === "unspecified" ? "" : ` type="${name}"`;
   const lines = [`<error tool="${e.tool.replaceAll('"', "&quot;")}"${type}>`];
   const text = [e.type, e.message].filter((s) => s !== "").join(": ");
-  if (text !== "") lines.push(e.count > 1 ? `${text} (×${e.count})` : text);
+  if (text !== "") lines.push(e.count > 1 ? `${defuseTags(text)} (×${e.count})` : defuseTags(text));
   if (e.suggestion !== "") lines.push(`suggestion: ${e.suggestion}`);
   lines.push("</error>");
   return lines.join("\n");
+}
+
+/**
+ * `text` with the `<` of every `<error` and `</error` (any case) written `&lt;`, as
+ * the sidecar writes a message: a `</error>` in a tool's output would end the block
+ * early, and what followed would read to the model as Rebound's own words.
+ */
+export function defuseTags(text: string): string {
+  return text.replace(/<(\/?error)/gi, "&lt;$1");
 }
 
 /** Names the failure for a snippet from the most telling field set. */

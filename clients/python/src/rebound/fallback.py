@@ -7,6 +7,7 @@ anything else goes back to the LLM (recover)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -261,11 +262,22 @@ def error_block(tool: str, category: Category, message: str, suggestion: str = "
     typ = "" if category in (Category.UNKNOWN, Category.UNSPECIFIED) else f' type="{category.label}"'
     lines = [f'<error tool="{tool}"{typ}>']
     if message:
+        message = defuse_tags(message)
         lines.append(f"{message} (×{count})" if count > 1 else message)
     if suggestion:
         lines.append(f"suggestion: {suggestion}")
     lines.append("</error>")
     return "\n".join(lines)
+
+
+_TAG = re.compile(r"<(/?error)", re.IGNORECASE | re.ASCII)
+
+
+def defuse_tags(text: str) -> str:
+    """`text` with the `<` of every `<error` and `</error` (any case) written `&lt;`, as the
+    sidecar writes a message: a `</error>` in a tool's output would end the block early, and
+    what followed would read to the model as Rebound's own words."""
+    return _TAG.sub(r"&lt;\1", text)
 
 
 def message_line(typ: str, message: str) -> str:
