@@ -295,9 +295,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // loaded here, so a ConfigMap update that lands while the sidecar starts is not missed.
     let (mut config, policy, file) = match args.config {
         Some(path) => {
-            let bytes = crate::config::read_file(&path)
-                .map_err(|reason| crate::config::ConfigError::Read { path: path.display().to_string(), reason })?;
-            let (config, policy) = with_policy(Config::from_file(&path, bytes.clone())?, Some(&path))?;
+            let (config, bytes) = Config::read_keeping_bytes(&path)?;
+            let (config, policy) = with_policy(config, Some(&path))?;
             let file = crate::sidecar::ConfigFile { path, loaded: config.clone(), bytes };
             (config, policy, Some(file))
         }

@@ -448,12 +448,17 @@ impl Config {
 
     /// Reads and parses a file of at most `MAX_FILE_BYTES`.
     pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        Self::read_keeping_bytes(path).map(|(config, _)| config)
+    }
+
+    /// [`Config::read`], with the bytes it parsed (the reload watch compares the file with them).
+    pub fn read_keeping_bytes(path: &Path) -> Result<(Config, Vec<u8>), ConfigError> {
         let bytes = read_file(path).map_err(|reason| ConfigError::Read { path: path.display().to_string(), reason })?;
-        Self::from_file(path, bytes)
+        Ok((Self::from_file(path, &bytes)?, bytes))
     }
 
     /// Parses the bytes read from `path` (by `read_file`): at most `MAX_FILE_BYTES` of UTF-8.
-    pub fn from_file(path: &Path, bytes: Vec<u8>) -> Result<Config, ConfigError> {
+    pub fn from_file(path: &Path, bytes: &[u8]) -> Result<Config, ConfigError> {
         use std::io::{Error, ErrorKind};
         let failed = |reason| ConfigError::Read { path: path.display().to_string(), reason };
         if bytes.len() as u64 > MAX_FILE_BYTES {
@@ -462,9 +467,9 @@ impl Config {
                 format!("longer than {MAX_FILE_BYTES} bytes, the most a config file may be"),
             )));
         }
-        let text = String::from_utf8(bytes)
-            .map_err(|e| failed(Error::new(ErrorKind::InvalidData, format!("not UTF-8: {}", e.utf8_error()))))?;
-        Self::parse(&text, &path.display().to_string())
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| failed(Error::new(ErrorKind::InvalidData, format!("not UTF-8: {e}"))))?;
+        Self::parse(text, &path.display().to_string())
     }
 
     /// Applies `REBOUND_<SECTION>_<KEY>=value` overrides. Variables whose section is

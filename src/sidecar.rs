@@ -121,8 +121,9 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
         if last == bytes {
             continue;
         }
-        last = bytes.clone();
-        match reload(&path, bytes) {
+        let reloaded = reload(&path, &bytes);
+        last = bytes;
+        match reloaded {
             Ok((config, policy)) => {
                 // Against the config the process started with: those settings are still its.
                 let waiting = started.restart_only_changes(&config);
@@ -142,7 +143,7 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
 }
 
 /// The config and policy of `bytes`, read from `path` (the bytes compared, not a second read).
-fn reload(path: &std::path::Path, bytes: Vec<u8>) -> anyhow::Result<(Config, Policy)> {
+fn reload(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<(Config, Policy)> {
     crate::cli::with_policy(Config::from_file(path, bytes)?, Some(path))
 }
 

@@ -330,8 +330,8 @@ export function errorBlock(e: Readonly<ErrorBlock>): string {
   const name = categoryName(e.category);
   const type = name === "unknown" || name === "unspecified" ? "" : ` type="${name}"`;
   const lines = [`<error tool="${e.tool.replaceAll('"', "&quot;")}"${type}>`];
-  const text = [e.type, e.message].filter((s) => s !== "").join(": ");
-  if (text !== "") lines.push(e.count > 1 ? `${defuseTags(text)} (×${e.count})` : defuseTags(text));
+  const text = defuseTags([e.type, e.message].filter((s) => s !== "").join(": "));
+  if (text !== "") lines.push(e.count > 1 ? `${text} (×${e.count})` : text);
   if (e.suggestion !== "") lines.push(`suggestion: ${e.suggestion}`);
   lines.push("</error>");
   return lines.join("\n");
