@@ -38,9 +38,9 @@ pub enum Listener {
 }
 
 /// The file of a Unix socket this process bound, told from a file another process bound at
-/// the same path later (binding removes a socket file already there, a killed sidecar's or a
-/// running one's): only our own is removed when the server stops, so a sidecar that stops
-/// after its replacement started does not take the replacement's socket away.
+/// the same path later (after this one stopped serving, or after someone removed the file):
+/// only our own is removed when the server stops, so a sidecar that stops late does not take
+/// its successor's socket away.
 #[derive(Debug)]
 pub struct SocketFile {
     path: PathBuf,
@@ -77,10 +77,21 @@ impl Listener {
     pub async fn bind(address: &str) -> std::io::Result<Listener> {
         if let Some(path) = address.strip_prefix("unix:") {
             let path = PathBuf::from(path);
-            // A socket file left by a killed sidecar would make bind fail; only remove sockets.
+            // A socket file left by a killed sidecar would make bind fail: it is removed. One a
+            // process still serves on is not: taking it over would leave that process running
+            // but unreachable, and for good once this one stopped and removed the file.
             if let Ok(meta) = std::fs::symlink_metadata(&path) {
                 use std::os::unix::fs::FileTypeExt;
                 if meta.file_type().is_socket() {
+                    if tokio::net::UnixStream::connect(&path).await.is_ok() {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::AddrInUse,
+                            format!(
+                                "{} is in use: a process (another sidecar?) serves on it; stop it or listen elsewhere",
+                                path.display()
+                            ),
+                        ));
+                    }
                     std::fs::remove_file(&path)?;
                 }
             }

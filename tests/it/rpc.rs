@@ -267,23 +267,48 @@ async fn unix_socket_serving() {
 }
 
 #[tokio::test]
-async fn a_sidecar_that_stops_after_its_replacement_started_leaves_the_replacement_its_socket() {
+async fn a_second_sidecar_on_a_socket_in_use_refuses_to_start_and_the_first_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rebound.sock");
     let address = format!("unix:{}", path.display());
-    let mut old = Sidecar::spawn(&["--listen", &address]);
-    // A restart that overlaps: the new sidecar binds the path (its file replaces the old one's)
-    // while the old one still runs; then the old one drains and exits.
-    let _new = Sidecar::spawn(&["--listen", &address]);
-    old.signal("TERM");
-    let status = tokio::task::spawn_blocking(move || old.wait_for_exit(Duration::from_secs(20)))
-        .await
-        .unwrap()
-        .expect("the old sidecar exits");
-    assert!(status.success(), "{status:?}");
-    assert!(path.exists(), "the old sidecar removed the socket file the new one serves on");
-    let mut client = unix_client(&path).await.expect("the new sidecar is reachable at the path");
-    let v = client.report(success("after-restart", "t")).await.unwrap().into_inner();
+    let first = Sidecar::spawn(&["--listen", &address]);
+    // Taking the path over would leave the first sidecar running but unreachable.
+    let mut second = Sidecar::command(&["--listen", &address])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while second.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = second.kill();
+            panic!("the second sidecar started on the path the first serves on");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("binding --listen {address}")), "{stderr}");
+    assert!(stderr.contains("is in use: a process (another sidecar?) serves on it"), "{stderr}");
+    let mut client = unix_client(&path).await.expect("the first sidecar is still reachable at the path");
+    let v = client.report(success("still-first", "t")).await.unwrap().into_inner();
+    assert_eq!(v.action, pb::Action::Continue as i32);
+    drop(first);
+}
+
+#[tokio::test]
+async fn a_socket_file_left_by_a_killed_sidecar_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rebound.sock");
+    let address = format!("unix:{}", path.display());
+    let mut killed = Sidecar::spawn(&["--listen", &address]);
+    killed.signal("KILL");
+    killed.wait_for_exit(Duration::from_secs(10)).expect("SIGKILL ends it");
+    assert!(path.exists(), "SIGKILL leaves the socket file");
+    let _next = Sidecar::spawn(&["--listen", &address]);
+    let mut client = unix_client(&path).await.expect("the next sidecar serves at the path");
+    let v = client.report(success("after-kill", "t")).await.unwrap().into_inner();
     assert_eq!(v.action, pb::Action::Continue as i32);
 }
 
