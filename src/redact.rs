@@ -168,10 +168,19 @@ impl Prefilter {
 static PREFILTER: LazyLock<Prefilter> =
     LazyLock::new(|| Prefilter::new(true).or_else(|| Prefilter::new(false)).expect("the automaton always builds"));
 
+/// Letters outside ASCII that a case-insensitive pattern takes for an ASCII
+/// one (Unicode's simple case folding): the Kelvin sign for `k`, the long s for
+/// `s`. Lowering ASCII leaves them, so a needle spelt with one (`paſsword`) is
+/// not found; text holding either is matched against every pattern instead.
+const FOLDED_TO_ASCII: [&str; 2] = ["\u{212A}", "\u{17F}"];
+
 /// The patterns `text` may match, as bits: the gates of the needles it holds,
 /// ASCII case aside. Read in pieces lowered on the stack, each overlapping the
 /// next by the longest needle less one.
 fn candidates(text: &str) -> u32 {
+    if FOLDED_TO_ASCII.iter().any(|letter| memchr::memmem::find(text.as_bytes(), letter.as_bytes()).is_some()) {
+        return u32::MAX >> (32 - PATTERNS.len());
+    }
     const PIECE: usize = 1024;
     const OVERLAP: usize = {
         let (mut i, mut longest) = (0, 0);
@@ -401,6 +410,20 @@ mod tests {
                 assert_eq!(packed.gates(text.as_bytes()), expected, "{text}");
             }
         }
+    }
+
+    #[test]
+    fn a_name_spelt_with_a_letter_that_folds_to_ascii_is_redacted_all_the_same() {
+        // The patterns' (?i) takes the Kelvin sign for k and the long s for s; the needles must too.
+        for (text, secret, kind) in [
+            ("login failed: pa\u{17F}sword=hunter22 rejected", "hunter22", "password"),
+            ("api_\u{212A}ey=abcdef123456 was revoked", "abcdef123456", "api_key"),
+            ("client_\u{17F}ecret: s3cr3t-value-1", "s3cr3t-value-1", "secret"),
+        ] {
+            let out = redact(text);
+            assert!(!out.contains(secret) && out.contains(&format!("[REDACTED:{kind}]")), "{text:?} -> {out:?}");
+        }
+        assert_eq!(redact("the \u{212A}elvin sign, alone"), "the \u{212A}elvin sign, alone");
     }
 
     #[test]
