@@ -2,7 +2,8 @@
 reached within the call deadline. It carries the sidecar's seed defaults and classifies only
 coarse signals: timeouts, connection errors, HTTP 429 and 5xx (retried), 401 and 403
 (escalated), cancellation (aborted), an unknown tool (reclassify: choose another tool);
-anything else goes back to the LLM (recover)."""
+anything else goes back to the LLM (recover). Every message it writes is redacted as the
+sidecar redacts it (see `rebound.redact`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Optional
 
+from rebound.outcome import MAX_MESSAGE_CHARS
+from rebound.redact import redact
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Action, Category, Kind
 
@@ -248,7 +251,7 @@ def _number(text: Optional[str]) -> Optional[float]:
 
 def _snippet(o: pb.Outcome, category: Category, action: Action) -> str:
     """The fallback's <error> block for the LLM's next turn, then the instruction."""
-    line = message_line(error_type(o), cut(o.message, MAX_SNIPPET_MESSAGE))
+    line = message_line(error_type(o), shown_message(o))
     block = error_block(o.tool, category, line, _SUGGESTIONS.get(category, ""))
     return f"{block}\n{_INSTRUCTIONS.get(action, '')}"
 
@@ -288,21 +291,30 @@ def message_line(typ: str, message: str) -> str:
 def _escalation(v: pb.Verdict, o: pb.Outcome, why: str) -> None:
     summary = f"{why} (decided by the client's local fallback policy: the Rebound sidecar did not answer)"
     text = summary
-    message = cut(o.message, MAX_SNIPPET_MESSAGE)
+    message = shown_message(o)
     if message:
         text += f"\nlast error: {message}"
     v.escalation.summary = summary
     v.escalation.text = text
 
 
+def shown_message(o: pb.Outcome) -> str:
+    """The outcome's message as the fallback shows it: redacted, then cut to
+    MAX_SNIPPET_MESSAGE, in that order, so a cut cannot leave half a secret that no pattern
+    knows any more. Only what `build_outcome` would keep of it is read: Python's regex engine
+    backtracks, and one pattern (jwt) takes time quadratic in the length of some texts, where
+    the sidecar's automaton takes linear time."""
+    return cut(redact(o.message[:MAX_MESSAGE_CHARS]), MAX_SNIPPET_MESSAGE)
+
+
 def error_type(o: pb.Outcome) -> str:
-    """Names the failure for a snippet from the most telling field set."""
+    """Names the failure for a snippet from the most telling field set; free text redacted."""
     if o.exception_type:
-        return o.exception_type
+        return redact(o.exception_type[:MAX_MESSAGE_CHARS])
     if o.http_status:
         return f"HTTP {o.http_status}"
     if o.code:
-        return o.code
+        return redact(o.code[:MAX_MESSAGE_CHARS])
     if o.HasField("exit_code"):
         return f"exit {o.exit_code}"
     return ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from rebound.fallback import MAX_SNIPPET_MESSAGE, cut, error_block, error_type, message_line
+from rebound.fallback import error_block, error_type, message_line, shown_message
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Action, Category, ErrorContext
 
@@ -52,7 +52,7 @@ class LocalState:
                 return 0
             self._summary.errors += 1
             self._consecutive[o.tool] = self._consecutive.get(o.tool, 0) + 1
-            error = _Error(o.tool, error_type(o), cut(o.message, MAX_SNIPPET_MESSAGE))
+            error = _Error(o.tool, error_type(o), shown_message(o))
             if idx is not None:
                 previous = self._unresolved.pop(idx)
                 if previous.message == error.message:

@@ -1,0 +1,132 @@
+"""Secrets in what the fallback writes: every secret of the shared corpus
+(tests/data/secrets/secrets.jsonl, messages in the shape of real SDK and tool errors) is out of
+the snippet, the escalation report and the local context a client writes when its sidecar does
+not answer, replaced by the sidecar's placeholder; the ordinary lines (ordinary.jsonl) stay as
+they are. The patterns are src/redact.rs's, checked here for drift."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rebound
+from rebound import Action
+from rebound.fallback import MAX_SNIPPET_MESSAGE, cut, defuse_tags
+from rebound.redact import PATTERNS, UNSETTLED, _COMPILED, _redact_within, redact
+from tests.conftest import unique
+from tests.servers import refused_address
+from tests.sidecar import REPO
+
+CORPUS = REPO / "tests" / "data" / "secrets"
+REDACT_RS = REPO / "src" / "redact.rs"
+"""The sidecar's patterns, the source of truth for rebound.redact's."""
+
+
+def lines(path: Path) -> list[Any]:
+    """The corpus file's lines, as pytest parameters named by their ids."""
+    parsed = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [pytest.param(line, id=line["id"]) for line in parsed]
+
+
+SECRETS = lines(CORPUS / "secrets.jsonl")
+ORDINARY = lines(CORPUS / "ordinary.jsonl")
+
+
+@pytest.fixture(scope="module")
+def unreachable() -> Iterator[rebound.Client]:
+    """A client with no sidecar to answer it: every verdict is its fallback's."""
+    host, port = refused_address()
+    with rebound.Client(f"{host}:{port}") as client:
+        yield client
+
+
+def test_the_corpora_are_there() -> None:
+    assert (len(SECRETS), len(ORDINARY)) == (85, 40), f"the corpora under {CORPUS} changed"
+
+
+@pytest.mark.parametrize("line", SECRETS)
+def test_no_secret_reaches_what_the_fallback_writes(unreachable: rebound.Client, line: dict[str, Any]) -> None:
+    with unreachable.session(unique("py-redact"), tools=["llm"]) as session:
+        # A 401 escalates: the snippet and the escalation report both repeat the message.
+        v = session.report("llm", message=line["message"], http_status=401)
+        assert v.fallback and v.action is Action.ESCALATE and v.escalation is not None
+        written = {"snippet": v.snippet, "escalation": v.escalation.text, "context": session.context().text}
+    for where, text in written.items():
+        assert f"[REDACTED:{line['type']}]" in text, f"{where}: {text}"
+        for secret in line["secrets"]:
+            assert secret not in text, f"{where}: {text}"
+
+
+@pytest.mark.parametrize("line", ORDINARY)
+def test_ordinary_text_stays_as_it_is(unreachable: rebound.Client, line: dict[str, Any]) -> None:
+    message = line["message"]
+    assert redact(message) == message
+    with unreachable.session(unique("py-redact"), tools=["llm"]) as session:
+        v = session.report("llm", message=message)
+    assert v.fallback and v.snippet.split("\n")[1] == defuse_tags(cut(message, MAX_SNIPPET_MESSAGE))
+
+
+def test_a_cut_cannot_leave_half_a_secret(unreachable: rebound.Client) -> None:
+    # Cut first, the key would keep 12 of its characters: too few for any pattern to know it.
+    key = "sk-proj-" + "A1b2C3d4E5" * 4
+    message = "x" * (MAX_SNIPPET_MESSAGE - 13) + " " + key
+    with unreachable.session(unique("py-redact"), tools=["llm"]) as session:
+        v = session.report("llm", message=message)
+    assert v.fallback and "sk-proj-" not in v.snippet and "[REDACTED:" in v.snippet
+
+
+def test_the_patterns_are_the_sidecars() -> None:
+    source = REDACT_RS.read_text(encoding="utf-8")
+    table = source[source.index("static PATTERNS") : source.index("]\n});")]
+    entry = re.compile(r'p\(\s*"(\w+)",\s*(\d+),\s*(?:r#"(.*?)"#|r"(.*?)")\s*,?\s*\)', re.DOTALL)
+    sidecar = [(kind, int(group), raw or plain) for kind, group, raw, plain in entry.findall(table)]
+    assert len(sidecar) == 17, f"read {len(sidecar)} patterns from {REDACT_RS}"
+    assert list(PATTERNS) == sidecar
+
+
+def test_no_rust_syntax_is_left_in_the_python_patterns() -> None:
+    for kind, _, regex in _COMPILED:
+        python = regex.pattern.replace(r"[\s\S]", "")
+        assert not re.search(r"\(\?-u|\\z|\\[sS]", python), f"{kind}: {regex.pattern}"
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        # Rust's (?-u:\b) is an ASCII word boundary: a CJK character before a key is not a word character.
+        ("无效的密钥sk-proj-abcdefghijklmnopqrstuvwxyz0123 已拒绝", "无效的密钥[REDACTED:openai_key] 已拒绝"),
+        # ... and a boundary still: a key's prefix inside a word is no key.
+        ("task-0123456789abcdefghijklmnop failed", "task-0123456789abcdefghijklmnop failed"),
+        # Rust's \s is Unicode White_Space, which \x1f is not: the value goes on past it.
+        ("password=ab\x1fcd host=db", "password=[REDACTED:password] host=db"),
+        # Rust does not take ı for an i: the token ends there, and the password after it is found.
+        ("Bearer abcdefghıpwd: hunter2", "Bearer [REDACTED:bearer_token]ıpwd: [REDACTED:password]"),
+        # But it takes the Kelvin sign for a k, as Python does.
+        ("api_\u212aey=abcdef123456", "api_\u212aey=[REDACTED:api_key]"),
+        # An unterminated PEM key is redacted to the end of the text.
+        ("bad key: -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq\n", "bad key: [REDACTED:private_key]"),
+    ],
+)
+def test_regex_constructs_read_as_in_rust(text: str, redacted: str) -> None:
+    assert redact(text) == redacted
+
+
+def test_a_secret_uncovered_by_another_redaction_is_redacted_too() -> None:
+    # The `/` in `w/cd://` keeps the first URL from matching until `pass:`'s value, which holds it, is replaced.
+    assert redact("ab://u:pass:w/cd://e:f@h") == "ab://u:[REDACTED:url_password]@h"
+    # The input cargo-fuzz found for the sidecar: one pass was not enough.
+    found = (REPO / "tests" / "data" / "fuzz" / "redact_compact-two-passes").read_bytes()
+    once = redact(found.decode("utf-8", "replace"))
+    assert redact(once) == once and "[REDACTED:url_password]@d_por0" in once, once
+
+
+def test_text_that_does_not_settle_is_given_up_whole() -> None:
+    # Two passes replace something here, and the third finds nothing more.
+    assert _redact_within("ab://u:pass:w/cd://e:f@h", 2) == UNSETTLED
+    assert _redact_within("ab://u:pass:w/cd://e:f@h", 3) == "ab://u:[REDACTED:url_password]@h"
+    assert redact(UNSETTLED) == UNSETTLED
