@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
@@ -313,10 +314,34 @@ var instructions = map[Action]string{
 // maxSnippetMessage is how much of the message the snippet keeps, as the sidecar's default.
 const maxSnippetMessage = 200
 
+// redactedBytes is how much of a message the fallback redacts and reads: far
+// more than it shows (maxSnippetMessage), so that a secret starting in what is
+// shown lies whole within it, but not the 256 KiB an outcome may carry, which
+// every failure would otherwise cost, the sidecar up or not (local.go).
+const redactedBytes = 8 << 10
+
+// shownMessage is the tool's message as the fallback writes it anywhere:
+// secrets redacted as the sidecar redacts them (redact.go), then cut. Redacted
+// first, so that a cut cannot keep the head of a secret too short to match.
+func shownMessage(o *reboundpb.Outcome) string {
+	return cut(redact(headBytes(o.GetMessage(), redactedBytes)), maxSnippetMessage)
+}
+
+// headBytes is the longest head of s of at most n bytes that ends between characters.
+func headBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // snippet is the fallback's <error> block for the LLM's next turn, then the instruction.
 func snippet(o *reboundpb.Outcome, category Category, a Action) string {
 	var b strings.Builder
-	line := errorLine(errorType(o), cut(o.GetMessage(), maxSnippetMessage))
+	line := errorLine(errorType(o), shownMessage(o))
 	writeErrorBlock(&b, o.GetTool(), category, line, 1, suggestions[category])
 	b.WriteString(instructions[a])
 	return b.String()
@@ -367,15 +392,16 @@ func errorLine(kind, message string) string {
 	return kind + ": " + message
 }
 
-// errorType names the failure for the snippet from the most telling field set.
+// errorType names the failure for the snippet from the most telling field set;
+// the free-form ones are redacted like the message.
 func errorType(o *reboundpb.Outcome) string {
 	switch {
 	case o.GetExceptionType() != "":
-		return o.GetExceptionType()
+		return redact(headBytes(o.GetExceptionType(), redactedBytes))
 	case o.GetHttpStatus() != 0:
 		return "HTTP " + strconv.Itoa(int(o.GetHttpStatus()))
 	case o.GetCode() != "":
-		return o.GetCode()
+		return redact(headBytes(o.GetCode(), redactedBytes))
 	case o.ExitCode != nil:
 		return "exit " + strconv.Itoa(int(o.GetExitCode()))
 	}
@@ -396,7 +422,7 @@ func cut(s string, n int) string {
 func escalation(o *reboundpb.Outcome, why string) *reboundpb.EscalationReport {
 	summary := why + " (decided by the client's local fallback policy: the Rebound sidecar did not answer)"
 	text := summary
-	if m := cut(o.GetMessage(), maxSnippetMessage); m != "" {
+	if m := shownMessage(o); m != "" {
 		text += "\nlast error: " + m
 	}
 	return &reboundpb.EscalationReport{Summary: summary, Text: text}

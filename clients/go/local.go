@@ -70,7 +70,7 @@ func (l *localState) observe(o *reboundpb.Outcome) int {
 	}
 	l.summary.Errors++
 	l.consecutive[tool]++
-	e := localError{tool: tool, kind: errorType(o), message: cut(o.GetMessage(), maxSnippetMessage), count: 1}
+	e := localError{tool: tool, kind: errorType(o), message: shownMessage(o), count: 1}
 	if idx >= 0 {
 		if prev := l.unresolved[idx]; prev.message == e.message {
 			e.count = prev.count + 1

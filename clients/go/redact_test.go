@@ -1,0 +1,240 @@
+package rebound
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rebound-dev/rebound/clients/go/reboundpb"
+)
+
+// secretLine is one line of tests/data/secrets/*.jsonl (see its README):
+// a real-shaped message, and for secrets.jsonl the kind and the exact
+// substrings that must never be shown.
+type secretLine struct {
+	ID      string   `json:"id"`
+	Type    string   `json:"type"`
+	Message string   `json:"message"`
+	Secrets []string `json:"secrets"`
+}
+
+func loadSecretLines(t *testing.T, name string) []secretLine {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "tests", "data", "secrets", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []secretLine
+	scan := bufio.NewScanner(f)
+	scan.Buffer(nil, 1<<20)
+	for n := 1; scan.Scan(); n++ {
+		if strings.TrimSpace(scan.Text()) == "" {
+			continue
+		}
+		var l secretLine
+		if err := json.Unmarshal(scan.Bytes(), &l); err != nil {
+			t.Fatalf("%s:%d: %v", name, n, err)
+		}
+		lines = append(lines, l)
+	}
+	if err := scan.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) == 0 {
+		t.Fatalf("%s is empty", name)
+	}
+	return lines
+}
+
+// unreachableSession is a session of a client whose sidecar is down, so that
+// every answer is the local fallback's.
+func unreachableSession(t *testing.T) *Session {
+	t.Helper()
+	c, err := Dial(context.Background(), refusedAddr(t), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s, err := c.Session(sessionID(t, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// With the sidecar down, no secret of the corpus reaches the snippet, the
+// escalation report or the local context, and each is replaced by its kind's placeholder.
+func TestFallbackRedactsSecrets(t *testing.T) {
+	ctx := context.Background()
+	for _, l := range loadSecretLines(t, "secrets.jsonl") {
+		t.Run(l.ID, func(t *testing.T) {
+			s := unreachableSession(t)
+			placeholder := "[REDACTED:" + l.Type + "]"
+			check := func(where, text string) {
+				t.Helper()
+				for _, secret := range l.Secrets {
+					if strings.Contains(text, secret) {
+						t.Errorf("%s shows the secret %q:\n%s", where, secret, text)
+					}
+				}
+				if !strings.Contains(text, placeholder) {
+					t.Errorf("%s has no %s:\n%s", where, placeholder, text)
+				}
+			}
+
+			v, err := s.Report(ctx, "tool", errors.New(l.Message))
+			if err != nil || !v.Fallback {
+				t.Fatalf("Report = %v, %v; want the local fallback's verdict", v, err)
+			}
+			check("snippet", v.GetSnippet())
+
+			v, err = s.Report(ctx, "llm", errors.New(l.Message), WithHTTPStatus(401))
+			if err != nil || !v.Fallback || v.Action != ActionEscalate {
+				t.Fatalf("Report(401) = %v, %v; want a local escalation", v, err)
+			}
+			check("escalation report", v.GetEscalation().GetText())
+
+			c, err := s.Context(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("local context", c.GetText())
+		})
+	}
+}
+
+// Ordinary ids and phrases near the patterns' shapes ("invalid token", git
+// SHAs, image digests) are left as they are, in redact and in the snippet.
+func TestRedactLeavesOrdinaryText(t *testing.T) {
+	s := unreachableSession(t)
+	for _, l := range loadSecretLines(t, "ordinary.jsonl") {
+		if got := redact(l.Message); got != l.Message {
+			t.Errorf("%s: redact(%q) = %q, want it unchanged", l.ID, l.Message, got)
+		}
+		v, err := s.Report(context.Background(), l.ID, errors.New(l.Message))
+		if err != nil || !v.Fallback {
+			t.Fatalf("%s: Report = %v, %v; want the local fallback's verdict", l.ID, v, err)
+		}
+		if !strings.Contains(v.GetSnippet(), l.Message) {
+			t.Errorf("%s: the snippet lost %q:\n%s", l.ID, l.Message, v.GetSnippet())
+		}
+	}
+}
+
+// The constructs the port had to translate behave as the sidecar's: capture
+// groups keep the key name, Rust's Unicode \s, the PEM block cut off by the
+// end of the text, and redaction before the cut.
+func TestRedactMatchesTheSidecar(t *testing.T) {
+	tests := []struct{ text, want string }{
+		// The cases of src/redact.rs's own tests.
+		{"could not connect to postgres://app:hunter2@db.internal:5432/app",
+			"could not connect to postgres://app:[REDACTED:url_password]@db.internal:5432/app"},
+		{"DATABASE password=s3cr3tpass host=db", "DATABASE password=[REDACTED:password] host=db"},
+		{"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+			"aws_secret_access_key = [REDACTED:aws_secret_key]"},
+		{"headers={'Authorization': 'Bearer abcDEF123456.xyz'}", "headers={'Authorization': 'Bearer [REDACTED:bearer_token]'}"},
+		{"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\nthen", "[REDACTED:private_key]\nthen"},
+		// A key the message cut off: the match runs to the end of the text (\z).
+		{"key:\n-----BEGIN PRIVATE KEY-----\nMIIEowIBAAKCAQEA", "key:\n[REDACTED:private_key]"},
+		// Rust's \s is Unicode White_Space: a no-break space may separate, and ends a value.
+		{"password\u00a0=\u00a0hunter22 then", "password\u00a0=\u00a0[REDACTED:password] then"},
+		{"api_key=abcdef123456\u2003next", "api_key=[REDACTED:api_key]\u2003next"},
+		// Word boundaries are ASCII: a letter before the key keeps it from matching, é does not.
+		{"xsk-ant-api03-AbCdEfGhIjKl", "xsk-ant-api03-AbCdEfGhIjKl"},
+		{"ésk-ant-api03-AbCdEfGhIjKl", "é[REDACTED:anthropic_key]"},
+		// A value that is already a placeholder stays.
+		{"token=[REDACTED:jwt]", "token=[REDACTED:jwt]"},
+		// (?i) takes the Kelvin sign for k and the long s for s, and so do the needles' gates.
+		{"api_\u212aey=abcdef123456", "api_\u212aey=[REDACTED:api_key]"},
+		{"login failed: pa\u017fsword=hunter22 rejected", "login failed: pa\u017fsword=[REDACTED:password] rejected"},
+		{"the \u212aelvin sign, alone", "the \u212aelvin sign, alone"},
+		// Uncovered by another redaction: the second pass sees the URL.
+		{"ab://u:pass:w/cd://e:f@h", "ab://u:[REDACTED:url_password]@h"},
+	}
+	for _, tt := range tests {
+		if got := redact(tt.text); got != tt.want {
+			t.Errorf("redact(%q) =\n%q\nwant\n%q", tt.text, got, tt.want)
+		}
+	}
+	if got := redactWithin("ab://u:pass:w/cd://e:f@h", 2); got != unsettled {
+		t.Errorf("a text still changing after its last pass = %q, want %q", got, unsettled)
+	}
+
+	// The input cargo-fuzz found for the sidecar: one pass was not enough.
+	data, err := os.ReadFile(filepath.Join("..", "..", "tests", "data", "fuzz", "redact_compact-two-passes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each invalid byte becomes U+FFFD, as Rust's from_utf8_lossy does with these bytes.
+	found := string([]rune(string(data)))
+	once := redact(found)
+	if again := redact(once); again != once {
+		t.Errorf("redacting twice changed the text:\n%q\n%q", once, again)
+	}
+	if !strings.Contains(once, "[REDACTED:url_password]@d_por0") {
+		t.Errorf("the fuzz input's URL password stays: %q", once)
+	}
+
+	// Redacted before the cut: a key past the cut's edge leaves no head of itself behind.
+	key := "sk-proj-" + strings.Repeat("A", 40)
+	message := strings.Repeat("x", maxSnippetMessage-12) + " " + key
+	if got := shownMessage(&reboundpb.Outcome{Message: message}); strings.Contains(got, "sk-proj-AAA") {
+		t.Errorf("the cut kept the head of the key: %q", got)
+	}
+
+	// A long message is redacted from its head (redactedBytes of it), a PEM key running past
+	// that bound included, and cut between characters.
+	pem := "é-----BEGIN PRIVATE KEY-----\n" + strings.Repeat("MIIEowIBAAKCAQEA", redactedBytes/8)
+	if got := shownMessage(&reboundpb.Outcome{Message: pem}); got != "é[REDACTED:private_key]" {
+		t.Errorf("a key longer than the redacted head: %q", got)
+	}
+	if got := headBytes("aé", 2); got != "a" {
+		t.Errorf("headBytes cut inside a character: %q", got)
+	}
+}
+
+// Every pattern that matches a corpus line is let through by its needles, or
+// the gate would hide a secret from its pattern.
+func TestSecretNeedlesLetEveryMatchThrough(t *testing.T) {
+	for _, l := range loadSecretLines(t, "secrets.jsonl") {
+		gates := secretCandidates(l.Message)
+		for i, p := range secrets {
+			if p.re.MatchString(l.Message) && gates&(1<<i) == 0 {
+				t.Errorf("%s: %s matches, but no needle lets it through", l.ID, p.kind)
+			}
+		}
+	}
+	for _, n := range secretNeedles {
+		if n.needle != asciiLower(n.needle) {
+			t.Errorf("needle %q: the text is lowered, so the needles must be", n.needle)
+		}
+	}
+}
+
+// Redacting a redacted text changes nothing, and a secret of a known shape never stays.
+func FuzzRedact(f *testing.F) {
+	f.Add("Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD.", "abcdefghijklmnopqrstuvwxyz0123456789ABCD")
+	f.Add("ab://u:pass:w/cd://e:f@h", "0123456789abcdef")
+	f.Fuzz(func(t *testing.T, text, secret string) {
+		once := redact(text)
+		if again := redact(once); again != once {
+			t.Errorf("redact(%q) = %q, and again %q", text, once, again)
+		}
+		if len(secret) < 40 || strings.Trim(secret, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != "" {
+			return
+		}
+		for _, shape := range []string{"sk-proj-%s", "https://user:%s@example.com", "Authorization: Bearer %s", "api_key=%s&q=1"} {
+			if out := redact(strings.Replace(shape, "%s", secret, 1)); strings.Contains(out, secret) {
+				t.Errorf("the secret stays in %q", out)
+			}
+		}
+	})
+}
