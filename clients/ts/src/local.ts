@@ -2,8 +2,7 @@
 // policy can carry on where the sidecar left off: failures in a row per tool,
 // unresolved errors for the context, and the summary counters.
 
-import { cut } from "./checks.js";
-import { errorBlock, errorType, MAX_SNIPPET_MESSAGE, type ErrorBlock } from "./fallback.js";
+import { errorBlock, errorType, shownMessage, type ErrorBlock } from "./fallback.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
 import { categoryName } from "./names.js";
 
@@ -48,7 +47,7 @@ export class LocalState {
     const e: ErrorBlock = {
       tool: o.tool,
       type: errorType(o),
-      message: cut(o.message, MAX_SNIPPET_MESSAGE),
+      message: shownMessage(o.message),
       count: 1,
       category: pb.Category.CATEGORY_UNSPECIFIED,
       suggestion: "",
