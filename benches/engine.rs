@@ -1,9 +1,9 @@
 //! The engine alone: nanoseconds per outcome through `Engine::report_owned` (classify,
 //! breakers, backoff, snippet) for a 200-byte message and a 4 KB trace
 //! (targets ≤ 1 µs and ≤ 10 µs). 1,000 agent runs are in flight at a time, each
-//! 16 outcomes long, as a busy sidecar's would be; no gRPC, no network. Each
-//! iteration also builds its outcome (the strings a decoded request would hold)
-//! and hands it over, as the server does.
+//! 16 outcomes long and then ended (EndSession), as a busy sidecar's would be; no
+//! gRPC, no network. Each iteration also builds its outcome (the strings a decoded
+//! request would hold) and hands it over, as the server does.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rebound::clock::SystemClock;
@@ -52,7 +52,13 @@ fn bench(c: &mut Criterion) {
                     ok: (step + slot).is_multiple_of(4),
                     ..Outcome::default()
                 };
-                black_box(engine.report_owned(black_box(outcome)).expect("a valid outcome"))
+                let verdict = engine.report_owned(black_box(outcome)).expect("a valid outcome");
+                // A run ends after its 16th call, as an agent ends its session: sessions
+                // do not pile up to the store's cap.
+                if step % 16 == 15 {
+                    black_box(engine.end_session(&format!("s-{}-{slot}", step / 16)).expect("a valid id"));
+                }
+                black_box(verdict)
             })
         });
     }
