@@ -174,13 +174,37 @@ static PREFILTER: LazyLock<Prefilter> =
 /// not found; text holding either is matched against every pattern instead.
 const FOLDED_TO_ASCII: [&str; 2] = ["\u{212A}", "\u{17F}"];
 
+/// Bytes that every match of a pattern holds besides one of its needles: text
+/// that lacks the byte skips the pattern. A URL (`://`) is in most error text,
+/// and a password in one is rare, so `url_password` is asked for its `@` first.
+const ALSO_NEEDED: &[(&str, u8)] = &[("url_password", b'@')];
+
+/// For each of `ALSO_NEEDED`, its pattern as a bit.
+static ALSO_NEEDED_BITS: LazyLock<Vec<(u32, u8)>> = LazyLock::new(|| {
+    ALSO_NEEDED
+        .iter()
+        .map(|(kind, byte)| {
+            let i = PATTERNS.iter().position(|p| p.kind == *kind);
+            (1 << i.unwrap_or_else(|| panic!("{kind:?} in ALSO_NEEDED names no pattern")), *byte)
+        })
+        .collect()
+});
+
 /// The patterns `text` may match, as bits: the gates of the needles it holds,
-/// ASCII case aside. Read in pieces lowered on the stack, each overlapping the
-/// next by the longest needle less one.
+/// ASCII case aside, less those missing a byte they also need.
 fn candidates(text: &str) -> u32 {
-    if FOLDED_TO_ASCII.iter().any(|letter| memchr::memmem::find(text.as_bytes(), letter.as_bytes()).is_some()) {
-        return u32::MAX >> (32 - PATTERNS.len());
-    }
+    let folds = !text.is_ascii()
+        && FOLDED_TO_ASCII.iter().any(|letter| memchr::memmem::find(text.as_bytes(), letter.as_bytes()).is_some());
+    let bits = if folds { u32::MAX >> (32 - PATTERNS.len()) } else { needle_gates(text) };
+    ALSO_NEEDED_BITS.iter().fold(bits, |bits, &(bit, byte)| match bits & bit != 0 {
+        true if memchr::memchr(byte, text.as_bytes()).is_none() => bits & !bit,
+        _ => bits,
+    })
+}
+
+/// The gates of the needles `text` holds, ASCII case aside. Read in pieces
+/// lowered on the stack, each overlapping the next by the longest needle less one.
+fn needle_gates(text: &str) -> u32 {
     const PIECE: usize = 1024;
     const OVERLAP: usize = {
         let (mut i, mut longest) = (0, 0);
@@ -427,6 +451,15 @@ mod tests {
     }
 
     #[test]
+    fn a_url_without_an_at_sign_is_not_searched_for_a_password() {
+        let url_password = 1 << PATTERNS.iter().position(|p| p.kind == "url_password").expect("a pattern");
+        assert_eq!(candidates("timed out waiting for https://api.example.com/v1/items?id=4") & url_password, 0);
+        assert_ne!(candidates("could not connect to postgres://app:hunter2@db:5432/app") & url_password, 0);
+        assert_ne!(candidates("pa\u{17F}sword=x at https://u:p@h") & url_password, 0);
+        assert_eq!(candidates("pa\u{17F}sword=x at https://h/") & url_password, 0);
+    }
+
+    #[test]
     fn ordinary_ids_stay() {
         for text in [
             "request id 3f2b9c1e-8d4a-4c3b-9e2f-1a2b3c4d5e6f failed",
@@ -491,7 +524,7 @@ mod tests {
                 .collect();
             let text = format!("{}{cased}{}", "x".repeat(before), "y".repeat(before % 7));
             let gate = GATES[NEEDLES.iter().position(|(n, _)| *n == needle).expect("drawn from NEEDLES")];
-            prop_assert_eq!(candidates(&text) & gate, gate, "{} at {}", cased, before);
+            prop_assert_eq!(needle_gates(&text) & gate, gate, "{} at {}", cased, before);
             prop_assert_eq!(candidates(&"x".repeat(before)), 0);
         }
 
@@ -502,6 +535,7 @@ mod tests {
                 "xoxb-", "eyJ", ".eyJ", "Bearer ", "basic ", "https://u:", "@h", "password=", "pwd: ", "api_key=",
                 "X-Api-Key: ", "client_secret=", "private_key=", "token=", "-----BEGIN PRIVATE KEY-----",
                 "0123456789abcdefABCDEF0123456789", "ABCDEFGHIJKLMNOP", " ", "'", "\"", "=", ":", "/", "x",
+                "pa\u{17F}sword=", "api_\u{212A}ey=", "\u{2026}",
             ][..]), 0..12),
         ) {
             // Every pattern that matches the text must be among those its needles let through.
