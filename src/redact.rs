@@ -196,9 +196,12 @@ fn candidates(text: &str) -> u32 {
     let folds = !text.is_ascii()
         && FOLDED_TO_ASCII.iter().any(|letter| memchr::memmem::find(text.as_bytes(), letter.as_bytes()).is_some());
     let bits = if folds { u32::MAX >> (32 - PATTERNS.len()) } else { needle_gates(text) };
-    ALSO_NEEDED_BITS.iter().fold(bits, |bits, &(bit, byte)| match bits & bit != 0 {
-        true if memchr::memchr(byte, text.as_bytes()).is_none() => bits & !bit,
-        _ => bits,
+    ALSO_NEEDED_BITS.iter().fold(bits, |bits, &(bit, byte)| {
+        if bits & bit != 0 && memchr::memchr(byte, text.as_bytes()).is_none() {
+            bits & !bit
+        } else {
+            bits
+        }
     })
 }
 

@@ -392,15 +392,7 @@ func checkOutcome(o *reboundpb.Outcome) error {
 
 // cleanText makes s valid UTF-8 and cuts it to maxTextBytes, on a rune boundary.
 func cleanText(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxTextBytes {
-		return s
-	}
-	cut := maxTextBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
+	return headBytes(strings.ToValidUTF8(s, "\uFFFD"), maxTextBytes)
 }
 
 func checkCost(what string, cost float64) error {
