@@ -200,8 +200,9 @@ impl Policy {
 /// `check-config` and a reload refuse them too.
 fn check_transport(config: &Config) -> Result<(), PolicyError> {
     let s = &config.server;
-    let ranges: [(&str, u64, u64, u64); 9] = [
+    let ranges: [(&str, u64, u64, u64); 10] = [
         ("server.shutdown_delay_ms", s.shutdown_delay_ms, 0, 600_000),
+        ("server.keepalive_timeout_ms", s.keepalive_timeout_ms, 100, 600_000),
         ("server.max_message_bytes", s.max_message_bytes as u64, 1024, 64 << 20),
         ("server.max_concurrent_streams", u64::from(s.max_concurrent_streams), 1, 100_000),
         ("server.max_connections", u64::from(s.max_connections), 1, 1_000_000),
@@ -215,6 +216,11 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
         if value < min || value > max {
             return Err(invalid(field, value, &format!("must be between {min} and {max}")));
         }
+    }
+    // 0 turns the pings off; a ping every few milliseconds would only cost the agent CPU.
+    if s.keepalive_interval_ms != 0 && !(1000..=86_400_000).contains(&s.keepalive_interval_ms) {
+        let problem = "must be 0 (no pings) or between 1000 and 86400000";
+        return Err(invalid("server.keepalive_interval_ms", s.keepalive_interval_ms, problem));
     }
     let st = &config.state;
     if config.state.backend == crate::config::Backend::Redis {
@@ -463,6 +469,17 @@ mod tests {
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("sessions.capacity"));
         let c = Config::parse("[server]\nmax_connections = 0\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`server.max_connections` = 0"));
+        for (toml, named) in [
+            ("keepalive_interval_ms = 9223372036854775807", "`server.keepalive_interval_ms` = 9223372036854775807"),
+            ("keepalive_interval_ms = 5", "`server.keepalive_interval_ms` = 5"),
+            ("keepalive_timeout_ms = 0", "`server.keepalive_timeout_ms` = 0"),
+            ("keepalive_timeout_ms = 600001", "`server.keepalive_timeout_ms` = 600001"),
+        ] {
+            let c = Config::parse(&format!("[server]\n{toml}\n"), "t").unwrap();
+            assert!(Policy::from_config(&c).unwrap_err().to_string().contains(named), "{toml}");
+        }
+        let c = Config::parse("[server]\nkeepalive_interval_ms = 0\nkeepalive_timeout_ms = 100\n", "t").unwrap();
+        assert!(Policy::from_config(&c).is_ok(), "0 turns the pings off");
         let c = Config::parse("[snippet]\nframes = 21\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`snippet.frames` = 21"));
         let c = Config::parse("[snippet]\nframes = 3\n", "t").unwrap();

@@ -207,7 +207,7 @@ pub fn transport(config: &ServerConfig) -> tonic::transport::Server {
     tonic::transport::Server::builder()
         .max_concurrent_streams(config.max_concurrent_streams)
         .http2_keepalive_interval((config.keepalive_interval_ms > 0).then_some(keepalive))
-        .http2_keepalive_timeout(Some(Duration::from_millis(config.keepalive_timeout_ms.max(1))))
+        .http2_keepalive_timeout(Some(Duration::from_millis(config.keepalive_timeout_ms)))
         .initial_stream_window_size(1 << 20)
         .initial_connection_window_size(4 << 20)
         .tcp_nodelay(true)
