@@ -4,66 +4,116 @@
 //! 16 outcomes long and then ended (EndSession), as a busy sidecar's would be; no
 //! gRPC, no network. Each iteration also builds its outcome (the strings a decoded
 //! request would hold) and hands it over, as the server does.
+//!
+//! With `REBOUND_COUNT=200B` (or `4KB`) it runs the same workload once instead, for
+//! callgrind: `bench/run` counts the instructions `counted` executes, which a shared,
+//! noisy machine does not change as it changes time.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{black_box, criterion_group, Criterion};
 use rebound::clock::SystemClock;
 use rebound::config::Config;
 use rebound::engine::{Engine, EngineSettings};
 use rebound::metrics::Metrics;
-use rebound::model::Outcome;
+use rebound::model::{Outcome, Verdict};
 use rebound::policy::Policy;
 use std::sync::Arc;
 
 // The sidecar's allocator, so that the figures are the binary's (see `rebound::memory`).
 rebound::use_jemalloc!();
 
-fn engine() -> Engine {
-    let config = Config::default();
-    Engine::new(
-        Policy::from_config(&config).expect("the default config is valid"),
-        EngineSettings::from_config(&config, 1),
-        Arc::new(SystemClock::new()),
-        Arc::new(Metrics::new(200)),
-    )
+/// Agent runs in flight at once.
+const RUNS: u64 = 1000;
+/// Outcomes per run: one whole generation of runs is `RUNS * RUN_LENGTH` outcomes.
+const RUN_LENGTH: u64 = 16;
+
+/// The engine and the outcomes it is fed, one at a time.
+struct Workload {
+    engine: Engine,
+    message: String,
+    detail: String,
+    i: u64,
+}
+
+impl Workload {
+    /// "200B" (a real requests/urllib3 message, cut to 200 bytes) or "4KB" (the
+    /// real Python traceback of the trace set nearest 4 KB).
+    fn new(name: &str) -> Option<Self> {
+        let message = "HTTPSConnectionPool(host='api.example.com', port=443): Max retries exceeded with url: /v1/search?q=rust (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection'))";
+        let trace = include_str!("../tests/data/traces/py-requests-timeout.txt");
+        let (message, detail) = match name {
+            "200B" => (message.chars().take(200).collect(), String::new()),
+            "4KB" => (String::new(), trace.to_string()),
+            _ => return None,
+        };
+        let config = Config::default();
+        let engine = Engine::new(
+            Policy::from_config(&config).expect("the default config is valid"),
+            EngineSettings::from_config(&config, 1),
+            Arc::new(SystemClock::new()),
+            Arc::new(Metrics::new(200)),
+        );
+        Some(Workload { engine, message, detail, i: 0 })
+    }
+
+    /// The next outcome, judged.
+    fn step(&mut self) -> Verdict {
+        self.i += 1;
+        // The run in `slot` is at `step`; a new generation of runs starts every 16 steps.
+        let (slot, step) = (self.i % RUNS, self.i / RUNS);
+        let outcome = Outcome {
+            session_id: format!("s-{}-{slot}", step / RUN_LENGTH),
+            tool: "search".into(),
+            message: self.message.clone(),
+            detail: self.detail.clone(),
+            // Every fourth call of each run succeeds (shifted per run), so runs are not
+            // stopped by their breakers: their failures are all judged in full.
+            ok: (step + slot).is_multiple_of(4),
+            ..Outcome::default()
+        };
+        let verdict = self.engine.report_owned(black_box(outcome)).expect("a valid outcome");
+        // A run ends after its 16th call, as an agent ends its session: sessions
+        // do not pile up to the store's cap.
+        if step % RUN_LENGTH == RUN_LENGTH - 1 {
+            black_box(self.engine.end_session(&format!("s-{}-{slot}", step / RUN_LENGTH)).expect("a valid id"));
+        }
+        verdict
+    }
 }
 
 fn bench(c: &mut Criterion) {
-    // A real requests/urllib3 message, cut to 200 bytes.
-    let message = "HTTPSConnectionPool(host='api.example.com', port=443): Max retries exceeded with url: /v1/search?q=rust (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection'))";
-    let short: String = message.chars().take(200).collect();
-    // The real Python traceback of the trace set nearest 4 KB.
-    let trace = include_str!("../tests/data/traces/py-requests-timeout.txt");
     let mut group = c.benchmark_group("engine");
-    for (name, message, detail) in [("200B message", short.as_str(), ""), ("4KB trace", "", trace)] {
-        let engine = engine();
-        let mut i = 0u64;
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                i += 1;
-                // The run in `slot` is at `step`; a new generation of runs starts every 16 steps.
-                let (slot, step) = (i % 1000, i / 1000);
-                let outcome = Outcome {
-                    session_id: format!("s-{}-{slot}", step / 16),
-                    tool: "search".into(),
-                    message: message.into(),
-                    detail: detail.into(),
-                    // Every fourth call of each run succeeds (shifted per run), so runs are not
-                    // stopped by their breakers: their failures are all judged in full.
-                    ok: (step + slot).is_multiple_of(4),
-                    ..Outcome::default()
-                };
-                let verdict = engine.report_owned(black_box(outcome)).expect("a valid outcome");
-                // A run ends after its 16th call, as an agent ends its session: sessions
-                // do not pile up to the store's cap.
-                if step % 16 == 15 {
-                    black_box(engine.end_session(&format!("s-{}-{slot}", step / 16)).expect("a valid id"));
-                }
-                black_box(verdict)
-            })
-        });
+    for (name, workload) in [("200B message", "200B"), ("4KB trace", "4KB")] {
+        let mut workload = Workload::new(workload).expect("a known workload");
+        group.bench_function(name, |b| b.iter(|| black_box(workload.step())));
     }
     group.finish();
 }
 
+/// One whole generation of runs, the part callgrind counts (`--toggle-collect=*counted*`).
+#[inline(never)]
+fn counted(workload: &mut Workload) {
+    for _ in 0..RUNS * RUN_LENGTH {
+        black_box(workload.step());
+    }
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    let Ok(name) = std::env::var("REBOUND_COUNT") else {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+        return;
+    };
+    let Some(mut workload) = Workload::new(&name) else {
+        eprintln!("REBOUND_COUNT={name:?}: want 200B or 4KB");
+        std::process::exit(2);
+    };
+    // A generation first, uncounted: the patterns' lazy DFAs build their states, the
+    // store its shards. Then the next, counted: each outcome once, a run's start and end included.
+    for _ in 0..RUNS * RUN_LENGTH {
+        black_box(workload.step());
+    }
+    counted(&mut workload);
+    println!("@outcomes {}", RUNS * RUN_LENGTH);
+}
