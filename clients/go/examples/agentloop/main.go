@@ -65,7 +65,7 @@ func run(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("session %s on sidecar %s\n", session.ID(), addr)
+	fmt.Printf("session %s on sidecar %s\n", session.ID(), client.Address())
 
 	fmt.Println("\n== search: a local API that answers 429 (Retry-After: 1), then 503, then 200")
 	result, err := search(ctx, session, api.URL+"/search?q=rebound")
