@@ -32,12 +32,14 @@ type FallbackPolicy struct {
 	Jitter float64
 	// MaxConsecutiveFailures of one tool in a session escalate; 0 turns the breaker off.
 	MaxConsecutiveFailures int
-	// MaxProviderDelay is the longest Retry-After honoured; a longer one recovers instead of sleeping.
+	// MaxProviderDelay is the longest Retry-After honoured; a longer one escalates instead of sleeping,
+	// as the sidecar's default policy does.
 	MaxProviderDelay time.Duration
 }
 
 // DefaultFallbackPolicy returns the seed defaults: backoff 1 s ×2 capped at 10 s,
-// 3 retries, ±20 % jitter, 3 consecutive failures of a tool escalate.
+// 3 retries, ±20 % jitter, 3 consecutive failures of a tool escalate, a provider
+// delay of more than 5 minutes escalates.
 func DefaultFallbackPolicy() FallbackPolicy {
 	return FallbackPolicy{
 		BaseDelay:              time.Second,
@@ -46,7 +48,7 @@ func DefaultFallbackPolicy() FallbackPolicy {
 		MaxRetries:             3,
 		Jitter:                 0.2,
 		MaxConsecutiveFailures: 3,
-		MaxProviderDelay:       time.Minute,
+		MaxProviderDelay:       5 * time.Minute,
 	}
 }
 
@@ -154,8 +156,8 @@ func (p FallbackPolicy) stop(v *reboundpb.Verdict, a Action, reason reboundpb.Re
 }
 
 // retry plans the next attempt: the provider's delay when it gave one, else
-// exponential backoff; recover when the retries are used up or the provider
-// asks for too long a wait.
+// exponential backoff; recover when the retries are used up, escalate when the
+// provider asks for too long a wait.
 func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fallbackInput) {
 	// Which retry this would be: the caller's attempt number when it counts, else the run of failures.
 	n := int(o.GetAttempt())
@@ -172,8 +174,9 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 	provided, ok := providerDelay(o.GetHeaders(), in.now)
 	if ok {
 		if provided > p.MaxProviderDelay {
-			v.Action = ActionRecover
-			v.Breaker.Reason = reboundpb.Reason_REASON_DELAY_TOO_LONG
+			p.stop(v, ActionEscalate, reboundpb.Reason_REASON_DELAY_TOO_LONG)
+			v.Escalation = escalation(o, fmt.Sprintf("tool %q asks for a wait of %s, longer than %s",
+				o.GetTool(), provided.Round(time.Second), p.MaxProviderDelay))
 			return
 		}
 		// Never earlier than the provider asked; spread upwards only.

@@ -16,6 +16,17 @@ func i32(v int32) *int32 { return &v }
 // now is a fixed instant so that HTTP-date Retry-After values are exact.
 var now = time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 
+func TestFallbackEscalatesATooLongWaitWithAReport(t *testing.T) {
+	o := &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"Retry-After": "3600"}}
+	v := DefaultFallbackPolicy().decide(o, fallbackInput{consecutive: 1, now: now})
+	if v.GetBreaker().GetSessionState() != reboundpb.SessionState_SESSION_STATE_ESCALATED {
+		t.Errorf("session state = %s, want escalated", v.GetBreaker().GetSessionState())
+	}
+	if want := `tool "llm" asks for a wait of 1h0m0s, longer than 5m0s`; !strings.HasPrefix(v.GetEscalation().GetSummary(), want) {
+		t.Errorf("summary = %q, want it to start %q", v.GetEscalation().GetSummary(), want)
+	}
+}
+
 func TestFallbackDecide(t *testing.T) {
 	p := DefaultFallbackPolicy()
 	tests := []struct {
@@ -46,10 +57,14 @@ func TestFallbackDecide(t *testing.T) {
 				Headers: map[string]string{"RETRY-AFTER": "Fri, 14 Mar 2025 12:00:30 GMT"}},
 			consecutive: 1, random: 0, action: ActionRetry, category: reboundpb.Category_CATEGORY_UNAVAILABLE,
 			retryable: true, delay: 30 * time.Second, provider: true},
-		{name: "Retry-After too long hands back to the LLM",
-			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"Retry-After": "3600"}},
-			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_RATE_LIMITED, retryable: true,
+		{name: "Retry-After past 5 minutes escalates, as the sidecar does",
+			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"Retry-After": "301"}},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_RATE_LIMITED, retryable: true,
 			reason: reboundpb.Reason_REASON_DELAY_TOO_LONG},
+		{name: "Retry-After of 5 minutes is waited for",
+			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"Retry-After": "300"}},
+			consecutive: 1, random: 0, action: ActionRetry, category: reboundpb.Category_CATEGORY_RATE_LIMITED,
+			retryable: true, delay: 5 * time.Minute, provider: true},
 		{name: "an unparsable Retry-After falls back to backoff",
 			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"Retry-After": "soon"}},
 			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_RATE_LIMITED,

@@ -98,9 +98,15 @@ def test_unusable_retry_after_falls_back_to_backoff(value: str) -> None:
     assert v.action is Action.RETRY and v.delay_ms == 1000
 
 
-def test_too_long_a_provider_delay_recovers() -> None:
+def test_too_long_a_provider_delay_escalates_as_the_sidecar_does() -> None:
     v = decide(failure(http_status=429, headers={"Retry-After": "3600"}))
-    assert v.action is Action.RECOVER and v.breaker.reason == pb.REASON_DELAY_TOO_LONG
+    assert v.action is Action.ESCALATE and v.breaker.reason == pb.REASON_DELAY_TOO_LONG
+    assert v.breaker.session_state == pb.SESSION_STATE_ESCALATED
+    assert v.escalation is not None
+    assert v.escalation.summary.startswith("tool 'search' asks for a wait of 3600 s, longer than 300 s")
+    # Five minutes is still waited for, as the sidecar's max_provider_delay_ms = 300000.
+    v = decide(failure(http_status=429, headers={"Retry-After": "300"}))
+    assert v.action is Action.RETRY and v.delay_ms >= 300_000
 
 
 @pytest.mark.parametrize(

@@ -28,11 +28,11 @@ export interface FallbackPolicy {
   jitter: number;
   /** Failures of one tool in a row in a session that escalate; 0 turns this breaker off. */
   maxConsecutiveFailures: number;
-  /** The longest Retry-After honoured, in milliseconds; a longer one recovers instead of sleeping. */
+  /** The longest Retry-After honoured, in milliseconds; a longer one escalates instead of sleeping, as the sidecar's default policy does. */
   maxProviderDelayMs: number;
 }
 
-/** The seed defaults: backoff 1 s ×2 capped at 10 s, 3 retries, ±20 % jitter, 3 failures of a tool in a row escalate. */
+/** The seed defaults: backoff 1 s ×2 capped at 10 s, 3 retries, ±20 % jitter, 3 failures of a tool in a row escalate, a provider delay over 5 minutes escalates. */
 export const DEFAULT_FALLBACK_POLICY: Readonly<FallbackPolicy> = Object.freeze({
   baseDelayMs: 1000,
   multiplier: 2,
@@ -40,7 +40,7 @@ export const DEFAULT_FALLBACK_POLICY: Readonly<FallbackPolicy> = Object.freeze({
   maxRetries: 3,
   jitter: 0.2,
   maxConsecutiveFailures: 3,
-  maxProviderDelayMs: 60_000,
+  maxProviderDelayMs: 300_000,
 });
 
 /** Fills a partial policy from the defaults and checks it; throws InvalidInputError naming the first bad field. */
@@ -147,8 +147,8 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
 
 /**
  * Plans the next attempt: the provider's delay when it gave one, else
- * exponential backoff; recover when the retries are used up or the provider
- * asks for too long a wait.
+ * exponential backoff; recover when the retries are used up, escalate when the
+ * provider asks for too long a wait.
  */
 function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.BreakerStatus, o: pb.Outcome, input: FallbackInput): void {
   // Which retry this would be: the caller's attempt number when it counts, else the run of failures.
@@ -162,8 +162,12 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.Break
   let delay: number;
   if (provided !== undefined) {
     if (provided > p.maxProviderDelayMs) {
-      v.action = A.ACTION_RECOVER;
+      v.action = A.ACTION_ESCALATE;
       breaker.reason = pb.Reason.REASON_DELAY_TOO_LONG;
+      breaker.sessionState = pb.SessionState.SESSION_STATE_ESCALATED;
+      const seconds = (ms: number): string => `${Math.round(ms / 1000)} s`;
+      const why = `tool ${JSON.stringify(o.tool)} asks for a wait of ${seconds(provided)}, longer than ${seconds(p.maxProviderDelayMs)}`;
+      v.escalation = escalation(o, why);
       return;
     }
     // Never earlier than the provider asked; spread upwards only.

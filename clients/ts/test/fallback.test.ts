@@ -45,9 +45,14 @@ const CASES: Case[] = [
     random: 0, action: "retry", category: "unavailable", retryable: true, delayMs: 30_000, provider: true,
   },
   {
-    name: "Retry-After too long hands back to the LLM",
-    outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "3600" } },
-    action: "recover", category: "rate_limited", retryable: true, reason: "delay_too_long",
+    name: "Retry-After past 5 minutes escalates, as the sidecar does",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "301" } },
+    action: "escalate", category: "rate_limited", retryable: true, reason: "delay_too_long",
+  },
+  {
+    name: "Retry-After of 5 minutes is waited for",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "300" } },
+    random: 0, action: "retry", category: "rate_limited", retryable: true, delayMs: 300_000, provider: true,
   },
   {
     name: "an unparsable Retry-After falls back to backoff",
@@ -172,6 +177,13 @@ describe("fallback policy", () => {
       assert.equal(v.escalation !== undefined, c.action === "escalate");
     });
   }
+
+  it("escalates a wait past maxProviderDelayMs with a report that says how long", () => {
+    const o = pb.Outcome.fromPartial({ tool: "llm", httpStatus: 429, headers: { "Retry-After": "3600" } });
+    const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
+    assert.equal(v.breaker?.sessionState, pb.SessionState.SESSION_STATE_ESCALATED);
+    assert.ok(v.escalation?.summary.startsWith('tool "llm" asks for a wait of 3600 s, longer than 300 s'), v.escalation?.summary);
+  });
 
   describe("snippet", () => {
     const snippetOf = (outcome: pb.DeepPartial<pb.Outcome>): string =>

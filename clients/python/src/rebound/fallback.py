@@ -89,8 +89,9 @@ class FallbackPolicy:
     """Backoff delays spread by ±jitter; provider delays stretch by up to +jitter, never shrink."""
     max_consecutive_failures: int = 3
     """Failures of one tool in a row in a session that escalate; 0 turns this breaker off."""
-    max_provider_delay: float = 60.0
-    """The longest Retry-After honoured; a longer one recovers instead of sleeping."""
+    max_provider_delay: float = 300.0
+    """The longest Retry-After honoured; a longer one escalates instead of sleeping, as the
+    sidecar's default policy does."""
 
     def __post_init__(self) -> None:
         def bad(field: str, problem: str) -> ValueError:
@@ -154,7 +155,8 @@ class FallbackPolicy:
 
     def _retry(self, v: pb.Verdict, o: pb.Outcome, consecutive: int, now: float, random: float) -> None:
         """Plans the next attempt: the provider's delay when it gave one, else exponential
-        backoff; recover when the retries are used up or the provider asks for too long a wait."""
+        backoff; recover when the retries are used up, escalate when the provider asks for too
+        long a wait."""
         # Which retry this would be: the caller's attempt number when it counts, else the run of failures.
         n = max(o.attempt or consecutive, 1)
         if n > self.max_retries:
@@ -164,8 +166,9 @@ class FallbackPolicy:
         provided = provider_delay(o.headers, now)
         if provided is not None:
             if provided > self.max_provider_delay:
-                v.action = Action.RECOVER.proto
-                v.breaker.reason = pb.REASON_DELAY_TOO_LONG
+                self._stop(v, Action.ESCALATE, pb.REASON_DELAY_TOO_LONG)
+                why = f"tool {o.tool!r} asks for a wait of {provided:g} s, longer than {self.max_provider_delay:g} s"
+                _escalation(v, o, why)
                 return
             # Never earlier than the provider asked; spread upwards only.
             delay = provided * (1 + self.jitter * random)
