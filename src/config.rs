@@ -559,7 +559,8 @@ impl EnvOverride {
 /// The config variables among `vars`, sorted by name. Others are not config:
 /// REBOUND_ADDR for the clients, and Kubernetes service links (a Service named
 /// rebound-metrics gives REBOUND_METRICS_PORT, REBOUND_METRICS_PORT_9464_TCP_ADDR,
-/// REBOUND_METRICS_SERVICE_HOST...).
+/// REBOUND_METRICS_SERVICE_HOST...; one named rebound-state-redis gives
+/// REBOUND_STATE_REDIS_SERVICE_HOST and REBOUND_STATE_REDIS_PORT).
 fn env_overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<EnvOverride> {
     let mut found: Vec<EnvOverride> = vars
         .into_iter()
@@ -567,7 +568,7 @@ fn env_overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<EnvOve
             let lower = name.strip_prefix("REBOUND_")?.to_ascii_lowercase();
             let section = ENV_SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_")))?;
             let key = lower[section.len() + 1..].to_string();
-            if key == "port" || key.starts_with("port_") || key.starts_with("service_") {
+            if is_service_link(&key) {
                 return None;
             }
             Some(EnvOverride { name, raw, section, key })
@@ -575,6 +576,12 @@ fn env_overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<EnvOve
         .collect();
     found.sort();
     found
+}
+
+/// True for the key of a service link variable: one of its words is `port` or
+/// `service`, which no config key has (a test checks).
+fn is_service_link(key: &str) -> bool {
+    key.split('_').any(|word| word == "port" || word == "service")
 }
 
 /// Why `config` does not serialize to TOML: a number past TOML's largest integer
@@ -678,6 +685,11 @@ mod tests {
             ("REBOUND_METRICS_PORT".to_string(), "tcp://10.0.0.2:9464".to_string()),
             ("REBOUND_METRICS_PORT_9464_TCP_ADDR".to_string(), "10.0.0.2".to_string()),
             ("REBOUND_STATE_SERVICE_HOST".to_string(), "10.0.0.3".to_string()),
+            // A Service named rebound-state-redis.
+            ("REBOUND_STATE_REDIS_SERVICE_HOST".to_string(), "10.0.0.5".to_string()),
+            ("REBOUND_STATE_REDIS_SERVICE_PORT_REDIS".to_string(), "6379".to_string()),
+            ("REBOUND_STATE_REDIS_PORT".to_string(), "tcp://10.0.0.5:6379".to_string()),
+            ("REBOUND_STATE_REDIS_PORT_6379_TCP_PROTO".to_string(), "tcp".to_string()),
             ("HOME".to_string(), "/root".to_string()),
         ];
         let config = Config::default()
@@ -691,6 +703,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("REBOUND_RETRY_BASEMS") && err.contains("basems"), "{err}");
+    }
+
+    #[test]
+    fn no_config_key_reads_as_a_service_link() {
+        let table = toml::Table::try_from(Config::default()).unwrap();
+        for section in ENV_SECTIONS {
+            for key in table[section].as_table().expect("a section").keys() {
+                assert!(!is_service_link(key), "[{section}] {key} would be skipped as a service link variable");
+            }
+        }
     }
 
     #[test]
