@@ -176,19 +176,24 @@ func (r *Reporter) Close() error {
 	return nil
 }
 
-// streamLocked returns the open stream, opening one if there is none; nil
-// (and no error) means the sidecar did not answer. r.mu must be held.
+// streamLocked returns the open stream, opening one if there is none, once
+// the session is declared; nil (and no error) means the sidecar did not
+// answer. r.mu must be held.
 func (r *Reporter) streamLocked() (*observeStream, error) {
-	if r.current != nil && !r.current.ended {
-		return r.current, nil
+	live := r.current != nil && !r.current.ended
+	if !live {
+		r.current = nil
+		if err := r.ctx.Err(); err != nil {
+			return nil, nil
+		}
 	}
-	r.current = nil
-	if err := r.ctx.Err(); err != nil {
-		return nil, nil
-	}
+	// On a live stream too: the sidecar may have evicted the session since the stream opened.
 	ok, err := r.s.ensureDeclared(r.ctx)
 	if err != nil || !ok {
 		return nil, err
+	}
+	if live {
+		return r.current, nil
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	// Opening waits while the connection is being made; the call timeout bounds that.
@@ -227,6 +232,7 @@ func (r *Reporter) receive(st *observeStream) {
 		st.pending = st.pending[1:]
 		r.mu.Unlock()
 		r.s.c.answered()
+		r.s.declared.verdict(pv)
 		if p.resolve(&Verdict{Verdict: pv}, nil) {
 			r.s.local.record(p.outcome, pv)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,13 +21,72 @@ type Session struct {
 	id string
 	// declare is sent as StartSession before the first report; nil when there is nothing to declare.
 	declare *reboundpb.StartSessionRequest
-	// declared is true once the sidecar has accepted declare. A fallback clears it, because
-	// the sidecar may have restarted and forgotten the session.
-	declared atomic.Bool
+	// declared says whether the sidecar holds declare.
+	declared declaration
 
 	callPrefix string
 	calls      atomic.Uint64
 	local      *localState
+}
+
+// declaration tracks whether the sidecar holds a session's declaration. The
+// sidecar can lose a session without telling: it restarts (the client falls
+// back meanwhile) or evicts it (idle expiry, capacity) and creates it afresh,
+// undeclared, on the next report. Either way the declaration is sent again.
+type declaration struct {
+	mu sync.Mutex
+	// epoch counts the times the sidecar may have lost the session. A
+	// declaration counts only in the epoch it was sent in: a StartSession the
+	// sidecar accepted before it lost the session can be answered after the
+	// client noticed the loss, and must not count then.
+	epoch uint64
+	held  bool // the sidecar accepted the declaration in this epoch
+	heard bool // a verdict from the sidecar (not the fallback) has arrived
+}
+
+// needed reports whether the declaration must be sent (again).
+func (d *declaration) needed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.held
+}
+
+// sending returns the epoch of a declaration about to be sent.
+func (d *declaration) sending() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.epoch
+}
+
+// accepted notes that the sidecar accepted the declaration sent in epoch.
+func (d *declaration) accepted(epoch uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if epoch == d.epoch {
+		d.held = true
+	}
+}
+
+// lost notes that the sidecar may have forgotten the session.
+func (d *declaration) lost() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.epoch++
+	d.held = false
+}
+
+// verdict notes a verdict from the sidecar. Its first step, when the session
+// had a sidecar verdict before, means the sidecar started the session anew.
+// Verdicts that arrive out of order can look like that too; the cost is one
+// more (idempotent) StartSession.
+func (d *declaration) verdict(pv *reboundpb.Verdict) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.heard && pv.GetBreaker().GetSteps() == 1 {
+		d.epoch++
+		d.held = false
+	}
+	d.heard = true
 }
 
 // SessionOption declares something about a session to the sidecar.
@@ -147,6 +207,7 @@ func (s *Session) Start(ctx context.Context) (*reboundpb.StartSessionResponse, e
 	if req == nil {
 		req = &reboundpb.StartSessionRequest{SessionId: s.id}
 	}
+	epoch := s.declared.sending()
 	rctx, cancel := s.c.rpcContext(ctx)
 	defer cancel()
 	resp, err := s.c.rpc.StartSession(rctx, req)
@@ -154,7 +215,7 @@ func (s *Session) Start(ctx context.Context) (*reboundpb.StartSessionResponse, e
 		return nil, s.c.failed("StartSession", err)
 	}
 	s.c.answered()
-	s.declared.Store(true)
+	s.declared.accepted(epoch)
 	return resp, nil
 }
 
@@ -195,6 +256,7 @@ func (s *Session) ReportOutcome(ctx context.Context, o *reboundpb.Outcome) (*Ver
 		return s.fallback(o, consecutive), nil
 	}
 	s.c.answered()
+	s.declared.verdict(pv)
 	s.local.record(o, pv)
 	return &Verdict{Verdict: pv}, nil
 }
@@ -221,19 +283,21 @@ func (s *Session) prepare(o *reboundpb.Outcome) (int, error) {
 // ensureDeclared sends the session's declaration if the sidecar has not
 // accepted it yet; false means the sidecar did not answer.
 func (s *Session) ensureDeclared(ctx context.Context) (bool, error) {
-	if s.declare == nil || s.declared.Load() {
+	if s.declare == nil || !s.declared.needed() {
 		return true, nil
 	}
-	if _, err := s.Start(ctx); err != nil {
+	resp, err := s.Start(ctx)
+	if err != nil {
 		return false, err
 	}
-	return s.declared.Load(), nil
+	return resp != nil, nil
 }
 
 // fallback answers an outcome with the local policy.
 func (s *Session) fallback(o *reboundpb.Outcome, consecutive int) *Verdict {
 	s.c.fallbacks.Add(1)
-	s.declared.Store(false)
+	// The sidecar may have restarted and forgotten the session.
+	s.declared.lost()
 	pv := s.c.cfg.policy.decide(o, fallbackInput{
 		consecutive: consecutive,
 		now:         s.c.cfg.now(),
