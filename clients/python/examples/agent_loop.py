@@ -24,9 +24,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Optional
 
 import rebound
 
@@ -128,15 +129,21 @@ def shell(session: rebound.Session) -> None:
         print(f"  the run must end after {len(attempts)} attempts{source(err.verdict)}: {err}")
 
 
-def main() -> int:
-    """Runs the scripted tools through one session and prints what happened."""
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line; --addr defaults to $REBOUND_ADDR, which counts as unset when empty
+    (as in the client)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--addr",
-        default=os.environ.get("REBOUND_ADDR", rebound.DEFAULT_ADDRESS),
+        default=os.environ.get("REBOUND_ADDR", "").strip() or rebound.DEFAULT_ADDRESS,
         help="the Rebound sidecar: host:port or unix:/path/to.sock (default: $REBOUND_ADDR or %(default)s)",
     )
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    """Runs the scripted tools through one session and prints what happened."""
+    args = parse_args()
     # The client logs one warning if the sidecar cannot be reached.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 

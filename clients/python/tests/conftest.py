@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 import rebound
+from rebound.v1 import rebound_pb2 as pb
+from rebound.v1 import rebound_pb2_grpc as pb_grpc
 from tests.sidecar import Sidecar
 
 LIVE_TIMEOUT = 3.0
@@ -28,6 +30,19 @@ def unique(prefix: str) -> str:
     """A name no other test or run uses: session ids, and tool names (tool breakers and retry
     budgets are shared by all sessions of a sidecar, so each test fails tools of its own)."""
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', prefix)}-{_RUN}-{next(_counter)}"
+
+
+def forget(sidecar: Sidecar, session_id: str) -> None:
+    """Makes the sidecar forget a session behind the client's back, as a restart or an eviction
+    (idle expiry, capacity) would: a raw EndSession on a channel of its own."""
+    # Imported here, not at the top: grpc must first be imported after rebound, which turns
+    # gRPC's fork handlers off (see rebound/__init__.py), and conftest is imported first.
+    import grpc
+
+    with grpc.insecure_channel(sidecar.grpc) as channel:
+        stub = pb_grpc.ReboundStub(channel)
+        ended = stub.EndSession(pb.EndSessionRequest(session_id=session_id), timeout=LIVE_TIMEOUT)
+    assert ended.found, f"the sidecar had no session {session_id!r} to forget"
 
 
 @pytest.fixture(scope="session")

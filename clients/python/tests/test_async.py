@@ -13,7 +13,7 @@ import pytest
 import rebound
 from rebound import Action, Category, Kind
 from rebound.v1 import rebound_pb2 as pb
-from tests.conftest import LIVE_TIMEOUT, unique
+from tests.conftest import LIVE_TIMEOUT, forget, unique
 from tests.servers import Reply, http_server
 from tests.sidecar import Sidecar
 
@@ -82,6 +82,38 @@ async def test_run_raises_typed_errors(sidecar: Sidecar, session_id: str) -> Non
         with pytest.raises(rebound.AbortError) as abort:
             await s.run(repo, lambda: "ok")  # the third outcome reaches the step limit
         assert abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+
+
+@pytest.mark.asyncio
+async def test_run_counts_the_attempts_that_led_to_an_abort(sidecar: Sidecar, session_id: str) -> None:
+    tool = unique("fetch")
+    with http_server([Reply(503, "overloaded", {"retry-after-ms": "20"}), Reply(200, "ok")]) as url:
+        async with rebound.AsyncClient(sidecar.grpc, timeout=LIVE_TIMEOUT) as c:
+            async with c.session(session_id, step_limit=2) as s:
+                with pytest.raises(rebound.AbortError) as abort:
+                    await s.run(tool, fetch, url)  # the retry reaches the step limit
+    assert abort.value.attempts == 2 and abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+
+
+@pytest.mark.asyncio
+async def test_run_refuses_a_non_callable_and_reports_nothing(sidecar: Sidecar, session_id: str) -> None:
+    async with rebound.AsyncClient(sidecar.grpc, timeout=LIVE_TIMEOUT) as c:
+        async with c.session(session_id) as s:
+            with pytest.raises(TypeError, match="fn must be callable"):
+                await s.run(unique("search"), "results for q")  # type: ignore[call-overload]
+            assert (await s.end()).calls == 0
+
+
+@pytest.mark.asyncio
+async def test_the_session_is_declared_again_when_the_sidecar_forgot_it(sidecar: Sidecar, session_id: str) -> None:
+    async with rebound.AsyncClient(sidecar.grpc, timeout=LIVE_TIMEOUT) as c:
+        async with c.session(session_id, tools=["search", "fetch"]) as s:
+            assert (await s.report("search")).breaker.steps == 1
+            forget(sidecar, session_id)
+            assert (await s.report("search")).breaker.steps == 1
+            v = await s.report("serch", kind=Kind.UNKNOWN_TOOL, message="Tool serch not found")
+    assert (v.action, v.fallback) == (Action.RECLASSIFY, False)
+    assert "Did you mean `search`?" in v.snippet and "`fetch`" in v.snippet, v.snippet
 
 
 @pytest.mark.asyncio

@@ -284,8 +284,18 @@ def test_keyword_fields_win_over_the_exception() -> None:
         call_id="c-1",
     )
     assert (Kind(o.kind), o.message, o.http_status, o.code, o.exit_code) == (Kind.PROVIDER_ERROR, "overridden", 504, "ETIMEDOUT", 2)
-    assert dict(o.headers) == {"Retry-After": "1"}
+    assert dict(o.headers) == {"retry-after": "1"}
     assert (o.attempt, o.duration_ms, o.cost, o.call_id) == (3, 1500, 0.25, "c-1")
+
+
+def test_the_headers_keyword_keeps_only_the_retry_after_family() -> None:
+    # Headers passed straight from a response (requests' resp.headers) carry cookies and tokens.
+    o = build_outcome(
+        "llm",
+        http_status=429,
+        headers={"Set-Cookie": "session=abc", "Authorization": "Bearer sk-x", "Retry-After": "3", "x-ratelimit-reset-tokens": "6ms"},
+    )
+    assert dict(o.headers) == {"retry-after": "3", "x-ratelimit-reset-tokens": "6ms"}
 
 
 def test_success_and_failures_without_an_exception() -> None:
@@ -321,6 +331,14 @@ def test_long_text_is_cut() -> None:
 def test_bad_input_names_the_field(kwargs: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError, match=error.replace("(", r"\(")):
         build_outcome(**kwargs)
+
+
+def test_a_bad_kind_names_the_field_the_value_and_the_kinds() -> None:
+    with pytest.raises(ValueError, match=r"kind = 99: .*Kind\.TIMEOUT"):
+        build_outcome("t", kind=99)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"kind must be a rebound\.Kind, not str 'timeout': .*Kind\.TIMEOUT"):
+        build_outcome("t", kind="timeout")  # type: ignore[arg-type]
+    assert Kind(build_outcome("t", kind=5).kind) is Kind.TIMEOUT  # type: ignore[arg-type]  # the wire value works
 
 
 def test_headers_must_be_a_mapping_of_str_even_for_a_success() -> None:

@@ -3,8 +3,10 @@ the checks on input. Tool failures are real httpx exceptions from a loopback HTT
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import threading
+import warnings
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 import rebound
 from rebound import Action, Category, Kind
 from rebound.v1 import rebound_pb2 as pb
-from tests.conftest import LIVE_TIMEOUT, RecordedLogs, unique
+from tests.conftest import LIVE_TIMEOUT, RecordedLogs, forget, unique
 from tests.servers import Reply, http_server
 from tests.sidecar import Sidecar
 
@@ -101,6 +103,22 @@ def test_run_raises_escalation_with_the_verdict_and_the_cause(session: rebound.S
     assert "escalate" in str(err) and "(auth)" in str(err)
 
 
+def test_run_counts_the_attempts_that_led_to_an_escalation_or_an_abort(client: rebound.Client, session_id: str) -> None:
+    failing, flaky = unique("search"), unique("fetch")
+    slow_down = Reply(503, "overloaded", {"retry-after-ms": "20"})
+    with client.session(session_id, step_limit=5) as s:
+        # The third failure in a row escalates.
+        with http_server([slow_down]) as url:
+            with pytest.raises(rebound.EscalationError) as esc:
+                s.run(failing, fetch, url)
+        assert esc.value.attempts == 3 and "after 3 attempts" in str(esc.value)
+        # Steps 4 and 5: a failure, then the retry reaches the step limit.
+        with http_server([slow_down, Reply(200, "ok")]) as url:
+            with pytest.raises(rebound.AbortError) as abort:
+                s.run(flaky, fetch, url)
+        assert abort.value.attempts == 2 and abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+
+
 def test_run_raises_recover_with_the_snippet(session: rebound.Session) -> None:
     tool = unique("repo")
     with http_server([Reply(404, "not found")]) as url:
@@ -135,6 +153,24 @@ def test_run_gives_up_after_max_attempts(sidecar: Sidecar, session_id: str) -> N
     assert info.value.verdict.action is Action.RETRY  # the sidecar would retry; the guard stopped
 
 
+def test_run_refuses_what_it_cannot_call_and_reports_nothing(session: rebound.Session) -> None:
+    tool = unique("search")
+
+    async def search_async(q: str) -> str:
+        return f"results for {q}"
+
+    with pytest.raises(TypeError, match=r"fn must be callable \(the tool function, not its result\), not str"):
+        session.run(tool, "results for q")  # type: ignore[arg-type]  # search("q") instead of search
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TypeError, match=r"fn .*search_async returned an awaitable \(coroutine\).*AsyncSession"):
+            session.run(tool, search_async, "q")  # type: ignore[unused-coroutine]  # the mistake under test
+        gc.collect()
+    assert not [w.message for w in caught if "never awaited" in str(w.message)], "the coroutine was not closed"
+    # Neither is the tool's outcome: the sidecar saw nothing.
+    assert session.end().calls == 0
+
+
 def test_keyboard_interrupt_is_reported_and_reraised(session: rebound.Session) -> None:
     tool = unique("shell")
 
@@ -154,6 +190,22 @@ def test_unknown_tool_is_reclassified_with_the_declared_tools(client: rebound.Cl
         v = s.report("serch", kind=Kind.UNKNOWN_TOOL, message="Tool serch not found")
     assert (v.action, v.category) == (Action.RECLASSIFY, Category.UNKNOWN_TOOL)
     assert "search" in v.snippet
+
+
+def test_the_session_is_declared_again_when_the_sidecar_forgot_it(
+    client: rebound.Client, sidecar: Sidecar, session_id: str
+) -> None:
+    with client.session(session_id, tools=["search", "fetch"]) as s:
+        assert s.report("search").breaker.steps == 1
+        # The sidecar forgets the session (a restart, idle expiry, eviction) between two calls
+        # that both reach it: nothing falls back.
+        forget(sidecar, session_id)
+        again = s.report("search")
+        assert again.breaker.steps == 1 and not again.fallback  # a new session, without the tools
+        v = s.report("serch", kind=Kind.UNKNOWN_TOOL, message="Tool serch not found")
+    assert (v.action, v.fallback) == (Action.RECLASSIFY, False)
+    assert "Did you mean `search`?" in v.snippet and "`fetch`" in v.snippet, v.snippet
+    assert client.fallback_count == 0
 
 
 def test_context_shows_unresolved_errors_until_the_tool_succeeds(session: rebound.Session) -> None:
@@ -242,6 +294,8 @@ def test_bad_input_raises_before_any_call(client: rebound.Client, make: Any, err
         ({"address": "localhost"}, "want host:port"),
         ({"address": "127.0.0.1:0"}, "port '0'"),
         ({"address": "unix:"}, "needs a path"),
+        ({"address": "http://127.0.0.1:50051"}, r"address 'http://127.0.0.1:50051': not a URL; want host:port .*'127.0.0.1:50051'"),
+        ({"address": "https://localhost:50051/"}, "address 'https://localhost:50051/': not a URL"),
         ({"address": "127.0.0.1:1", "timeout": 0}, "timeout = 0"),
         ({"address": "127.0.0.1:1", "max_attempts": 0}, "max_attempts = 0"),
         ({"address": "127.0.0.1:1", "fallback_policy": "fast"}, "fallback_policy must be"),

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 import rebound
-from rebound import Action, Category
-from tests.conftest import LIVE_TIMEOUT, unique
+from rebound import Action, Category, Kind
+from tests.conftest import LIVE_TIMEOUT, forget, unique
 from tests.sidecar import Sidecar
 
 
@@ -33,6 +33,20 @@ def test_many_in_flight_are_answered_in_order(client: rebound.Client, session_id
     assert all(p.done() for p in pending)
     summary = session.end()
     assert (summary.calls, summary.errors) == (100, 2)
+
+
+def test_a_reporter_declares_the_session_again_when_the_sidecar_forgot_it(
+    client: rebound.Client, sidecar: Sidecar, session_id: str
+) -> None:
+    session = client.session(session_id, tools=["search", "fetch"])
+    with session.reporter() as reporter:
+        assert reporter.report("search").breaker.steps == 1
+        forget(sidecar, session_id)
+        assert reporter.report("search").breaker.steps == 1
+        v = reporter.report("serch", kind=Kind.UNKNOWN_TOOL, message="Tool serch not found")
+    assert (v.action, v.fallback) == (Action.RECLASSIFY, False)
+    assert "Did you mean `search`?" in v.snippet and "`fetch`" in v.snippet, v.snippet
+    session.end()
 
 
 def test_threads_share_a_reporter(client: rebound.Client, session_id: str) -> None:

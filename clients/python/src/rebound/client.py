@@ -80,6 +80,12 @@ def grpc_target(address: str) -> str:
         if not address[len("unix:"):].strip("/"):
             raise ValueError(f"address {address!r}: a Unix socket needs a path (unix:/path/to.sock)")
         return address
+    scheme, sep, rest = address.partition("://")
+    if sep and scheme.lower() in ("http", "https"):
+        # gRPC would take "http" for a host name and fail every call, each one falling back.
+        raise ValueError(
+            f"address {address!r}: not a URL; want host:port or unix:/path/to.sock (did you mean {rest.split('/')[0]!r}?)"
+        )
     host, sep, port = address.rpartition(":")
     if not sep or not host or host in ("[]",):
         raise ValueError(f"address {address!r}: want host:port or unix:/path/to.sock")

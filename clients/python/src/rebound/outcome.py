@@ -32,8 +32,8 @@ RETRY_HEADERS = (
     "grpc-retry-pushback-ms",
     "x-should-retry",
 )
-"""The response headers the sidecar reads; only these are taken from an exception's response,
-so cookies and tokens in other headers never leave the process."""
+"""The response headers the sidecar reads; only these are taken from an exception's response
+or the `headers` keyword, so cookies and tokens in other headers never leave the process."""
 
 MAX_MESSAGE_CHARS = 8 * 1024
 """The message is cut to this; the sidecar shows 200 characters of it anyway."""
@@ -110,7 +110,7 @@ def build_outcome(
     if error is not None:
         _fill_from_exception(o, error)
     if kind is not None:
-        o.kind = Kind(kind).proto
+        o.kind = _check_kind(kind).proto
     if message is not None:
         o.message = _cut_head(_check_str("message", message), MAX_MESSAGE_CHARS)
     if exception_type is not None:
@@ -119,7 +119,7 @@ def build_outcome(
         o.http_status = _check_http_status("http_status", http_status)
     if checked_headers is not None:
         o.headers.clear()
-        o.headers.update(checked_headers)
+        o.headers.update(dict(_retry_headers(checked_headers)))
     if code is not None:
         o.code = _check_str("code", code)
     if grpc_code is not None:
@@ -334,6 +334,17 @@ def _check_http_status(field: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or 100 <= value <= 599):
         raise ValueError(f"{field} = {value!r}: an HTTP status is 100 to 599 (0 for none)")
     return int(value)
+
+
+def _check_kind(value: Any) -> Kind:
+    """The `kind` keyword: a `Kind` (or its int value)."""
+    accepted = ", ".join(f"Kind.{k.name}" for k in Kind if k is not Kind.UNSPECIFIED)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"kind must be a rebound.Kind, not {type(value).__name__} {value!r}: one of {accepted}")
+    try:
+        return Kind(value)
+    except ValueError:
+        raise ValueError(f"kind = {value!r}: not a rebound.Kind; one of {accepted}") from None
 
 
 def _check_headers(headers: Any) -> dict[str, str]:

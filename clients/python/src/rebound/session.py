@@ -46,8 +46,10 @@ class _State:
         self.id = session_id
         self.declare = declare
         # Set once the sidecar accepted `declare`; a fallback clears it, because the sidecar
-        # may have restarted and forgotten the session.
+        # may have restarted and forgotten the session, and so does a sign that it did (`accept`).
         self.declared = declare is None
+        # Whether the sidecar (not the fallback) has answered a report of this session.
+        self._heard = False
         # Call ids only need to be unique within the session; a random prefix keeps two
         # processes that reuse a session id apart.
         self._prefix = secrets.token_hex(6)
@@ -70,6 +72,16 @@ class _State:
     def accept(self, o: pb.Outcome, v: pb.Verdict) -> Verdict:
         """A verdict from the sidecar."""
         self.core.answered()
+        # The sidecar counts this session's outcomes: a count of one after an earlier verdict
+        # means it restarted or evicted the session and made a new one, without the declared
+        # tools and limits. Declare again before the next call. Verdicts that arrive out of
+        # order (threads, streams) may cause a needless StartSession, which is idempotent; a
+        # replayed verdict (a repeated call id) is an old one and says nothing about it.
+        with self._lock:
+            forgotten = self._heard and v.breaker.steps == 1 and not v.replayed
+            self._heard = True
+        if forgotten and self.declare is not None:
+            self.declared = False
         self.local.record(o, v)
         return Verdict(v)
 
@@ -114,14 +126,30 @@ def _reportable(exc: BaseException) -> bool:
     return isinstance(exc, (Exception, KeyboardInterrupt, asyncio.CancelledError))
 
 
+def _check_callable(fn: object) -> None:
+    """`run`'s check on `fn`: passing the tool's result instead of the tool must not be
+    reported as the tool failing."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (the tool function, not its result), not {type(fn).__name__}: {_name(fn)}")
+
+
+def _name(fn: object) -> str:
+    """`fn` for an error message: its qualified name, else its repr cut short."""
+    name = getattr(fn, "__qualname__", None)
+    if isinstance(name, str):
+        return name
+    text = repr(fn)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
 def _after(tool: str, verdict: Verdict, error: Optional[BaseException], attempt: int, max_attempts: int) -> Optional[float]:
     """What `run` does after one attempt: None when done, else the seconds to sleep before the
     next attempt; raises the verdict's exception when the run cannot go on the same way."""
     action = verdict.action
     if action is Action.ESCALATE:
-        raise EscalationError(tool, verdict, error) from error
+        raise EscalationError(tool, verdict, error, attempts=attempt) from error
     if action is Action.ABORT:
-        raise AbortError(tool, verdict, error) from error
+        raise AbortError(tool, verdict, error, attempts=attempt) from error
     if error is None:
         return None
     if action is Action.CONTINUE:
@@ -193,8 +221,11 @@ class Session:
         and calls again while they say retry, and returns the first successful result.
         Otherwise it raises `RecoverError` (recover, replan, reclassify: give its `snippet` to
         the LLM), `EscalationError` or `AbortError`, each caused by the tool's exception.
-        Cancellation (KeyboardInterrupt) is reported and re-raised as it is."""
+        Cancellation (KeyboardInterrupt) is reported and re-raised as it is. Raises TypeError,
+        reporting nothing, when `fn` is not callable or returns an awaitable (a coroutine
+        function needs `AsyncSession.run`)."""
         build_outcome(tool)
+        _check_callable(fn)
         for attempt in itertools.count(1):
             start = time.monotonic()
             try:
@@ -208,6 +239,14 @@ class Session:
             except KeyboardInterrupt as exc:
                 self.report(tool, exc, attempt=attempt, duration=time.monotonic() - start)
                 raise
+            if inspect.isawaitable(result):
+                # A programming error, not the tool's outcome: nothing is reported.
+                if inspect.iscoroutine(result):
+                    result.close()  # no "coroutine was never awaited" warning on top
+                raise TypeError(
+                    f"fn {_name(fn)} returned an awaitable ({type(result).__name__}), which Session.run "
+                    "cannot await: run coroutine functions with AsyncSession.run (rebound.AsyncClient)"
+                )
             verdict = self.report(tool, attempt=attempt, duration=time.monotonic() - start)
             _after(tool, verdict, None, attempt, self._s.core.max_attempts)
             return result
@@ -363,6 +402,7 @@ class AsyncSession:
         of `tool` and acts on the verdicts, sleeping with asyncio; see `Session.run`.
         Cancellation is reported and re-raised as it is."""
         build_outcome(tool)
+        _check_callable(fn)
         for attempt in itertools.count(1):
             start = time.monotonic()
             try:
