@@ -76,13 +76,14 @@ func (d *declaration) lost() {
 }
 
 // verdict notes a verdict from the sidecar. Its first step, when the session
-// had a sidecar verdict before, means the sidecar started the session anew.
+// had a sidecar verdict before, means the sidecar started the session anew;
+// a replayed verdict (a repeated call id) is an old answer and says nothing.
 // Verdicts that arrive out of order can look like that too; the cost is one
 // more (idempotent) StartSession.
 func (d *declaration) verdict(pv *reboundpb.Verdict) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.heard && pv.GetBreaker().GetSteps() == 1 {
+	if d.heard && pv.GetBreaker().GetSteps() == 1 && !pv.GetReplayed() {
 		d.epoch++
 		d.held = false
 	}
