@@ -97,12 +97,38 @@ export function cut(s: string, n: number): string {
   return chars.length <= n ? t : `${chars.slice(0, n).join("")}…`;
 }
 
+/**
+ * Checks that options are a plain object (`{...}`, or one without a prototype,
+ * from any realm). An Error, an array or a class instance would pass a check of
+ * its enumerable keys with its real fields unseen: an Error's message, stack
+ * and cause are not enumerable.
+ */
+export function checkPlainObject(what: string, options: unknown): void {
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidInputError(`${what} ${show(options)}: must be a plain object`);
+  }
+  const proto: unknown = Object.getPrototypeOf(options);
+  if (proto !== null && Object.getPrototypeOf(proto) !== null) {
+    throw new InvalidInputError(`${what}: got ${kindOf(options)}; must be a plain object`);
+  }
+}
+
+/** Names what an object is, for an error message: "an array", "a URL". */
+function kindOf(value: object): string {
+  if (Array.isArray(value)) return "an array";
+  try {
+    const name: unknown = (Object.getPrototypeOf(value) as { constructor?: { name?: unknown } }).constructor?.name;
+    if (typeof name === "string" && name !== "") return `a ${name}`;
+  } catch {
+    // A Proxy may throw; the generic name will do.
+  }
+  return "an instance of a class";
+}
+
 /** Rejects keys an options object does not know, so that a misspelt option (`step_limit`) is not silently ignored. */
 export function checkKeys(what: string, options: unknown, known: readonly string[]): void {
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new InvalidInputError(`${what} ${show(options)}: must be an object`);
-  }
-  for (const key of Object.keys(options)) {
+  checkPlainObject(what, options);
+  for (const key of Object.keys(options as object)) {
     if (!known.includes(key)) {
       throw new InvalidInputError(`${what}: unknown option ${show(key)} (known: ${known.join(", ")})`);
     }

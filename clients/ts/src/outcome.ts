@@ -140,8 +140,9 @@ HttpError.prototype.name = "HttpError";
  */
 export function outcomeFromError(tool: string, options: ReportOptions = {}): pb.Outcome {
   checkId("tool", tool);
-  if (typeof options !== "object" || options === null) {
-    throw new InvalidInputError(`report options ${show(options)}: must be an object`);
+  if (options instanceof Error) {
+    // report(tool, err) type-checks (every option is optional) and would otherwise report a success.
+    throw new InvalidInputError(`report(${show(tool)}): got an Error (${show(options.message)}); pass the error as { error }`);
   }
   checkKeys("report options", options, REPORT_KEYS);
   const failed = options.error !== undefined && options.error !== null;

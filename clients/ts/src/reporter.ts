@@ -6,7 +6,7 @@ import { InvalidInputError } from "./errors.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
 import { outcomeFromError, type ReportOptions } from "./outcome.js";
 import type { Session } from "./session.js";
-import { Verdict } from "./verdict.js";
+import type { Verdict } from "./verdict.js";
 
 /** An outcome sent on a stream, waiting for its verdict. */
 interface Pending {
@@ -83,6 +83,8 @@ export class Reporter {
     const consecutive = this.session.prepare(o);
     let st = this.current !== undefined && !this.current.ended ? this.current : undefined;
     st ??= await this.open();
+    // The sidecar may have lost the session while the stream stayed open (expiry, eviction): declare it again first.
+    if (st !== undefined && this.session.undeclared && !(await this.session.ensureDeclared())) st = undefined;
     if (st === undefined || st.ended) return this.session.fallback(o, consecutive);
     const stream = st;
     return new Promise<Verdict>((resolve, reject) => {
@@ -136,8 +138,7 @@ export class Reporter {
     this.core.answered();
     if (p.settled) return;
     p.settled = true;
-    this.session.local.record(p.outcome, v);
-    p.resolve(new Verdict(v));
+    p.resolve(this.session.accept(p.outcome, v));
   }
 
   /**

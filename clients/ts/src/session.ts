@@ -5,6 +5,7 @@ import {
   checkId,
   checkInt,
   checkKeys,
+  checkPlainObject,
   MAX_LABEL_VALUE_BYTES,
   MAX_LABELS,
   MAX_TOOLS,
@@ -123,9 +124,12 @@ export class Session {
   private readonly declaration: pb.StartSessionRequest | undefined;
   /**
    * True once the sidecar has accepted the declaration. A fallback clears it,
-   * because the sidecar may have restarted and forgotten the session.
+   * because the sidecar may have restarted and forgotten the session, and so
+   * does a verdict showing that the sidecar started the session anew.
    */
   private declared = false;
+  /** True once a verdict came from the sidecar (not from the fallback). */
+  private answeredBefore = false;
   private declaring: Promise<pb.StartSessionResponse | undefined> | undefined;
   private readonly callPrefix: string;
   private calls = 0;
@@ -198,6 +202,25 @@ export class Session {
       return this.fallback(o, consecutive);
     }
     this.core.answered();
+    return this.accept(o, pv);
+  }
+
+  /** @internal Declaration still owed to the sidecar: the next call must send it first. */
+  get undeclared(): boolean {
+    return this.declaration !== undefined && !this.declared;
+  }
+
+  /**
+   * @internal Takes a verdict from the sidecar. Its first step, after earlier
+   * verdicts, means the sidecar started the session anew (it restarted, or
+   * expired or evicted the session) without the declared tools and limits:
+   * the next call declares it again. With reports in flight a verdict can
+   * arrive out of turn; such a false alarm costs one idempotent StartSession.
+   */
+  accept(o: pb.Outcome, pv: pb.Verdict): Verdict {
+    // A replayed verdict carries the counters of the call it first answered.
+    if (this.answeredBefore && pv.breaker?.steps === 1 && !pv.replayed) this.declared = false;
+    this.answeredBefore = true;
     this.local.record(o, pv);
     return new Verdict(pv);
   }
@@ -218,7 +241,7 @@ export class Session {
 
   /** @internal Sends the declaration if the sidecar has not accepted it yet; false means it did not answer. */
   async ensureDeclared(): Promise<boolean> {
-    if (this.declaration === undefined || this.declared) return true;
+    if (!this.undeclared) return true;
     // Concurrent reports share one StartSession call.
     this.declaring ??= this.start().finally(() => {
       this.declaring = undefined;
@@ -248,7 +271,7 @@ export class Session {
   async run<T>(tool: string, fn: (call: RunContext) => T | Promise<T>, options: RunOptions = {}): Promise<T> {
     checkId("tool", tool);
     if (typeof fn !== "function") throw new InvalidInputError(`run(${show(tool)}): the tool ${show(fn)} is not a function`);
-    if (typeof options !== "object" || options === null) throw new InvalidInputError(`run options ${show(options)}: must be an object`);
+    checkPlainObject("run options", options);
     const { signal, ...fields } = options;
     for (const key of RUN_OWN) {
       if (key in fields) throw new InvalidInputError(`run(${show(tool)}): ${key} is run's own to set`);

@@ -5,6 +5,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
+import { credentials, Metadata } from "@grpc/grpc-js";
+
 import {
   AbortRunError,
   Client,
@@ -12,8 +14,11 @@ import {
   EscalationError,
   HttpError,
   InvalidInputError,
+  proto,
   RecoverError,
   type ClientOptions,
+  type ReportOptions,
+  type RunOptions,
   type Session,
   type SessionOptions,
   type Verdict,
@@ -42,6 +47,26 @@ function dial(options: ClientOptions = {}): Client {
 
 function open(c: Client, name: string, options?: SessionOptions): Session {
   return c.session(sessionId(name), options);
+}
+
+/**
+ * Ends a session behind its client's back, with a raw EndSession on a channel
+ * of its own: the sidecar forgets it as after a restart, an idle expiry or an
+ * eviction, and creates it anew, undeclared, on its next report.
+ */
+async function forget(id: string): Promise<void> {
+  const raw = new proto.ReboundClient(sidecar.grpc, credentials.createInsecure());
+  try {
+    const resp = await new Promise<proto.EndSessionResponse>((resolve, reject) => {
+      raw.endSession(proto.EndSessionRequest.create({ sessionId: id }), new Metadata(), { deadline: Date.now() + LIVE_TIMEOUT_MS }, (err, res) => {
+        if (err !== null) reject(err);
+        else resolve(res);
+      });
+    });
+    assert.equal(resp.found, true, `the sidecar did not know session ${id}`);
+  } finally {
+    raw.close();
+  }
 }
 
 /** A 429 whose provider asks for a short wait, so that retry tests stay fast. */
@@ -219,6 +244,20 @@ describe("Session", () => {
     assert.equal(sum.fallback, false);
   });
 
+  it("declares itself again when the sidecar has forgotten it, so an unknown tool still gets the declared ones", async () => {
+    const t = toolNames();
+    const c = dial();
+    const s = open(c, "forgotten", { tools: [t.search, t.fetch] });
+    assert.equal((await s.report(t.search)).breaker?.steps, 1);
+    await forget(s.id);
+    // No call falls back: only the verdict's first step says that the sidecar started the session anew.
+    assert.equal((await s.report(t.search)).breaker?.steps, 1);
+    const v = await s.report(t.serch, { ok: false, kind: "unknown_tool", message: `Tool ${t.serch} not found` });
+    assert.equal(v.action, "reclassify");
+    assert.ok(v.snippet.includes(`Did you mean \`${t.search}\`?`), `the snippet does not suggest ${t.search}: ${v.snippet}`);
+    assert.equal(c.fallbacks, 0);
+  });
+
   it("aborts at the step limit, and run on the stopped session throws AbortRunError without a tool error", async () => {
     const t = toolNames();
     const s = open(dial(), "steps", { stepLimit: 2 });
@@ -310,6 +349,21 @@ describe("Reporter", () => {
     assert.equal(c.fallbacks, 0);
   });
 
+  it("declares the session again on the open stream when the sidecar has forgotten it", async () => {
+    const t = toolNames();
+    const c = dial();
+    const s = open(c, "reporter-forgotten", { tools: [t.search, t.fetch] });
+    const r = s.reporter();
+    assert.equal((await r.report(t.search)).breaker?.steps, 1);
+    await forget(s.id);
+    assert.equal((await r.report(t.search)).breaker?.steps, 1);
+    const v = await r.report(t.serch, { ok: false, kind: "unknown_tool", message: `Tool ${t.serch} not found` });
+    assert.equal(v.action, "reclassify");
+    assert.ok(v.snippet.includes(`Did you mean \`${t.search}\`?`), `the snippet does not suggest ${t.search}: ${v.snippet}`);
+    await r.close();
+    assert.equal(c.fallbacks, 0);
+  });
+
   it("rejects an argument the sidecar rejects instead of falling back", async () => {
     const t = toolNames();
     const c = dial();
@@ -348,6 +402,22 @@ describe("input checks", () => {
       if (saved === undefined) delete process.env.REBOUND_ADDR;
       else process.env.REBOUND_ADDR = saved;
     }
+  });
+
+  it("rejects the tool's error passed where the options go, on every path, instead of reporting a success", async () => {
+    const t = toolNames();
+    const c = dial();
+    const s = open(c, "error-as-options");
+    const err = new TypeError("fetch failed", { cause: new Error("connect ECONNREFUSED 127.0.0.1:9") });
+    await assert.rejects(s.report(t.search, err as ReportOptions), /pass the error as \{ error \}/);
+    const r = s.reporter();
+    await assert.rejects(r.report(t.search, err as ReportOptions), /pass the error as \{ error \}/);
+    await r.close();
+    await assert.rejects(s.run(t.search, () => 1, err as RunOptions), /run options: got a TypeError; must be a plain object/);
+    await assert.rejects(s.report(t.search, [err] as ReportOptions), /report options: got an array/);
+    // Nothing reached the sidecar: the session was never created there.
+    const sum = await s.end();
+    assert.equal(sum.calls, 0);
   });
 
   it("rejects bad session ids and declarations", () => {

@@ -258,6 +258,16 @@ describe("outcomes from real errors", () => {
     assert.ok(o.detail.endsWith("é"));
   });
 
+  it("rejects the error itself passed as the options, instead of reporting a success", async () => {
+    // report(tool, err) type-checks, and an Error's message, stack and cause are not enumerable keys.
+    const err = await thrown(() => fetch(`http://127.0.0.1:${closedPort}/`));
+    assert.ok(err instanceof TypeError, `got ${String(err)}`);
+    assert.throws(
+      () => outcomeFromError("search", err as ReportOptions),
+      (e: unknown) => e instanceof InvalidInputError && /report\("search"\): got an Error \("fetch failed"\); pass the error as \{ error \}/.test(e.message),
+    );
+  });
+
   describe("rejects bad input, naming it", () => {
     const bad: [string, () => unknown, RegExp][] = [
       ["an empty tool", () => outcomeFromError(" "), /tool/],
@@ -271,6 +281,9 @@ describe("outcomes from real errors", () => {
       ["a NaN duration", () => outcomeFromError("t", { durationMs: Number.NaN }), /duration/],
       ["ok: true with an error", () => outcomeFromError("t", { ok: true, error: new Error("x") }), /ok: true/],
       ["a misspelt option", () => outcomeFromError("t", { http_status: 500 } as ReportOptions), /unknown option "http_status"/],
+      ["a plain Error as the options", () => outcomeFromError("t", new Error("boom") as ReportOptions), /pass the error as \{ error \}/],
+      ["an array as the options", () => outcomeFromError("t", [] as ReportOptions), /report options: got an array; must be a plain object/],
+      ["a class instance as the options", () => outcomeFromError("t", new URL("http://x/") as ReportOptions), /report options: got a URL; must be a plain object/],
       ["headers that are a string", () => outcomeFromError("t", { headers: "Retry-After: 1" as unknown as Record<string, string> }), /headers/],
     ];
     for (const [name, fn, message] of bad) {
