@@ -271,6 +271,13 @@ pub fn elide_middle(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// `text` redacted, then cut to at most `max_chars` characters: cut first, a secret
+/// across the cut would no longer match its pattern, and its head would be shown.
+/// For tool text cut on its way to a snippet; redacting the whole again changes nothing.
+pub fn redact_and_cut(text: &str, max_chars: usize) -> String {
+    cut(&crate::redact::redact(text), max_chars)
+}
+
 /// `text` cut to at most `max_chars` characters, the last one an ellipsis when cut.
 pub fn cut(text: &str, max_chars: usize) -> String {
     if text.chars().count() <= max_chars {
@@ -369,7 +376,7 @@ pub fn failure_lines(detail: &str, max_chars: usize) -> String {
         (MARKS.iter().any(|w| lower.contains(w)) || is_diagnostic(l)) && !l.ends_with(':')
     };
     let Some(first) = lines.iter().position(|l| reports(l)) else {
-        return cut(last, max_chars);
+        return redact_and_cut(last, max_chars);
     };
     let mut picked = vec![lines[first]];
     if lines[first].len() < 40 && lines[first].split_whitespace().count() <= 4 && first + 1 < lines.len() - 1 {
@@ -386,7 +393,7 @@ pub fn failure_lines(detail: &str, max_chars: usize) -> String {
     picked
         .iter()
         .enumerate()
-        .map(|(i, l)| cut(l, if n > 1 && i == n - 1 { last_share.max(20) } else { first_share }))
+        .map(|(i, l)| redact_and_cut(l, if n > 1 && i == n - 1 { last_share.max(20) } else { first_share }))
         .collect::<Vec<_>>()
         .join(" | ")
 }
@@ -691,6 +698,28 @@ mod tests {
         // A message given wins over the trace; the trace still gives the location.
         assert_eq!(&*digest("boom", "", trace, &SnippetPolicy::default()).message, "boom");
         assert_eq!(digest("boom", "", trace, &SnippetPolicy::default()).location, "search.py:41 in run");
+    }
+
+    #[test]
+    fn a_secret_across_a_cut_is_redacted_not_shown_in_part() {
+        // Fake credentials in the shapes of AWS's documented example key and a GitHub token.
+        let aws = "AKIAIOSFODNN7EXAMPLE";
+        let github = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        // A Java root cause cut at 80 characters: the key starts at its 71st.
+        let cause = format!("java.io.IOException: upload refused for bucket reports-2026-archive-eu {aws} denied");
+        assert!(cause.find(aws).unwrap() < 79 && cause.find(aws).unwrap() + aws.len() > 79);
+        let java = format!(
+            "java.lang.RuntimeException: upload failed\n\tat com.acme.Upload.run(Upload.java:12)\nCaused by: {cause}\n\t... 1 more\n"
+        );
+        let d = digest("", "", &java, &SnippetPolicy::default());
+        // The placeholder may be cut in its turn; no piece of the key is shown.
+        assert!(d.location.contains("[REDACTE"), "{}", d.location);
+        assert!(!d.location.contains("AKIA"), "{}", d.location);
+        // Tool output whose only line is cut at 200 characters, the token across the cut.
+        let output = format!("error: push rejected for {} {github} (denied)", "x".repeat(160));
+        let d = digest("", "", &output, &SnippetPolicy::default());
+        assert!(!d.message.contains("ghp_"), "{}", d.message);
+        assert!(d.message.contains("[REDACTE"), "{}", d.message);
     }
 
     #[test]

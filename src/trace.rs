@@ -89,7 +89,7 @@ impl Collapsed {
     pub fn location(&self) -> String {
         let mut parts: Vec<String> = Vec::with_capacity(self.own_frames.len() + 2);
         if let Some(cause) = self.cause.as_deref().filter(|c| !self.exception.contains(cause_message(c))) {
-            parts.push(format!("caused by {}", crate::compact::cut(cause, CAUSE_CHARS)));
+            parts.push(format!("caused by {}", crate::compact::redact_and_cut(cause, CAUSE_CHARS)));
         }
         let mut previous_file = "";
         for frame in &self.own_frames {
@@ -375,7 +375,11 @@ pub fn collapse(text: &str, max_frames: usize) -> Option<Collapsed> {
         exception: tidy_exception(&exception),
         cause,
         more_frames: own_total - r.frames.len() + r.more,
-        own_frames: r.frames.into_iter().map(|f| crate::compact::cut(&short_paths(&f), FRAME_CHARS)).collect(),
+        own_frames: r
+            .frames
+            .into_iter()
+            .map(|f| crate::compact::redact_and_cut(&short_paths(&f), FRAME_CHARS))
+            .collect(),
         library: r.library,
         other_goroutines: r.goroutines.saturating_sub(1),
     })
