@@ -152,8 +152,13 @@ pub enum ProviderDelay {
 /// Epoch seconds above this are absolute times, below it durations (about 2001-09-09).
 const EPOCH_THRESHOLD_S: u64 = 1_000_000_000;
 
-/// Reads the provider's delay from the Retry-After family of headers; the
-/// smallest sane value wins. `wall_ms` is now, for HTTP dates and epoch resets.
+/// Reads the provider's delay from the Retry-After family of headers. What the
+/// provider asks of this response wins, the most precise first: `retry-after-ms`,
+/// `Retry-After`, `grpc-retry-pushback-ms`. Failing those, the rate limits' reset
+/// times say when a retry can pass: the latest of them, or of those whose
+/// `x-ratelimit-remaining-*` is 0 when the headers say which limit was hit (a
+/// 429 for tokens is not over when the requests' limit resets in 6 ms).
+/// `wall_ms` is now, for HTTP dates and epoch resets.
 pub fn provider_delay(headers: &Headers, wall_ms: u64) -> Option<ProviderDelay> {
     if headers.is_empty() {
         return None;
@@ -165,15 +170,29 @@ pub fn provider_delay(headers: &Headers, wall_ms: u64) -> Option<ProviderDelay> 
             }
         }
     }
-    let candidates = [
-        headers.get("retry-after-ms").and_then(parse_millis),
-        headers.get("retry-after").and_then(|v| parse_retry_after(v, wall_ms)),
-        headers.get("grpc-retry-pushback-ms").and_then(parse_millis),
-        headers.get("x-ratelimit-reset-requests").and_then(parse_go_duration),
-        headers.get("x-ratelimit-reset-tokens").and_then(parse_go_duration),
-        headers.get("x-ratelimit-reset").and_then(|v| parse_reset(v, wall_ms)),
+    let asked = headers
+        .get("retry-after-ms")
+        .and_then(parse_millis)
+        .or_else(|| headers.get("retry-after").and_then(|v| parse_retry_after(v, wall_ms)))
+        .or_else(|| headers.get("grpc-retry-pushback-ms").and_then(parse_millis));
+    if let Some(ms) = asked {
+        return Some(ProviderDelay::After(ms));
+    }
+    // Each limit's reset, and whether its remaining count says it was hit.
+    let exhausted = |remaining: &str| headers.get(remaining).is_some_and(|v| v.trim().parse::<f64>() == Ok(0.0));
+    let resets = [
+        (
+            headers.get("x-ratelimit-reset-requests").and_then(parse_go_duration),
+            exhausted("x-ratelimit-remaining-requests"),
+        ),
+        (
+            headers.get("x-ratelimit-reset-tokens").and_then(parse_go_duration),
+            exhausted("x-ratelimit-remaining-tokens"),
+        ),
+        (headers.get("x-ratelimit-reset").and_then(|v| parse_reset(v, wall_ms)), exhausted("x-ratelimit-remaining")),
     ];
-    candidates.into_iter().flatten().min().map(ProviderDelay::After)
+    let hit = resets.iter().filter(|(ms, hit)| ms.is_some() && *hit).filter_map(|(ms, _)| *ms).max();
+    hit.or_else(|| resets.iter().filter_map(|(ms, _)| *ms).max()).map(ProviderDelay::After)
 }
 
 /// `retry-after-ms: 250` (fractions allowed).
@@ -321,6 +340,24 @@ mod tests {
             (&[("retry-after", "soon")], None),
             (&[("retry-after", "-3")], None),
             (&[("Retry-After", "20"), ("retry-after-ms", "1500")], Some(ProviderDelay::After(1500))),
+            // What the provider asks of this response wins over its limits' reset times.
+            (&[("retry-after", "20"), ("x-ratelimit-reset-requests", "6ms")], Some(ProviderDelay::After(20_000))),
+            (&[("grpc-retry-pushback-ms", "900"), ("x-ratelimit-reset", "30")], Some(ProviderDelay::After(900))),
+            // OpenAI's 429 for tokens: the tokens' reset, not the requests' (the limit that was hit).
+            (
+                &[
+                    ("x-ratelimit-reset-requests", "6ms"),
+                    ("x-ratelimit-remaining-requests", "499"),
+                    ("x-ratelimit-reset-tokens", "19.5s"),
+                    ("x-ratelimit-remaining-tokens", "0"),
+                ],
+                Some(ProviderDelay::After(19_500)),
+            ),
+            // Which limit was hit not said: the later reset, when a retry passes both.
+            (
+                &[("x-ratelimit-reset-requests", "2s"), ("x-ratelimit-reset-tokens", "40s")],
+                Some(ProviderDelay::After(40_000)),
+            ),
             (&[("content-type", "application/json")], None),
         ];
         // 2023-11-14T22:13:20Z

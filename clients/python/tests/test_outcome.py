@@ -293,9 +293,15 @@ def test_the_headers_keyword_keeps_only_the_retry_after_family() -> None:
     o = build_outcome(
         "llm",
         http_status=429,
-        headers={"Set-Cookie": "session=abc", "Authorization": "Bearer sk-x", "Retry-After": "3", "x-ratelimit-reset-tokens": "6ms"},
+        headers={
+            "Set-Cookie": "session=abc",
+            "Authorization": "Bearer sk-x",
+            "Retry-After": "3",
+            "x-ratelimit-reset-tokens": "6ms",
+            "x-ratelimit-remaining-tokens": "0",
+        },
     )
-    assert dict(o.headers) == {"retry-after": "3", "x-ratelimit-reset-tokens": "6ms"}
+    assert dict(o.headers) == {"retry-after": "3", "x-ratelimit-reset-tokens": "6ms", "x-ratelimit-remaining-tokens": "0"}
 
 
 def test_success_and_failures_without_an_exception() -> None:

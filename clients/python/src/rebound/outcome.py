@@ -29,6 +29,9 @@ RETRY_HEADERS = (
     "x-ratelimit-reset",
     "x-ratelimit-reset-requests",
     "x-ratelimit-reset-tokens",
+    "x-ratelimit-remaining",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens",
     "grpc-retry-pushback-ms",
     "x-should-retry",
 )
