@@ -891,11 +891,14 @@ fn decide(
         ((fallback, matches!(fallback, Action::Escalate | Action::Abort).then_some(Reason::CategoryPolicy)), None)
     };
     // ... and what the breakers and budgets say: aborts first, then a fenced-off
-    // tool, then escalations, then the budget.
+    // tool, then escalations, then the budget. A category (or rule) that ends the
+    // run or asks for a human stands over a fenced-off tool: a user's cancel still
+    // ends the run, a revoked key still needs a human.
     let tool_open = gate.view.after == BreakerState::Open;
+    let stands = planned.1 == Some(Reason::CategoryPolicy);
     let guard = match breaker::on_failure(&counters, &s.limits, &policy.limits) {
         Some(trip @ (Action::Abort, _)) => Some(trip),
-        _ if tool_open => Some((Action::Reclassify, Reason::ToolBreakerOpen)),
+        _ if tool_open && !stands => Some((Action::Reclassify, Reason::ToolBreakerOpen)),
         Some(trip) => Some(trip),
         None if planned.0 == Action::Retry && !gate.budget_ok => Some((fallback, Reason::RetryBudgetExhausted)),
         None => None,
@@ -1515,6 +1518,25 @@ mod tests {
         assert!(v.snippet.contains("Tool `search` is unavailable for about 20s"), "{}", v.snippet);
         let (_, z) = held(&e, "z", "search");
         assert!(!Arc::ptr_eq(&x[0], &z[0]));
+    }
+
+    #[test]
+    fn an_open_tool_breaker_does_not_overrule_a_cancel_or_a_call_for_a_human() {
+        let (e, _) = engine();
+        for i in 0..5 {
+            e.report(&unavailable(&format!("s{i}"))).unwrap();
+        }
+        let cancelled = Outcome { kind: Some(OutcomeKind::Cancelled), ..fail("c", "search", "cancelled by the user") };
+        let v = e.report(&cancelled).unwrap();
+        assert_eq!(v.breaker.tool_state, BreakerState::Open);
+        assert_eq!((v.action, v.breaker.reason), (Action::Abort, Some(Reason::CategoryPolicy)));
+        let revoked = Outcome { http_status: Some(401), ..fail("a", "search", "Incorrect API key provided") };
+        let v = e.report(&revoked).unwrap();
+        assert_eq!((v.action, v.breaker.reason), (Action::Escalate, Some(Reason::CategoryPolicy)));
+        // What the agent can do without the tool, it is told to: use another one.
+        let too_long = Outcome { http_status: Some(400), ..fail("r", "search", "context_length_exceeded") };
+        assert_eq!(e.report(&too_long).unwrap().action, Action::Reclassify);
+        assert_eq!(e.report(&unavailable("t")).unwrap().action, Action::Reclassify);
     }
 
     #[test]
