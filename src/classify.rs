@@ -850,6 +850,16 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_is_a_quota_in_any_of_its_wordings() {
+        let c = classifier();
+        // SQLite's SQLITE_FULL, as Python's sqlite3 raises it; ENOSPC's strerror.
+        for message in ["sqlite3.OperationalError: database or disk is full", "write /data/x: no space left on device"]
+        {
+            assert_eq!(c.classify(&failure(message)).category, Category::QuotaExceeded, "{message}");
+        }
+    }
+
+    #[test]
     fn words_refine_a_generic_signal() {
         let c = classifier();
         let long = Outcome { http_status: Some(400), ..failure("prompt is too long: 210000 tokens > 200000 maximum") };
@@ -894,6 +904,10 @@ mod tests {
         // Node quotes the source line first; the exception comes after it.
         let node = "file:///app/tools.mjs:24\n  return JSON.parse(text);\n              ^\n\nSyntaxError: Expected double-quoted property name in JSON at position 46\n    at JSON.parse (<anonymous>)\n";
         assert_eq!(c.classify(&Outcome { detail: node.into(), ..failure("") }).category, Category::Format);
+        // A Go panic in the output, under a message of the tool's own: a bug, whatever its words
+        // ("index out of range" reads as bad input) (tests/data/traces/go-index-range.txt).
+        let go = "panic: runtime error: index out of range [5] with length 2\n\ngoroutine 1 [running]:\nmain.pick(...)\n\t/app/main.go:28\n";
+        assert_eq!(c.classify(&Outcome { detail: go.into(), ..failure("tool failed") }).category, Category::Internal);
     }
 
     /// `Caused by:` types as first written: every line trimmed, then the words stripped.
