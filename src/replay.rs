@@ -117,6 +117,8 @@ pub struct BreakerJson {
     pub identical_errors: u32,
     /// Steps.
     pub steps: u32,
+    /// Cost reported in the session.
+    pub cost: f64,
 }
 
 /// One verdict line.
@@ -144,6 +146,8 @@ pub struct VerdictJson {
     pub attempt: Option<u32>,
     /// Retries left, when retrying.
     pub attempts_left: Option<u32>,
+    /// True when the delay is the provider's, when retrying.
+    pub provider_delay: Option<bool>,
     /// Snippet.
     pub snippet: String,
     /// Breakers.
@@ -152,6 +156,14 @@ pub struct VerdictJson {
     pub escalation: Option<String>,
     /// Repeated call_id.
     pub replayed: bool,
+    /// False in shadow mode: the action is advisory.
+    pub enforced: bool,
+    /// In shadow mode, what the breakers would have answered, or null.
+    pub shadow_action: Option<&'static str>,
+    /// In shadow mode, why, or null.
+    pub shadow_reason: Option<&'static str>,
+    /// The snippet's length in tokens, when a snippet budget is set (0 otherwise).
+    pub snippet_tokens: u32,
 }
 
 impl From<&Verdict> for VerdictJson {
@@ -168,6 +180,7 @@ impl From<&Verdict> for VerdictJson {
             delay_ms: v.retry.as_ref().map_or(0, |r| r.delay_ms),
             attempt: v.retry.as_ref().map(|r| r.attempt),
             attempts_left: v.retry.as_ref().map(|r| r.attempts_left),
+            provider_delay: v.retry.as_ref().map(|r| r.provider_delay),
             snippet: v.snippet.clone(),
             breaker: BreakerJson {
                 tool_state: v.breaker.tool_state.as_str(),
@@ -177,9 +190,14 @@ impl From<&Verdict> for VerdictJson {
                 session_errors: v.breaker.session_errors,
                 identical_errors: v.breaker.identical_errors,
                 steps: v.breaker.steps,
+                cost: v.breaker.cost,
             },
             escalation: v.escalation.as_ref().map(|e| e.text.clone()),
             replayed: v.replayed,
+            enforced: v.enforced,
+            shadow_action: v.shadow_action.map(|a| a.as_str()),
+            shadow_reason: v.shadow_reason.map(|r| r.as_str()),
+            snippet_tokens: v.snippet_tokens,
         }
     }
 }
@@ -387,6 +405,33 @@ mod tests {
         assert_eq!(first["action"], "retry");
         assert_eq!(first["category"], "timeout");
         assert_eq!(first["breaker"]["tool_state"], "closed");
+    }
+
+    #[test]
+    fn shadow_mode_shows_what_would_have_been_answered() {
+        let mut config = crate::config::Config::default();
+        config.breakers.shadow = true;
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let engine = Engine::new(
+            Policy::from_config(&config).unwrap(),
+            EngineSettings::from_config(&config, 1),
+            clock.clone(),
+            Arc::new(Metrics::new(10)),
+        );
+        // Three failures of one tool in a row: the third would escalate.
+        let line = |n: u32| {
+            format!("{{\"session_id\":\"s\",\"tool\":\"t\",\"kind\":\"timeout\",\"message\":\"timed out {n}\",\"cost\":0.5}}\n")
+        };
+        let input: String = (1..=3).map(line).collect();
+        let mut out = Vec::new();
+        replay(input.as_bytes(), &mut out, &engine, &clock).unwrap();
+        let last: serde_json::Value =
+            serde_json::from_str(String::from_utf8(out).unwrap().lines().last().unwrap()).unwrap();
+        assert_eq!(last["enforced"], false);
+        assert_eq!(last["shadow_action"], "escalate");
+        assert_eq!(last["shadow_reason"], "consecutive_failures");
+        assert_eq!(last["provider_delay"], false);
+        assert_eq!(last["breaker"]["cost"], 1.5);
     }
 
     #[test]
