@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::policy::Policy;
 use crate::rng::Rng;
-use crate::session::{Eviction, HistoryEntry, Remembered, Session, SessionStore, Setup, SnippetRecipe};
+use crate::session::{Eviction, HistoryEntry, Remembered, Removal, Session, SessionStore, Setup, SnippetRecipe};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, Mutex, RwLock};
@@ -574,11 +574,16 @@ impl Engine {
     pub fn end_session(&self, session_id: &str) -> Result<Option<SessionSummary>, EngineError> {
         check_id("session_id", session_id)?;
         let now = self.clock.now_ms();
-        let removed = self.sessions.remove(session_id);
-        if removed.is_some() {
-            self.metrics.sessions_active(self.sessions.len());
-        }
-        Ok(removed.map(|s| s.summary(now)))
+        let summary = match self.sessions.remove(session_id, now) {
+            Removal::Ended(s) => Some(s.summary(now)),
+            Removal::Expired => {
+                self.metrics.evicted(Eviction::Idle, 1);
+                None
+            }
+            Removal::Missing => return Ok(None),
+        };
+        self.metrics.sessions_active(self.sessions.len());
+        Ok(summary)
     }
 
     /// Drops idle sessions; returns how many.

@@ -365,6 +365,18 @@ impl Eviction {
     }
 }
 
+/// What `SessionStore::remove` found.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // returned and taken apart at once, never stored
+pub enum Removal {
+    /// The session, now removed.
+    Ended(Session),
+    /// A session idle past expiry, now dropped.
+    Expired,
+    /// None by that id.
+    Missing,
+}
+
 /// One shard: sessions by id, least recently used first out. Ids hash with
 /// foldhash (seeded per process), cheaper than std's SipHash on every outcome.
 type Shard = LruCache<String, Session, foldhash::fast::RandomState>;
@@ -428,8 +440,10 @@ impl SessionStore {
             session.last_seen_ms = now_ms;
             return (f(session), expired, evictions);
         }
-        if let Some((_, _old)) = shard.push(id.to_string(), create()) {
-            evictions.push(Eviction::Capacity);
+        if let Some((_, old)) = shard.push(id.to_string(), create()) {
+            // The least recently used may have been idle past expiry, waiting for the sweep.
+            let idle = now_ms.saturating_sub(old.last_seen_ms) >= self.idle_ms;
+            evictions.push(if idle { Eviction::Idle } else { Eviction::Capacity });
         } else {
             self.len.fetch_add(1, Ordering::Relaxed);
         }
@@ -448,13 +462,17 @@ impl SessionStore {
         Some(f(session))
     }
 
-    /// Removes a session.
-    pub fn remove(&self, id: &str) -> Option<Session> {
-        let removed = self.shard(id).pop(id);
-        if removed.is_some() {
-            self.len.fetch_sub(1, Ordering::Relaxed);
+    /// Removes a session. One idle past expiry, which the sweep has not dropped
+    /// yet, is gone already, as it is for every other call: it is dropped as expired.
+    pub fn remove(&self, id: &str, now_ms: u64) -> Removal {
+        let Some(removed) = self.shard(id).pop(id) else {
+            return Removal::Missing;
+        };
+        self.len.fetch_sub(1, Ordering::Relaxed);
+        if now_ms.saturating_sub(removed.last_seen_ms) >= self.idle_ms {
+            return Removal::Expired;
         }
-        removed
+        Removal::Ended(removed)
     }
 
     /// Drops sessions idle past expiry; returns how many.
@@ -497,6 +515,20 @@ mod tests {
         assert_eq!(store.len(), 2);
         assert!(store.with_existing("b", 4, |_| ()).is_none(), "b was least recently used");
         assert_eq!(store.with_existing("a", 4, |s| s.steps), Some(7));
+    }
+
+    #[test]
+    fn a_session_idle_past_expiry_is_gone_before_the_sweep_drops_it() {
+        let store = SessionStore::new(2, 1, 1000);
+        store.with_session("a", 0, || new_session(0), |_| ());
+        store.with_session("b", 1, || new_session(1), |_| ());
+        // At capacity, pushed out after its expiry: counted as idle, not as the cap's.
+        let (_, _, ev) = store.with_session("c", 1500, || new_session(1500), |_| ());
+        assert_eq!(ev, vec![Eviction::Idle]);
+        assert!(matches!(store.remove("b", 1500), Removal::Expired));
+        assert!(matches!(store.remove("c", 1600), Removal::Ended(_)));
+        assert!(matches!(store.remove("c", 1600), Removal::Missing));
+        assert!(store.is_empty());
     }
 
     #[test]
