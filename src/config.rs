@@ -44,7 +44,15 @@ pub struct Config {
     /// Classification rules added to (or replacing by id) the built-in ones.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleSpec>,
+    /// Named policy profiles a session asks for in StartSession: each sets some of
+    /// the `PROFILE_SECTIONS` over the rest of the file (checked by `Policy::from_config`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub profiles: BTreeMap<String, toml::Table>,
 }
+
+/// What a profile may set: how one session is judged. The rest (listeners, the
+/// session store, the fleet's tool breakers and budgets, metrics) is the sidecar's.
+pub const PROFILE_SECTIONS: [&str; 5] = ["retry", "breakers", "categories", "tools", "snippet"];
 
 /// `[server]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -503,6 +511,33 @@ impl Config {
         })
     }
 
+    /// This config with profile `name`'s sections laid over it (and no profiles):
+    /// tables merge key by key, a profile's `[[tools]]` come before the file's (the
+    /// first match wins). The error says what is wrong, without the profile's name.
+    pub fn with_profile(&self, overlay: &toml::Table) -> Result<Config, String> {
+        let mut table = toml::Table::try_from(self).map_err(|e| too_large_for_toml(self, e).to_string())?;
+        table.remove("profiles");
+        for (key, value) in overlay {
+            if !PROFILE_SECTIONS.contains(&key.as_str()) {
+                return Err(format!(
+                    "`{key}` cannot be set per profile; a profile sets {}",
+                    PROFILE_SECTIONS.join(", ")
+                ));
+            }
+            match (table.get_mut(key), value) {
+                (Some(toml::Value::Table(base)), toml::Value::Table(patch)) => merge(base, patch),
+                (Some(toml::Value::Array(base)), toml::Value::Array(first)) => {
+                    let rest = std::mem::take(base);
+                    *base = first.iter().cloned().chain(rest).collect();
+                }
+                _ => {
+                    table.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| e.message().to_string())
+    }
+
     /// The settings read only at start that differ in `newer`, by name: a reload
     /// cannot apply them (the listeners, the session store, the state backend and
     /// the metric registry are built once).
@@ -576,6 +611,18 @@ fn env_overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<EnvOve
         .collect();
     found.sort();
     found
+}
+
+/// Lays `patch` over `base`, table by table.
+fn merge(base: &mut toml::Table, patch: &toml::Table) {
+    for (key, value) in patch {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(patch)) => merge(inner, patch),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
 }
 
 /// True for the key of a service link variable: one of its words is `port` or

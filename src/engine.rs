@@ -212,6 +212,21 @@ impl Engine {
         self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The policy a session is judged by: its profile's, when StartSession named one
+    /// (and the config still defines it), else the file's. Looked up only when the
+    /// config defines profiles.
+    fn policy_for(&self, session_id: &str, now: u64) -> Arc<Policy> {
+        let policy = self.policy();
+        if policy.profiles.is_empty() {
+            return policy;
+        }
+        let profile = self.sessions.with_existing(session_id, now, |s| s.setup.as_ref().map(|x| x.profile.clone()));
+        match profile.flatten().and_then(|name| policy.profiles.get(&name).cloned()) {
+            Some(profile) => profile,
+            None => policy,
+        }
+    }
+
     /// Replaces the policy (config reload); sessions keep their counters.
     pub fn set_policy(&self, policy: Policy) {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
@@ -270,9 +285,23 @@ impl Engine {
                 return Err(invalid("cost_limit", cost, "must be a positive number"));
             }
         }
-        if !req.profile.is_empty() {
-            return Err(invalid("profile", format!("{:?}", req.profile), "no such profile: the config defines none"));
-        }
+        let file = self.policy();
+        let policy = match file.profiles.get(&req.profile) {
+            _ if req.profile.is_empty() => file.clone(),
+            Some(profile) => profile.clone(),
+            None if file.profiles.is_empty() => {
+                return Err(invalid(
+                    "profile",
+                    format!("{:?}", req.profile),
+                    "no such profile: the config defines none",
+                ));
+            }
+            None => {
+                let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
+                let problem = format!("no such profile; the config defines {}", known.join(", "));
+                return Err(invalid("profile", format!("{:?}", req.profile), &problem));
+            }
+        };
         if req.labels.len() > MAX_LABELS {
             return Err(invalid("labels", format!("{} labels", req.labels.len()), format!("at most {MAX_LABELS}")));
         }
@@ -282,7 +311,6 @@ impl Engine {
                 return Err(invalid(format!("labels[{k}]"), format!("{v:?}"), "at most 1024 bytes"));
             }
         }
-        let policy = self.policy();
         let now = self.clock.now_ms();
         let defaults = SessionLimits::from_policy(&policy.limits);
         let limits = SessionLimits {
@@ -323,8 +351,8 @@ impl Engine {
     /// The verdict for an outcome, without the ids that `with_ids` gives it.
     fn judge(&self, outcome: &Outcome) -> Result<Verdict, EngineError> {
         validate_outcome(outcome)?;
-        let policy = self.policy();
         let now = self.clock.now_ms();
+        let policy = self.policy_for(&outcome.session_id, now);
         // Classify before taking the session's lock: it is the costly part and needs no state.
         let judged = (!outcome.ok).then(|| Judged {
             classification: policy.classifier.classify(outcome),
@@ -451,8 +479,8 @@ impl Engine {
     pub fn admit(&self, session_id: &str, tool: &str) -> Result<Admission, EngineError> {
         check_id("session_id", session_id)?;
         check_id("tool", tool)?;
-        let policy = self.policy();
         let now = self.clock.now_ms();
+        let policy = self.policy_for(session_id, now);
         let session = self.sessions.with_existing(session_id, now, |s| {
             let counters = Counters { steps: s.steps, cost: s.cost, ..Default::default() };
             let refusal = if s.state == SessionState::Stopped {
@@ -519,8 +547,8 @@ impl Engine {
     /// overrides the configured budget (the oldest errors go first to fit).
     pub fn context(&self, session_id: &str, max_tokens: Option<u32>) -> Result<ContextText, EngineError> {
         check_id("session_id", session_id)?;
-        let policy = self.policy();
         let now = self.clock.now_ms();
+        let policy = self.policy_for(session_id, now);
         let text = self.sessions.with_existing(session_id, now, |s| {
             // Repeats of one error (same tool and fingerprint), even with others
             // between them, show once, where the newest was, with their count.
@@ -1523,6 +1551,43 @@ mod tests {
         assert!(v.snippet.contains("Tool `search` is unavailable for about 20s"), "{}", v.snippet);
         let (_, z) = held(&e, "z", "search");
         assert!(!Arc::ptr_eq(&x[0], &z[0]));
+    }
+
+    #[test]
+    fn a_session_is_judged_by_the_profile_it_named() {
+        let config = crate::config::Config::parse(
+            "[profiles.strict.breakers]\ntool_consecutive_failures = 1\n\n[profiles.fast.retry]\nbase_ms = 10\ncap_ms = 50\n",
+            "t",
+        )
+        .unwrap();
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let e = Engine::new(
+            Policy::from_config(&config).unwrap(),
+            EngineSettings::from_config(&config, 42),
+            clock,
+            Arc::new(Metrics::new(200)),
+        );
+        let start = |id: &str, profile: &str| StartSession {
+            session_id: id.into(),
+            profile: profile.into(),
+            ..Default::default()
+        };
+        e.start_session(&start("s", "strict")).unwrap();
+        e.start_session(&start("f", "fast")).unwrap();
+        let timeout =
+            |session: &str| Outcome { kind: Some(OutcomeKind::Timeout), ..fail(session, "search", "timed out") };
+        // One failure is enough in the strict profile; the file's three are not reached elsewhere.
+        let v = e.report(&timeout("s")).unwrap();
+        assert_eq!((v.action, v.breaker.reason), (Action::Escalate, Some(Reason::ConsecutiveFailures)));
+        let v = e.report(&timeout("f")).unwrap();
+        assert_eq!(v.action, Action::Retry);
+        assert!(v.retry.unwrap().delay_ms <= 50, "the fast profile's backoff");
+        let v = e.report(&timeout("plain")).unwrap();
+        assert_eq!(v.action, Action::Retry);
+        assert!(v.retry.unwrap().delay_ms >= 800, "the file's backoff");
+        // A profile the config does not define is refused, naming those it does.
+        let err = e.start_session(&start("x", "lenient")).unwrap_err().to_string();
+        assert!(err.contains("`profile` = \"lenient\"") && err.contains("fast, strict"), "{err}");
     }
 
     #[test]

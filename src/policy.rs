@@ -11,6 +11,10 @@ use crate::config::{CategoryPatch, Config};
 use crate::model::{Action, Category};
 use globset::{Glob, GlobMatcher};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The most profiles a config may define (each compiles its own rules).
+pub const MAX_PROFILES: usize = 32;
 
 /// The built-in category table.
 pub const DEFAULT_CATEGORIES: &str = include_str!("defaults/categories.toml");
@@ -67,6 +71,14 @@ pub enum PolicyError {
     /// A rule was refused.
     #[error("[[rules]] {0}")]
     Rule(#[from] RuleError),
+    /// A profile was refused.
+    #[error("[profiles.{name}] {problem}")]
+    Profile {
+        /// The profile.
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 /// Everything the engine decides with.
@@ -92,6 +104,9 @@ pub struct Policy {
     pub shadow: bool,
     /// Per-tool retry policies: a glob and its backoff for every category.
     pub tool_retry: Vec<(GlobMatcher, BTreeMap<Category, BackoffPolicy>)>,
+    /// The profiles sessions may ask for, by name: whole policies, the file's with
+    /// the profile's sections over it.
+    pub profiles: BTreeMap<String, Arc<Policy>>,
 }
 
 impl Default for Policy {
@@ -171,6 +186,7 @@ impl Policy {
             retry_budget: retry_budget(config)?,
             shadow: config.breakers.shadow,
             tool_retry: tool_retry(config, &categories_for_tools)?,
+            profiles: profiles(config)?,
         })
     }
 
@@ -194,6 +210,30 @@ impl Policy {
             .map(|(c, p)| (*c, CategoryDefaults { retryable: p.retryable, suggestion: p.suggestion.as_str().into() }))
             .collect()
     }
+}
+
+/// `[profiles.NAME]`: each a whole policy, checked as the file is.
+fn profiles(config: &Config) -> Result<BTreeMap<String, Arc<Policy>>, PolicyError> {
+    if config.profiles.len() > MAX_PROFILES {
+        let count = format!("{} profiles", config.profiles.len());
+        return Err(invalid("profiles", count, &format!("at most {MAX_PROFILES}")));
+    }
+    let refused = |name: &str, problem: String| PolicyError::Profile { name: name.to_string(), problem };
+    config
+        .profiles
+        .iter()
+        .map(|(name, overlay)| {
+            let usable = !name.is_empty()
+                && name.len() <= 64
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+            if !usable {
+                return Err(refused(name, "a profile's name is 1 to 64 letters, digits, `_`, `.` or `-`".into()));
+            }
+            let merged = config.with_profile(overlay).map_err(|problem| refused(name, problem))?;
+            let policy = Policy::from_config(&merged).map_err(|e| refused(name, e.to_string()))?;
+            Ok((name.clone(), Arc::new(policy)))
+        })
+        .collect()
 }
 
 /// `[server]` and `[sessions]`: not policy, but checked here so that
@@ -484,6 +524,34 @@ mod tests {
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`snippet.frames` = 21"));
         let c = Config::parse("[snippet]\nframes = 3\n", "t").unwrap();
         assert_eq!(Policy::from_config(&c).unwrap().snippet.frames, 3);
+    }
+
+    #[test]
+    fn profiles_lay_their_sections_over_the_file_and_are_checked_as_it_is() {
+        let toml = "[categories.timeout]\nmax_retries = 5\n\n[[tools]]\ntool = \"search\"\nmax_retries = 1\n\n\
+                    [profiles.patient.retry]\nbase_ms = 2000\ncap_ms = 20000\n\n[profiles.patient.categories.timeout]\naction = \"replan\"\n\n\
+                    [[profiles.patient.tools]]\ntool = \"search\"\nmax_retries = 4\n";
+        let p = Policy::from_config(&Config::parse(toml, "t").unwrap()).unwrap();
+        let patient = &p.profiles["patient"];
+        // Tables merge key by key: the file's max_retries stays, the profile's action joins it.
+        assert_eq!(patient.category(Category::Timeout).backoff.max_retries(), 5);
+        assert_eq!(patient.category(Category::Timeout).action, Action::Replan);
+        assert_eq!(p.category(Category::Timeout).action, Action::Recover);
+        assert_eq!(patient.category(Category::Unavailable).backoff.max_retries(), 3);
+        assert_eq!(patient.backoff(Category::Unavailable, "fetch").cap_ms(), 20_000);
+        // The profile's [[tools]] come first.
+        assert_eq!(patient.backoff(Category::Unavailable, "search").max_retries(), 4);
+        assert_eq!(p.backoff(Category::Unavailable, "search").max_retries(), 1);
+        assert!(p.profiles["patient"].profiles.is_empty());
+        for (toml, named) in [
+            ("[profiles.a.server]\nlisten = \"127.0.0.1:1\"\n", "[profiles.a] `server` cannot be set per profile"),
+            ("[profiles.b.breakers]\nidentical_errors = 0\n", "[profiles.b] `breakers.identical_errors` = 0"),
+            ("[profiles.c.retry]\nbase_msec = 1\n", "[profiles.c] unknown field `base_msec`"),
+            ("[profiles.\"d e\".retry]\nbase_ms = 10\n", "[profiles.d e] a profile's name is"),
+        ] {
+            let err = Policy::from_config(&Config::parse(toml, "t").unwrap()).unwrap_err().to_string();
+            assert!(err.starts_with(named), "{err}");
+        }
     }
 
     #[test]
