@@ -112,7 +112,7 @@ const (
 	Action_ACTION_RETRY Action = 2
 	// Do not retry blindly: give the snippet to the LLM and let it choose another approach.
 	Action_ACTION_RECOVER Action = 3
-	// Change the plan (context too long, content filtered, permission).
+	// Change the plan (context too long, content filtered).
 	Action_ACTION_REPLAN Action = 4
 	// Choose another tool (unknown tool, tool unavailable).
 	Action_ACTION_RECLASSIFY Action = 5
@@ -351,7 +351,8 @@ const (
 	SessionState_SESSION_STATE_UNSPECIFIED SessionState = 0
 	// The session runs normally.
 	SessionState_SESSION_STATE_ACTIVE SessionState = 1
-	// A session breaker asked for a human; reports are still judged.
+	// A verdict asked for a human (a category's policy, a session breaker, a
+	// provider delay too long); reports are still judged.
 	SessionState_SESSION_STATE_ESCALATED SessionState = 2
 	// The session was aborted; every further report is answered with abort.
 	SessionState_SESSION_STATE_STOPPED SessionState = 3
@@ -400,7 +401,8 @@ func (SessionState) EnumDescriptor() ([]byte, []int) {
 	return file_rebound_v1_rebound_proto_rawDescGZIP(), []int{4}
 }
 
-// Why a verdict is not the category's plain default (or why Admit said no).
+// Why a verdict is what it is when a policy, a breaker or a limit decided it
+// rather than a plain retry or continue (or why Admit said no).
 type Reason int32
 
 const (
@@ -422,9 +424,9 @@ const (
 	Reason_REASON_COST_LIMIT Reason = 7
 	// The session was stopped earlier.
 	Reason_REASON_SESSION_STOPPED Reason = 8
-	// The tool's breaker (across sessions) is open.
+	// The tool's breaker (across sessions) is open, or half open with its probe calls taken.
 	Reason_REASON_TOOL_BREAKER_OPEN Reason = 9
-	// The fleet's retry budget for this tool is spent.
+	// The tool's retry budget is spent: this sidecar's, or the fleet's when state is shared through Redis.
 	Reason_REASON_RETRY_BUDGET_EXHAUSTED Reason = 10
 	// The provider asked for a delay longer than the configured maximum.
 	Reason_REASON_DELAY_TOO_LONG Reason = 11
@@ -499,7 +501,9 @@ type Outcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent run this outcome belongs to. Required.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// Idempotency key: a repeated call_id in a session returns the first verdict.
+	// Idempotency key: a repeated call_id in a session returns the first verdict
+	// (marked replayed) while it is among the session's last
+	// `sessions.idempotency_window` (16) verdicts; empty: every report is judged.
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// The tool that was called (or that the LLM tried to call). Required.
 	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
@@ -511,23 +515,26 @@ type Outcome struct {
 	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
 	// The exception or error type, dotted or plain (requests.exceptions.ReadTimeout).
 	ExceptionType string `protobuf:"bytes,7,opt,name=exception_type,json=exceptionType,proto3" json:"exception_type,omitempty"`
-	// The HTTP status of the failed response, 0 when none.
+	// The HTTP status of the failed response: 100 to 599, 0 when none.
 	HttpStatus int32 `protobuf:"varint,8,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
-	// The gRPC status code of the failed call, when there was one.
+	// The gRPC status code of the failed call (0 to 16), when there was one.
 	GrpcCode *int32 `protobuf:"varint,9,opt,name=grpc_code,json=grpcCode,proto3,oneof" json:"grpc_code,omitempty"`
 	// The process exit code, when the tool was a command.
 	ExitCode *int32 `protobuf:"varint,10,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
 	// An error code string: errno names (ECONNRESET) or provider codes (insufficient_quota).
 	Code string `protobuf:"bytes,11,opt,name=code,proto3" json:"code,omitempty"`
-	// Response headers (Retry-After and friends); keys are matched case-insensitively.
+	// Response headers; keys are matched case-insensitively. Only the Retry-After
+	// family is read: retry-after-ms, Retry-After (seconds or an HTTP date) and
+	// grpc-retry-pushback-ms first, then the x-ratelimit-reset* headers (with the
+	// x-ratelimit-remaining* that say which limit was hit).
 	Headers map[string]string `protobuf:"bytes,12,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The full output or stack trace.
 	Detail string `protobuf:"bytes,13,opt,name=detail,proto3" json:"detail,omitempty"`
 	// Which attempt this was: 1 for the first call, 2 for the first retry; 0 lets Rebound count.
 	Attempt uint32 `protobuf:"varint,14,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	// How long the call took, in milliseconds.
+	// How long the call took, in milliseconds (kept for `rebound replay`; the server does not use it).
 	DurationMs uint64 `protobuf:"varint,15,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	// What the call cost, in the agent's own unit (dollars, tokens).
+	// What the call cost, in the agent's own unit (dollars, tokens): finite, zero or more.
 	Cost          float64 `protobuf:"fixed64,16,opt,name=cost,proto3" json:"cost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -828,7 +835,7 @@ type BreakerStatus struct {
 	ToolState BreakerState `protobuf:"varint,1,opt,name=tool_state,json=toolState,proto3,enum=rebound.v1.BreakerState" json:"tool_state,omitempty"`
 	// The session's state.
 	SessionState SessionState `protobuf:"varint,2,opt,name=session_state,json=sessionState,proto3,enum=rebound.v1.SessionState" json:"session_state,omitempty"`
-	// Why the action differs from the category default, if it does.
+	// Why, when a policy, a breaker or a limit decided the action (see Reason).
 	Reason Reason `protobuf:"varint,3,opt,name=reason,proto3,enum=rebound.v1.Reason" json:"reason,omitempty"`
 	// Consecutive failures of this tool in the session.
 	ConsecutiveFailures uint32 `protobuf:"varint,4,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
@@ -1125,7 +1132,7 @@ type Verdict struct {
 	Classification *Classification `protobuf:"bytes,4,opt,name=classification,proto3" json:"classification,omitempty"`
 	// When to retry (set when the action is retry).
 	Retry *RetryPlan `protobuf:"bytes,5,opt,name=retry,proto3" json:"retry,omitempty"`
-	// Text for the LLM's next turn (empty on success).
+	// Text for the LLM's next turn (empty on continue).
 	Snippet string `protobuf:"bytes,6,opt,name=snippet,proto3" json:"snippet,omitempty"`
 	// The breakers' view.
 	Breaker *BreakerStatus `protobuf:"bytes,7,opt,name=breaker,proto3" json:"breaker,omitempty"`
@@ -1133,13 +1140,15 @@ type Verdict struct {
 	Escalation *EscalationReport `protobuf:"bytes,8,opt,name=escalation,proto3" json:"escalation,omitempty"`
 	// False in shadow mode: the action is advisory.
 	Enforced bool `protobuf:"varint,9,opt,name=enforced,proto3" json:"enforced,omitempty"`
-	// In shadow mode, the action the breakers and budgets would have given.
+	// In shadow mode, the action the breakers and budgets would have given
+	// (unspecified when they would not have changed it).
 	ShadowAction Action `protobuf:"varint,10,opt,name=shadow_action,json=shadowAction,proto3,enum=rebound.v1.Action" json:"shadow_action,omitempty"`
 	// True when this verdict was returned again for a repeated call_id.
 	Replayed bool `protobuf:"varint,11,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	// The snippet's length in tokens, when a token budget is configured (0 otherwise).
 	SnippetTokens uint32 `protobuf:"varint,12,opt,name=snippet_tokens,json=snippetTokens,proto3" json:"snippet_tokens,omitempty"`
-	// In shadow mode, why the breakers and budgets would have changed the action.
+	// In shadow mode, why the breakers and budgets would have changed the action
+	// (unspecified when they would not have).
 	ShadowReason  Reason `protobuf:"varint,13,opt,name=shadow_reason,json=shadowReason,proto3,enum=rebound.v1.Reason" json:"shadow_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1272,18 +1281,20 @@ type StartSessionRequest struct {
 	// The session's id. Required.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The most outcomes the session may report; 0 means the configured default. The verdict for the
-	// outcome that reaches the limit is abort, and Admit refuses from then on.
+	// outcome that reaches the limit is abort, and Admit refuses from then on (REASON_SESSION_STOPPED).
 	StepLimit uint32 `protobuf:"varint,2,opt,name=step_limit,json=stepLimit,proto3" json:"step_limit,omitempty"`
-	// The most cost the session may spend; 0 means the configured default. The verdict for the outcome
-	// that reaches it is abort.
+	// The most cost the session may spend (finite, zero or more); 0 means the configured default. The
+	// verdict for the outcome that reaches it is abort.
 	CostLimit float64 `protobuf:"fixed64,3,opt,name=cost_limit,json=costLimit,proto3" json:"cost_limit,omitempty"`
-	// The most errors before escalation; 0 means the configured default.
+	// The errors at which the session escalates: the error that reaches it escalates, and so does every
+	// later one; 0 means the configured default.
 	ErrorLimit uint32 `protobuf:"varint,4,opt,name=error_limit,json=errorLimit,proto3" json:"error_limit,omitempty"`
-	// The tool names the agent has, used to suggest one for an unknown tool.
+	// The tool names the agent has (at most 1000), used to suggest one for an unknown tool.
 	Tools []string `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
-	// A named policy profile from the config; empty for the default.
+	// A policy profile the config defines ([profiles.NAME]: its own retry, breaker, category, per-tool
+	// and snippet settings); empty for the config's own policy. A name the config does not define is refused.
 	Profile string `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
-	// Free labels kept with the session.
+	// Free labels kept with the session (at most 64; values at most 1024 bytes).
 	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1510,7 +1521,7 @@ type AdmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// True when the call may go ahead.
 	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
-	// Why not, when not allowed.
+	// Why not, when not allowed. In shadow mode (always allowed), what would have refused it.
 	Reason Reason `protobuf:"varint,2,opt,name=reason,proto3,enum=rebound.v1.Reason" json:"reason,omitempty"`
 	// When to come back, in milliseconds from now (0 when allowed or never).
 	RetryAfterMs uint64 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`

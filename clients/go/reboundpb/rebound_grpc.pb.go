@@ -38,15 +38,24 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // The Rebound service: one sidecar per agent pod.
+//
+// Ids and names (session_id, tool, a StartSession's tools and label keys) are
+// 1 to 256 bytes, not blank, without control characters; call_id may be empty.
+// A request that breaks a rule written here is refused with INVALID_ARGUMENT and
+// a message naming the field and the value: `field` = value: problem.
 type ReboundClient interface {
 	// Declares a session's limits, available tools, profile and labels. Optional
-	// (sessions are also created on first use) and idempotent.
+	// (sessions are also created on first use) and idempotent: a second call
+	// replaces the limits (0 puts back the configured default), tools and labels.
 	StartSession(ctx context.Context, in *StartSessionRequest, opts ...grpc.CallOption) (*StartSessionResponse, error)
 	// One outcome in, one verdict out.
 	Report(ctx context.Context, in *Outcome, opts ...grpc.CallOption) (*Verdict, error)
-	// Outcomes in, exactly one verdict per outcome out, in the same order.
+	// Outcomes in, exactly one verdict per outcome out, in the same order. An
+	// outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
+	// its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
 	Observe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Outcome, Verdict], error)
 	// Before a call: may this tool be called now in this session, and if not, when.
+	// It takes one of a half-open breaker's probe calls; it never creates a session.
 	Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*AdmitResponse, error)
 	// The compacted error context for the session's next LLM turn.
 	Context(ctx context.Context, in *ContextRequest, opts ...grpc.CallOption) (*ContextResponse, error)
@@ -130,15 +139,24 @@ func (c *reboundClient) EndSession(ctx context.Context, in *EndSessionRequest, o
 // for forward compatibility.
 //
 // The Rebound service: one sidecar per agent pod.
+//
+// Ids and names (session_id, tool, a StartSession's tools and label keys) are
+// 1 to 256 bytes, not blank, without control characters; call_id may be empty.
+// A request that breaks a rule written here is refused with INVALID_ARGUMENT and
+// a message naming the field and the value: `field` = value: problem.
 type ReboundServer interface {
 	// Declares a session's limits, available tools, profile and labels. Optional
-	// (sessions are also created on first use) and idempotent.
+	// (sessions are also created on first use) and idempotent: a second call
+	// replaces the limits (0 puts back the configured default), tools and labels.
 	StartSession(context.Context, *StartSessionRequest) (*StartSessionResponse, error)
 	// One outcome in, one verdict out.
 	Report(context.Context, *Outcome) (*Verdict, error)
-	// Outcomes in, exactly one verdict per outcome out, in the same order.
+	// Outcomes in, exactly one verdict per outcome out, in the same order. An
+	// outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
+	// its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
 	Observe(grpc.BidiStreamingServer[Outcome, Verdict]) error
 	// Before a call: may this tool be called now in this session, and if not, when.
+	// It takes one of a half-open breaker's probe calls; it never creates a session.
 	Admit(context.Context, *AdmitRequest) (*AdmitResponse, error)
 	// The compacted error context for the session's next LLM turn.
 	Context(context.Context, *ContextRequest) (*ContextResponse, error)

@@ -27,6 +27,11 @@ if _version_not_supported:
 
 class ReboundStub(object):
     """The Rebound service: one sidecar per agent pod.
+
+    Ids and names (session_id, tool, a StartSession's tools and label keys) are
+    1 to 256 bytes, not blank, without control characters; call_id may be empty.
+    A request that breaks a rule written here is refused with INVALID_ARGUMENT and
+    a message naming the field and the value: `field` = value: problem.
     """
 
     def __init__(self, channel):
@@ -69,11 +74,17 @@ class ReboundStub(object):
 
 class ReboundServicer(object):
     """The Rebound service: one sidecar per agent pod.
+
+    Ids and names (session_id, tool, a StartSession's tools and label keys) are
+    1 to 256 bytes, not blank, without control characters; call_id may be empty.
+    A request that breaks a rule written here is refused with INVALID_ARGUMENT and
+    a message naming the field and the value: `field` = value: problem.
     """
 
     def StartSession(self, request, context):
         """Declares a session's limits, available tools, profile and labels. Optional
-        (sessions are also created on first use) and idempotent.
+        (sessions are also created on first use) and idempotent: a second call
+        replaces the limits (0 puts back the configured default), tools and labels.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -87,7 +98,9 @@ class ReboundServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Observe(self, request_iterator, context):
-        """Outcomes in, exactly one verdict per outcome out, in the same order.
+        """Outcomes in, exactly one verdict per outcome out, in the same order. An
+        outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
+        its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -95,6 +108,7 @@ class ReboundServicer(object):
 
     def Admit(self, request, context):
         """Before a call: may this tool be called now in this session, and if not, when.
+        It takes one of a half-open breaker's probe calls; it never creates a session.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -157,6 +171,11 @@ def add_ReboundServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Rebound(object):
     """The Rebound service: one sidecar per agent pod.
+
+    Ids and names (session_id, tool, a StartSession's tools and label keys) are
+    1 to 256 bytes, not blank, without control characters; call_id may be empty.
+    A request that breaks a rule written here is refused with INVALID_ARGUMENT and
+    a message naming the field and the value: `field` = value: problem.
     """
 
     @staticmethod

@@ -64,7 +64,7 @@ export enum Action {
   ACTION_RETRY = 2,
   /** ACTION_RECOVER - Do not retry blindly: give the snippet to the LLM and let it choose another approach. */
   ACTION_RECOVER = 3,
-  /** ACTION_REPLAN - Change the plan (context too long, content filtered, permission). */
+  /** ACTION_REPLAN - Change the plan (context too long, content filtered). */
   ACTION_REPLAN = 4,
   /** ACTION_RECLASSIFY - Choose another tool (unknown tool, tool unavailable). */
   ACTION_RECLASSIFY = 5,
@@ -135,14 +135,20 @@ export enum SessionState {
   SESSION_STATE_UNSPECIFIED = 0,
   /** SESSION_STATE_ACTIVE - The session runs normally. */
   SESSION_STATE_ACTIVE = 1,
-  /** SESSION_STATE_ESCALATED - A session breaker asked for a human; reports are still judged. */
+  /**
+   * SESSION_STATE_ESCALATED - A verdict asked for a human (a category's policy, a session breaker, a
+   * provider delay too long); reports are still judged.
+   */
   SESSION_STATE_ESCALATED = 2,
   /** SESSION_STATE_STOPPED - The session was aborted; every further report is answered with abort. */
   SESSION_STATE_STOPPED = 3,
   UNRECOGNIZED = -1,
 }
 
-/** Why a verdict is not the category's plain default (or why Admit said no). */
+/**
+ * Why a verdict is what it is when a policy, a breaker or a limit decided it
+ * rather than a plain retry or continue (or why Admit said no).
+ */
 export enum Reason {
   /** REASON_UNSPECIFIED - No breaker or limit was involved. */
   REASON_UNSPECIFIED = 0,
@@ -162,9 +168,9 @@ export enum Reason {
   REASON_COST_LIMIT = 7,
   /** REASON_SESSION_STOPPED - The session was stopped earlier. */
   REASON_SESSION_STOPPED = 8,
-  /** REASON_TOOL_BREAKER_OPEN - The tool's breaker (across sessions) is open. */
+  /** REASON_TOOL_BREAKER_OPEN - The tool's breaker (across sessions) is open, or half open with its probe calls taken. */
   REASON_TOOL_BREAKER_OPEN = 9,
-  /** REASON_RETRY_BUDGET_EXHAUSTED - The fleet's retry budget for this tool is spent. */
+  /** REASON_RETRY_BUDGET_EXHAUSTED - The tool's retry budget is spent: this sidecar's, or the fleet's when state is shared through Redis. */
   REASON_RETRY_BUDGET_EXHAUSTED = 10,
   /** REASON_DELAY_TOO_LONG - The provider asked for a delay longer than the configured maximum. */
   REASON_DELAY_TOO_LONG = 11,
@@ -180,7 +186,11 @@ export enum Reason {
 export interface Outcome {
   /** The agent run this outcome belongs to. Required. */
   sessionId: string;
-  /** Idempotency key: a repeated call_id in a session returns the first verdict. */
+  /**
+   * Idempotency key: a repeated call_id in a session returns the first verdict
+   * (marked replayed) while it is among the session's last
+   * `sessions.idempotency_window` (16) verdicts; empty: every report is judged.
+   */
   callId: string;
   /** The tool that was called (or that the LLM tried to call). Required. */
   tool: string;
@@ -192,9 +202,9 @@ export interface Outcome {
   message: string;
   /** The exception or error type, dotted or plain (requests.exceptions.ReadTimeout). */
   exceptionType: string;
-  /** The HTTP status of the failed response, 0 when none. */
+  /** The HTTP status of the failed response: 100 to 599, 0 when none. */
   httpStatus: number;
-  /** The gRPC status code of the failed call, when there was one. */
+  /** The gRPC status code of the failed call (0 to 16), when there was one. */
   grpcCode?:
     | number
     | undefined;
@@ -204,15 +214,20 @@ export interface Outcome {
     | undefined;
   /** An error code string: errno names (ECONNRESET) or provider codes (insufficient_quota). */
   code: string;
-  /** Response headers (Retry-After and friends); keys are matched case-insensitively. */
+  /**
+   * Response headers; keys are matched case-insensitively. Only the Retry-After
+   * family is read: retry-after-ms, Retry-After (seconds or an HTTP date) and
+   * grpc-retry-pushback-ms first, then the x-ratelimit-reset* headers (with the
+   * x-ratelimit-remaining* that say which limit was hit).
+   */
   headers: { [key: string]: string };
   /** The full output or stack trace. */
   detail: string;
   /** Which attempt this was: 1 for the first call, 2 for the first retry; 0 lets Rebound count. */
   attempt: number;
-  /** How long the call took, in milliseconds. */
+  /** How long the call took, in milliseconds (kept for `rebound replay`; the server does not use it). */
   durationMs: number;
-  /** What the call cost, in the agent's own unit (dollars, tokens). */
+  /** What the call cost, in the agent's own unit (dollars, tokens): finite, zero or more. */
   cost: number;
 }
 
@@ -251,7 +266,7 @@ export interface BreakerStatus {
   toolState: BreakerState;
   /** The session's state. */
   sessionState: SessionState;
-  /** Why the action differs from the category default, if it does. */
+  /** Why, when a policy, a breaker or a limit decided the action (see Reason). */
   reason: Reason;
   /** Consecutive failures of this tool in the session. */
   consecutiveFailures: number;
@@ -318,7 +333,7 @@ export interface Verdict {
   retry:
     | RetryPlan
     | undefined;
-  /** Text for the LLM's next turn (empty on success). */
+  /** Text for the LLM's next turn (empty on continue). */
   snippet: string;
   /** The breakers' view. */
   breaker:
@@ -330,13 +345,19 @@ export interface Verdict {
     | undefined;
   /** False in shadow mode: the action is advisory. */
   enforced: boolean;
-  /** In shadow mode, the action the breakers and budgets would have given. */
+  /**
+   * In shadow mode, the action the breakers and budgets would have given
+   * (unspecified when they would not have changed it).
+   */
   shadowAction: Action;
   /** True when this verdict was returned again for a repeated call_id. */
   replayed: boolean;
   /** The snippet's length in tokens, when a token budget is configured (0 otherwise). */
   snippetTokens: number;
-  /** In shadow mode, why the breakers and budgets would have changed the action. */
+  /**
+   * In shadow mode, why the breakers and budgets would have changed the action
+   * (unspecified when they would not have).
+   */
   shadowReason: Reason;
 }
 
@@ -346,21 +367,27 @@ export interface StartSessionRequest {
   sessionId: string;
   /**
    * The most outcomes the session may report; 0 means the configured default. The verdict for the
-   * outcome that reaches the limit is abort, and Admit refuses from then on.
+   * outcome that reaches the limit is abort, and Admit refuses from then on (REASON_SESSION_STOPPED).
    */
   stepLimit: number;
   /**
-   * The most cost the session may spend; 0 means the configured default. The verdict for the outcome
-   * that reaches it is abort.
+   * The most cost the session may spend (finite, zero or more); 0 means the configured default. The
+   * verdict for the outcome that reaches it is abort.
    */
   costLimit: number;
-  /** The most errors before escalation; 0 means the configured default. */
+  /**
+   * The errors at which the session escalates: the error that reaches it escalates, and so does every
+   * later one; 0 means the configured default.
+   */
   errorLimit: number;
-  /** The tool names the agent has, used to suggest one for an unknown tool. */
+  /** The tool names the agent has (at most 1000), used to suggest one for an unknown tool. */
   tools: string[];
-  /** A named policy profile from the config; empty for the default. */
+  /**
+   * A policy profile the config defines ([profiles.NAME]: its own retry, breaker, category, per-tool
+   * and snippet settings); empty for the config's own policy. A name the config does not define is refused.
+   */
   profile: string;
-  /** Free labels kept with the session. */
+  /** Free labels kept with the session (at most 64; values at most 1024 bytes). */
   labels: { [key: string]: string };
 }
 
@@ -395,7 +422,7 @@ export interface AdmitRequest {
 export interface AdmitResponse {
   /** True when the call may go ahead. */
   allowed: boolean;
-  /** Why not, when not allowed. */
+  /** Why not, when not allowed. In shadow mode (always allowed), what would have refused it. */
   reason: Reason;
   /** When to come back, in milliseconds from now (0 when allowed or never). */
   retryAfterMs: number;
@@ -2658,12 +2685,20 @@ export const EndSessionResponse: MessageFns<EndSessionResponse> = {
   },
 };
 
-/** The Rebound service: one sidecar per agent pod. */
+/**
+ * The Rebound service: one sidecar per agent pod.
+ *
+ * Ids and names (session_id, tool, a StartSession's tools and label keys) are
+ * 1 to 256 bytes, not blank, without control characters; call_id may be empty.
+ * A request that breaks a rule written here is refused with INVALID_ARGUMENT and
+ * a message naming the field and the value: `field` = value: problem.
+ */
 export type ReboundService = typeof ReboundService;
 export const ReboundService = {
   /**
    * Declares a session's limits, available tools, profile and labels. Optional
-   * (sessions are also created on first use) and idempotent.
+   * (sessions are also created on first use) and idempotent: a second call
+   * replaces the limits (0 puts back the configured default), tools and labels.
    */
   startSession: {
     path: "/rebound.v1.Rebound/StartSession" as const,
@@ -2685,7 +2720,11 @@ export const ReboundService = {
     responseSerialize: (value: Verdict): Buffer => Buffer.from(Verdict.encode(value).finish()),
     responseDeserialize: (value: Buffer): Verdict => Verdict.decode(value),
   },
-  /** Outcomes in, exactly one verdict per outcome out, in the same order. */
+  /**
+   * Outcomes in, exactly one verdict per outcome out, in the same order. An
+   * outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
+   * its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+   */
   observe: {
     path: "/rebound.v1.Rebound/Observe" as const,
     requestStream: true as const,
@@ -2695,7 +2734,10 @@ export const ReboundService = {
     responseSerialize: (value: Verdict): Buffer => Buffer.from(Verdict.encode(value).finish()),
     responseDeserialize: (value: Buffer): Verdict => Verdict.decode(value),
   },
-  /** Before a call: may this tool be called now in this session, and if not, when. */
+  /**
+   * Before a call: may this tool be called now in this session, and if not, when.
+   * It takes one of a half-open breaker's probe calls; it never creates a session.
+   */
   admit: {
     path: "/rebound.v1.Rebound/Admit" as const,
     requestStream: false as const,
@@ -2730,14 +2772,22 @@ export const ReboundService = {
 export interface ReboundServer extends UntypedServiceImplementation {
   /**
    * Declares a session's limits, available tools, profile and labels. Optional
-   * (sessions are also created on first use) and idempotent.
+   * (sessions are also created on first use) and idempotent: a second call
+   * replaces the limits (0 puts back the configured default), tools and labels.
    */
   startSession: handleUnaryCall<StartSessionRequest, StartSessionResponse>;
   /** One outcome in, one verdict out. */
   report: handleUnaryCall<Outcome, Verdict>;
-  /** Outcomes in, exactly one verdict per outcome out, in the same order. */
+  /**
+   * Outcomes in, exactly one verdict per outcome out, in the same order. An
+   * outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
+   * its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+   */
   observe: handleBidiStreamingCall<Outcome, Verdict>;
-  /** Before a call: may this tool be called now in this session, and if not, when. */
+  /**
+   * Before a call: may this tool be called now in this session, and if not, when.
+   * It takes one of a half-open breaker's probe calls; it never creates a session.
+   */
   admit: handleUnaryCall<AdmitRequest, AdmitResponse>;
   /** The compacted error context for the session's next LLM turn. */
   context: handleUnaryCall<ContextRequest, ContextResponse>;
@@ -2748,7 +2798,8 @@ export interface ReboundServer extends UntypedServiceImplementation {
 export interface ReboundClient extends Client {
   /**
    * Declares a session's limits, available tools, profile and labels. Optional
-   * (sessions are also created on first use) and idempotent.
+   * (sessions are also created on first use) and idempotent: a second call
+   * replaces the limits (0 puts back the configured default), tools and labels.
    */
   startSession(
     request: StartSessionRequest,
@@ -2778,11 +2829,18 @@ export interface ReboundClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Verdict) => void,
   ): ClientUnaryCall;
-  /** Outcomes in, exactly one verdict per outcome out, in the same order. */
+  /**
+   * Outcomes in, exactly one verdict per outcome out, in the same order. An
+   * outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
+   * its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+   */
   observe(): ClientDuplexStream<Outcome, Verdict>;
   observe(options: Partial<CallOptions>): ClientDuplexStream<Outcome, Verdict>;
   observe(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<Outcome, Verdict>;
-  /** Before a call: may this tool be called now in this session, and if not, when. */
+  /**
+   * Before a call: may this tool be called now in this session, and if not, when.
+   * It takes one of a half-open breaker's probe calls; it never creates a session.
+   */
   admit(
     request: AdmitRequest,
     callback: (error: ServiceError | null, response: AdmitResponse) => void,
