@@ -859,8 +859,13 @@ fn decide(
     if s.state == SessionState::Stopped {
         verdict.action = Action::Abort;
         verdict.breaker.reason = Some(Reason::SessionStopped);
+        verdict.breaker.consecutive_failures =
+            s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures);
         verdict.classification = judged.map(|j| j.classification);
         verdict.snippet = "<error>\nThe session was stopped earlier; end the run.\n</error>".into();
+        if let (Some(budget), Some(tokenizer)) = (policy.snippet.max_tokens, policy.snippet.tokenizer) {
+            (verdict.snippet, verdict.snippet_tokens) = tokenizer.fit(&verdict.snippet, budget);
+        }
         let recipe = SnippetRecipe::Text(verdict.snippet.as_str().into());
         return (verdict, recipe);
     }
@@ -1233,6 +1238,9 @@ mod tests {
         assert_eq!((v.action, v.breaker.reason), (Action::Abort, Some(Reason::IdenticalErrors)));
         assert_eq!(v.breaker.session_state, SessionState::Stopped);
         assert_eq!(e.report(&ok("s", "calc")).unwrap().action, Action::Abort);
+        // A stopped session's verdicts still show the tool's run of failures.
+        let after = e.report(&fail("s", "calc", "invalid literal for int() with base 10: '9x'")).unwrap();
+        assert_eq!((after.breaker.reason, after.breaker.consecutive_failures), (Some(Reason::SessionStopped), 5));
         let admit = e.admit("s", "calc").unwrap();
         assert!(!admit.allowed);
         assert_eq!(admit.reason, Some(Reason::SessionStopped));
@@ -1412,6 +1420,16 @@ mod tests {
                 (budget, e)
             })
         })
+    }
+
+    #[test]
+    fn a_stopped_session_s_snippet_counts_its_tokens_under_a_budget() {
+        let (_, e) = &budget_engines()[0];
+        let cancelled = Outcome { kind: Some(OutcomeKind::Cancelled), ..fail("stopped", "search", "cancelled") };
+        assert_eq!(e.report(&cancelled).unwrap().action, Action::Abort);
+        let v = e.report(&fail("stopped", "search", "boom")).unwrap();
+        assert_eq!(v.breaker.reason, Some(Reason::SessionStopped));
+        assert!(v.snippet_tokens > 0 && v.snippet_tokens <= 16, "{}", v.snippet_tokens);
     }
 
     proptest::proptest! {
