@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rebound-dev/rebound/clients/go/internal/sidecar"
+	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
 
 // fastPolicy is the seed policy with short delays, so that fallback retries do not slow the tests.
@@ -234,6 +235,35 @@ func TestFailOpenWhenNothingListens(t *testing.T) {
 	sum, err := s.End(context.Background())
 	if err != nil || sum.GetCalls() != 1 || sum.GetRetries() != 1 {
 		t.Errorf("End = %v, %v; want the local summary", sum, err)
+	}
+}
+
+// With the sidecar down, Admit answers from the session's local state: an
+// escalated session is still allowed, an aborted one is refused, as the sidecar says.
+func TestFallbackAdmitSaysWhatTheLocalVerdictsDid(t *testing.T) {
+	ctx := context.Background()
+	c, err := Dial(ctx, refusedAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(sessionID(t, "admit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Report(ctx, "search", &HTTPError{StatusCode: 401}); err != nil || v.Action != ActionEscalate {
+		t.Fatalf("Report(401) = %v, %v; want a local escalation", v, err)
+	}
+	adm, err := s.Admit(ctx, "search")
+	if err != nil || !adm.GetAllowed() || adm.GetSessionState() != reboundpb.SessionState_SESSION_STATE_ESCALATED {
+		t.Errorf("Admit after an escalation = %v, %v; want allowed in an escalated session", adm, err)
+	}
+	if v, err := s.Report(ctx, "search", context.Canceled); err != nil || v.Action != ActionAbort {
+		t.Fatalf("Report(canceled) = %v, %v; want a local abort", v, err)
+	}
+	adm, err = s.Admit(ctx, "search")
+	if err != nil || adm.GetAllowed() || adm.GetReason() != reboundpb.Reason_REASON_SESSION_STOPPED {
+		t.Errorf("Admit after an abort = %v, %v; want refused, session stopped", adm, err)
 	}
 }
 

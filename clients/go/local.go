@@ -84,6 +84,16 @@ func (l *localState) observe(o *reboundpb.Outcome) int {
 	return l.consecutive[tool]
 }
 
+// state is the session's state as the verdicts this client saw left it.
+func (l *localState) state() reboundpb.SessionState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.summary.State == reboundpb.SessionState_SESSION_STATE_UNSPECIFIED {
+		return reboundpb.SessionState_SESSION_STATE_ACTIVE
+	}
+	return l.summary.State
+}
+
 // record counts what a verdict decided.
 func (l *localState) record(o *reboundpb.Outcome, v *reboundpb.Verdict) {
 	l.mu.Lock()

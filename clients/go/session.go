@@ -388,9 +388,18 @@ func (s *Session) Admit(ctx context.Context, tool string) (*reboundpb.AdmitRespo
 			return nil, err
 		}
 		s.c.fallbacks.Add(1)
+		// Fail open, unless a verdict this client saw aborted the session, as the sidecar would say.
+		state := s.local.state()
+		if state == reboundpb.SessionState_SESSION_STATE_STOPPED {
+			return &reboundpb.AdmitResponse{
+				Reason:       reboundpb.Reason_REASON_SESSION_STOPPED,
+				SessionState: state,
+				Message:      "the session was aborted; start a new one (local fallback: the Rebound sidecar did not answer)",
+			}, nil
+		}
 		return &reboundpb.AdmitResponse{
 			Allowed:      true,
-			SessionState: reboundpb.SessionState_SESSION_STATE_ACTIVE,
+			SessionState: state,
 			Message:      "allowed by the local fallback: the Rebound sidecar did not answer",
 		}, nil
 	}

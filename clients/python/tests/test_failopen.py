@@ -16,6 +16,7 @@ import pytest
 
 import rebound
 from rebound import Action, FallbackPolicy, Verdict
+from rebound.v1 import rebound_pb2 as pb
 from tests.conftest import LIVE_TIMEOUT, RecordedLogs, unique
 from tests.servers import Reply, http_server, refused_address
 from tests.sidecar import Sidecar
@@ -197,6 +198,21 @@ def test_nothing_listens(logs: RecordedLogs) -> None:
     assert (summary.calls, summary.retries) == (1, 1)
     assert client.fallback_count >= 2
     assert len(logs.at(logging.WARNING)) == 1, logs.text()
+
+
+def test_a_session_the_fallback_escalated_or_aborted_says_so_in_admit(logs: RecordedLogs) -> None:
+    host, port = refused_address()
+    with rebound.Client(f"{host}:{port}") as client:
+        with client.session(unique("py-admit")) as session:
+            assert session.admit("search").session_state == pb.SESSION_STATE_ACTIVE
+            v = session.report("search", error=http_error(401))
+            assert v.fallback and v.action is Action.ESCALATE
+            admitted = session.admit("search")
+            assert admitted.allowed and admitted.session_state == pb.SESSION_STATE_ESCALATED
+            v = session.report("search", kind=rebound.Kind.CANCELLED, message="cancelled by the user")
+            assert v.fallback and v.action is Action.ABORT
+            refused = session.admit("search")
+            assert not refused.allowed and refused.reason == pb.REASON_SESSION_STOPPED
 
 
 def test_async_client_fails_open_and_comes_back(

@@ -23,7 +23,7 @@ export class LocalState {
   private escalations = 0;
   private cost = 0;
   private readonly errorsByCategory: Record<string, number> = {};
-  private state = pb.SessionState.SESSION_STATE_ACTIVE;
+  private sessionState = pb.SessionState.SESSION_STATE_ACTIVE;
 
   /** Starts the memory at nowMs. */
   constructor(nowMs: number) {
@@ -69,10 +69,10 @@ export class LocalState {
         break;
       case pb.Action.ACTION_ESCALATE:
         this.escalations++;
-        this.state = pb.SessionState.SESSION_STATE_ESCALATED;
+        this.sessionState = pb.SessionState.SESSION_STATE_ESCALATED;
         break;
       case pb.Action.ACTION_ABORT:
-        this.state = pb.SessionState.SESSION_STATE_STOPPED;
+        this.sessionState = pb.SessionState.SESSION_STATE_STOPPED;
         break;
       default:
     }
@@ -97,6 +97,11 @@ export class LocalState {
     return pb.ContextResponse.create({ text: lines.join("\n"), errorsShown: shown.length, errorsHidden: hidden });
   }
 
+  /** The session's state as the verdicts this client saw left it. */
+  get state(): pb.SessionState {
+    return this.sessionState;
+  }
+
   /** The locally kept session summary. */
   snapshot(nowMs: number): pb.SessionSummary {
     return pb.SessionSummary.create({
@@ -107,7 +112,7 @@ export class LocalState {
       escalations: this.escalations,
       cost: this.cost,
       durationMs: Math.max(Math.floor(nowMs - this.started), 0),
-      state: this.state,
+      state: this.sessionState,
     });
   }
 }

@@ -332,7 +332,7 @@ export class Session {
     return new Reporter(this, this.core, options.signal);
   }
 
-  /** Asks whether `tool` may be called now (its breaker may be open, the session stopped). Allowed when the sidecar does not answer. */
+  /** Asks whether `tool` may be called now (its breaker may be open, the session stopped). Allowed when the sidecar does not answer, unless a verdict this client saw aborted the session. */
   async admit(tool: string): Promise<Admission> {
     checkId("tool", tool);
     let resp: pb.AdmitResponse;
@@ -341,13 +341,17 @@ export class Session {
     } catch (err) {
       this.core.failed("Admit", err);
       this.core.fallbacks++;
+      // Fail open, unless a verdict this client saw aborted the session, as the sidecar would say.
+      const stopped = this.local.state === pb.SessionState.SESSION_STATE_STOPPED;
       return {
-        allowed: true,
-        reason: "unspecified",
+        allowed: !stopped,
+        reason: stopped ? "session_stopped" : "unspecified",
         retryAfterMs: 0,
         toolState: "unspecified",
-        sessionState: "active",
-        message: "allowed by the local fallback: the Rebound sidecar did not answer",
+        sessionState: sessionStateName(this.local.state),
+        message: stopped
+          ? "the session was aborted; start a new one (local fallback: the Rebound sidecar did not answer)"
+          : "allowed by the local fallback: the Rebound sidecar did not answer",
         fallback: true,
       };
     }

@@ -163,6 +163,23 @@ it("decides locally when nothing listens at all, with the default deadline", asy
   }
 });
 
+it("answers Admit from the local verdicts: an escalated session is allowed, an aborted one refused", async () => {
+  const client = new Client("unix:/nonexistent/rebound.sock", { logger: new LogRecorder() });
+  try {
+    const s = client.session(sessionId("fallback-admit"));
+    let v = await s.report("search", { error: new HttpError(401) });
+    assert.deepEqual([v.fallback, v.action], [true, "escalate"]);
+    let admission = await s.admit("search");
+    assert.deepEqual([admission.allowed, admission.sessionState], [true, "escalated"]);
+    v = await s.report("search", { error: new DOMException("The operation was aborted.", "AbortError") });
+    assert.deepEqual([v.fallback, v.action], [true, "abort"]);
+    admission = await s.admit("search");
+    assert.deepEqual([admission.allowed, admission.reason, admission.sessionState], [false, "session_stopped", "stopped"]);
+  } finally {
+    client.close();
+  }
+});
+
 it("keeps deciding when the logger itself throws", async () => {
   const broken = {
     warn(): void {

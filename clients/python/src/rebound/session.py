@@ -104,11 +104,20 @@ class _State:
         return ErrorContext(resp.text, resp.errors_shown, resp.errors_hidden, resp.tokens)
 
     def admit_fallback(self) -> pb.AdmitResponse:
-        """Admit's answer when the sidecar does not give one: allowed (fail open)."""
+        """Admit's answer when the sidecar does not give one: allowed (fail open), unless a
+        verdict this client saw aborted the session, as the sidecar would say."""
         self.core.fell_back()
+        state = self.local.state()
+        if state == pb.SESSION_STATE_STOPPED:
+            return pb.AdmitResponse(
+                allowed=False,
+                reason=pb.REASON_SESSION_STOPPED,
+                session_state=state,
+                message="the session was aborted; start a new one (local fallback: the Rebound sidecar did not answer)",
+            )
         return pb.AdmitResponse(
             allowed=True,
-            session_state=pb.SESSION_STATE_ACTIVE,
+            session_state=state,
             message="allowed by the local fallback: the Rebound sidecar did not answer",
         )
 
