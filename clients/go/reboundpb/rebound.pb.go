@@ -505,7 +505,9 @@ type Outcome struct {
 	// (marked replayed) while it is among the session's last
 	// `sessions.idempotency_window` (16) verdicts; empty: every report is judged.
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	// The tool that was called (or that the LLM tried to call). Required.
+	// The tool that was called (or that the LLM tried to call). Required: for a
+	// failure with no tool (OUTCOME_KIND_NO_TOOL_CALL, OUTCOME_KIND_PROVIDER_ERROR),
+	// name the model step, as `llm`, so its failures are counted together.
 	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
 	// True when the call succeeded.
 	Ok bool `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`

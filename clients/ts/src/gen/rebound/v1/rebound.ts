@@ -192,7 +192,11 @@ export interface Outcome {
    * `sessions.idempotency_window` (16) verdicts; empty: every report is judged.
    */
   callId: string;
-  /** The tool that was called (or that the LLM tried to call). Required. */
+  /**
+   * The tool that was called (or that the LLM tried to call). Required: for a
+   * failure with no tool (OUTCOME_KIND_NO_TOOL_CALL, OUTCOME_KIND_PROVIDER_ERROR),
+   * name the model step, as `llm`, so its failures are counted together.
+   */
   tool: string;
   /** True when the call succeeded. */
   ok: boolean;
