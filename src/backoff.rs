@@ -152,8 +152,23 @@ pub enum ProviderDelay {
 /// Epoch seconds above this are absolute times, below it durations (about 2001-09-09).
 const EPOCH_THRESHOLD_S: u64 = 1_000_000_000;
 
+/// The headers `provider_delay` reads (and `x-should-retry`): the server keeps
+/// these of an outcome's headers and drops the rest.
+pub const PROVIDER_HEADERS: [&str; 10] = [
+    "retry-after",
+    "retry-after-ms",
+    "grpc-retry-pushback-ms",
+    "x-ratelimit-reset",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+    "x-ratelimit-remaining",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens",
+    "x-should-retry",
+];
+
 /// Reads the provider's delay from the Retry-After family of headers. What the
-/// provider asks of this response wins, the most precise first: `retry-after-ms`,
+/// provider asks of this response wins, the first given of `retry-after-ms`,
 /// `Retry-After`, `grpc-retry-pushback-ms`. Failing those, the rate limits' reset
 /// times say when a retry can pass: the latest of them, or of those whose
 /// `x-ratelimit-remaining-*` is 0 when the headers say which limit was hit (a

@@ -8,15 +8,7 @@ use tonic::Status;
 
 /// The response headers Rebound reads; others are dropped at the edge so a
 /// huge header map costs nothing past decoding.
-pub const RETRY_HEADERS: [&str; 7] = [
-    "retry-after",
-    "retry-after-ms",
-    "x-ratelimit-reset",
-    "x-ratelimit-reset-requests",
-    "x-ratelimit-reset-tokens",
-    "grpc-retry-pushback-ms",
-    "x-should-retry",
-];
+pub use crate::backoff::PROVIDER_HEADERS as RETRY_HEADERS;
 
 /// A domain error as a gRPC status whose message names the field and value.
 pub fn status(err: EngineError) -> Status {
@@ -280,6 +272,24 @@ mod tests {
         assert!(err.message().contains("`kind` = 99"), "{}", err.message());
         let o = pb::Outcome { session_id: "s".into(), tool: "t".into(), http_status: 700, ..Default::default() };
         assert!(outcome(o).unwrap_err().message().contains("`http_status` = 700"));
+    }
+
+    #[test]
+    fn the_headers_that_say_which_limit_was_hit_get_through() {
+        // A 429 for requests: their limit resets in 1 s; the tokens', not hit, in 40 s.
+        let headers = [
+            ("x-ratelimit-reset-requests", "1s"),
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-tokens", "40s"),
+            ("x-ratelimit-remaining-tokens", "12000"),
+            ("set-cookie", "session=abc"),
+        ];
+        let headers = headers.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let o = pb::Outcome { session_id: "s".into(), tool: "t".into(), headers, ..Default::default() };
+        let got = outcome(o).unwrap();
+        assert_eq!(got.headers.len(), 4);
+        let delay = crate::backoff::provider_delay(&got.headers, 0);
+        assert_eq!(delay, Some(crate::backoff::ProviderDelay::After(1000)));
     }
 
     #[test]

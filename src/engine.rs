@@ -929,13 +929,14 @@ fn decide(
         ((fallback, matches!(fallback, Action::Escalate | Action::Abort).then_some(Reason::CategoryPolicy)), None)
     };
     // ... and what the breakers and budgets say: aborts first, then a fenced-off
-    // tool, then escalations, then the budget. A category (or rule) that ends the
-    // run or asks for a human stands over a fenced-off tool: a user's cancel still
-    // ends the run, a revoked key still needs a human.
+    // tool, then escalations, then the budget. A plan that ends the run or asks for
+    // a human stands over a fenced-off tool, and one that ends the run over an
+    // escalation: a user's cancel still ends the run, a revoked key still needs a human.
     let tool_open = gate.view.after == BreakerState::Open;
-    let stands = planned.1 == Some(Reason::CategoryPolicy);
+    let stands = matches!(planned.0, Action::Escalate | Action::Abort);
     let guard = match breaker::on_failure(&counters, &s.limits, &policy.limits) {
         Some(trip @ (Action::Abort, _)) => Some(trip),
+        _ if planned.0 == Action::Abort => None,
         _ if tool_open && !stands => Some((Action::Reclassify, Reason::ToolBreakerOpen)),
         Some(trip) => Some(trip),
         None if planned.0 == Action::Retry && !gate.budget_ok => Some((fallback, Reason::RetryBudgetExhausted)),
@@ -1621,6 +1622,17 @@ mod tests {
         let revoked = Outcome { http_status: Some(401), ..fail("a", "search", "Incorrect API key provided") };
         let v = e.report(&revoked).unwrap();
         assert_eq!((v.action, v.breaker.reason), (Action::Escalate, Some(Reason::CategoryPolicy)));
+        // Nor does an escalation: a cancel that is the tool's third failure in a row still aborts.
+        let timeout =
+            |session: &str| Outcome { kind: Some(OutcomeKind::Timeout), ..fail(session, "fetch", "timed out") };
+        e.report(&timeout("k")).unwrap();
+        e.report(&timeout("k")).unwrap();
+        let third = Outcome { kind: Some(OutcomeKind::Cancelled), ..fail("k", "fetch", "cancelled by the user") };
+        let v = e.report(&third).unwrap();
+        assert_eq!(
+            (v.action, v.breaker.reason, v.breaker.consecutive_failures),
+            (Action::Abort, Some(Reason::CategoryPolicy), 3)
+        );
         // What the agent can do without the tool, it is told to: use another one.
         let too_long = Outcome { http_status: Some(400), ..fail("r", "search", "context_length_exceeded") };
         assert_eq!(e.report(&too_long).unwrap().action, Action::Reclassify);
