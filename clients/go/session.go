@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
 
@@ -40,8 +43,14 @@ type declaration struct {
 	// sidecar accepted before it lost the session can be answered after the
 	// client noticed the loss, and must not count then.
 	epoch uint64
-	held  bool // the sidecar accepted the declaration in this epoch
-	heard bool // a verdict from the sidecar (not the fallback) has arrived
+	// held says the declaration need not be sent in this epoch: the sidecar
+	// accepted it, or refused it as bad input after accepting it before.
+	held bool
+	// welcomed says the sidecar accepted the declaration in some epoch.
+	welcomed bool
+	// heard says a verdict from the sidecar (not the fallback) has arrived in
+	// this epoch; a session's first step counts as a loss only then.
+	heard bool
 }
 
 // needed reports whether the declaration must be sent (again).
@@ -62,17 +71,44 @@ func (d *declaration) sending() uint64 {
 func (d *declaration) accepted(epoch uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.welcomed = true
 	if epoch == d.epoch {
 		d.held = true
 	}
+}
+
+// refused notes that the sidecar refused the declaration sent in epoch as bad
+// input. again says it accepted the declaration before, so the refusal comes
+// from a change on its side (a config reload that removed a profile) and the
+// session goes on undeclared; first says this call is the first to note the
+// refusal in epoch, the one to log it.
+func (d *declaration) refused(epoch uint64) (again, first bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.welcomed {
+		return false, false
+	}
+	if epoch != d.epoch || d.held {
+		return true, false
+	}
+	d.held = true
+	return true, true
 }
 
 // lost notes that the sidecar may have forgotten the session.
 func (d *declaration) lost() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.forget()
+}
+
+// forget starts a new epoch, in which the declaration must be sent again and
+// the first verdict (the declared session's first step, if the sidecar did
+// lose it) is no further loss. d.mu must be held.
+func (d *declaration) forget() {
 	d.epoch++
 	d.held = false
+	d.heard = false
 }
 
 // verdict notes a verdict from the sidecar. Its first step, when the session
@@ -84,8 +120,8 @@ func (d *declaration) verdict(pv *reboundpb.Verdict) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.heard && pv.GetBreaker().GetSteps() == 1 && !pv.GetReplayed() {
-		d.epoch++
-		d.held = false
+		d.forget()
+		return
 	}
 	d.heard = true
 }
@@ -204,6 +240,16 @@ func (s *Session) ID() string { return s.id }
 // first report. When the sidecar does not answer, Start returns a nil
 // response and no error: the declaration is sent again later.
 func (s *Session) Start(ctx context.Context) (*reboundpb.StartSessionResponse, error) {
+	resp, _, err := s.start(ctx)
+	if err != nil {
+		return nil, s.c.failed("StartSession", err)
+	}
+	return resp, nil
+}
+
+// start sends the declaration; it returns the epoch it was sent in and the
+// RPC's error as it came.
+func (s *Session) start(ctx context.Context) (*reboundpb.StartSessionResponse, uint64, error) {
 	req := s.declare
 	if req == nil {
 		req = &reboundpb.StartSessionRequest{SessionId: s.id}
@@ -213,11 +259,11 @@ func (s *Session) Start(ctx context.Context) (*reboundpb.StartSessionResponse, e
 	defer cancel()
 	resp, err := s.c.rpc.StartSession(rctx, req)
 	if err != nil {
-		return nil, s.c.failed("StartSession", err)
+		return nil, epoch, err
 	}
 	s.c.answered()
 	s.declared.accepted(epoch)
-	return resp, nil
+	return resp, epoch, nil
 }
 
 // Report reports the outcome of one call of tool (a failure when err is not
@@ -283,15 +329,31 @@ func (s *Session) prepare(o *reboundpb.Outcome) (int, error) {
 
 // ensureDeclared sends the session's declaration if the sidecar has not
 // accepted it yet; false means the sidecar did not answer.
+//
+// A declaration the sidecar accepted before and refuses now as bad input is
+// no error of the caller's: a config reload removed its profile while the
+// session ran, and the sidecar then lost the session. Failing every later
+// call would stop the run over it, so the session goes on undeclared (the
+// sidecar's default policy applies) and the refusal is logged once.
 func (s *Session) ensureDeclared(ctx context.Context) (bool, error) {
 	if s.declare == nil || !s.declared.needed() {
 		return true, nil
 	}
-	resp, err := s.Start(ctx)
-	if err != nil {
-		return false, err
+	_, epoch, err := s.start(ctx)
+	if err == nil {
+		return true, nil
 	}
-	return resp != nil, nil
+	if status.Code(err) == codes.InvalidArgument {
+		if again, first := s.declared.refused(epoch); again {
+			s.c.answered()
+			if first {
+				s.c.cfg.logger.Warn("rebound: the sidecar refused the session's declaration, which it had accepted before; going on without it",
+					"session", s.id, "reason", status.Convert(err).Message())
+			}
+			return true, nil
+		}
+	}
+	return false, s.c.failed("StartSession", err)
 }
 
 // fallback answers an outcome with the local policy.
