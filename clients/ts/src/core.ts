@@ -201,11 +201,8 @@ export class Core {
    * learns from a normal return.
    */
   failed(op: string, err: unknown): void {
-    const code = (err as Partial<ServiceError> | null)?.code;
-    if (code === status.INVALID_ARGUMENT) {
-      const details = (err as ServiceError).details;
-      throw new InvalidInputError(`${op}: the sidecar rejected it: ${details}`);
-    }
+    const details = refused(err);
+    if (details !== undefined) throw new InvalidInputError(`${op}: the sidecar rejected it: ${details}`);
     if (this.degraded) return;
     this.degraded = true;
     const fields = {
@@ -230,14 +227,20 @@ export class Core {
     this.log("info", "rebound: sidecar reachable again", { addr: this.addr });
   }
 
-  /** Logs without ever throwing: a broken logger must not be what stops the agent. */
-  private log(level: keyof Logger, message: string, fields: Record<string, unknown>): void {
+  /** @internal Logs without ever throwing: a broken logger must not be what stops the agent. */
+  log(level: keyof Logger, message: string, fields: Record<string, unknown>): void {
     try {
       this.logger[level]?.(message, fields);
     } catch {
       // Nothing sensible is left to do with a log line the logger refused.
     }
   }
+}
+
+/** The sidecar's message when it rejected an argument (INVALID_ARGUMENT); undefined for any other error. */
+export function refused(err: unknown): string | undefined {
+  const e = err as Partial<ServiceError> | null;
+  return e?.code === status.INVALID_ARGUMENT ? String(e.details) : undefined;
 }
 
 /** Checks an address (`host:port` or `unix:/path`) and turns it into a gRPC target. */

@@ -11,7 +11,7 @@ import {
   MAX_TOOLS,
   show,
 } from "./checks.js";
-import type { Core } from "./core.js";
+import { refused, type Core } from "./core.js";
 import { AbortRunError, EscalationError, InvalidInputError, RecoverError } from "./errors.js";
 import { decide } from "./fallback.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
@@ -128,9 +128,17 @@ export class Session {
    * does a verdict showing that the sidecar started the session anew.
    */
   private declared = false;
-  /** True once a verdict came from the sidecar (not from the fallback). */
+  /** True once a verdict came from the sidecar (not from the fallback) since the session was last marked lost. */
   private answeredBefore = false;
-  private declaring: Promise<pb.StartSessionResponse | undefined> | undefined;
+  /** True once the sidecar has accepted the declaration at least once: a later refusal is a re-declaration's. */
+  private acceptedOnce = false;
+  /**
+   * Counts the times the sidecar may have lost the session. A StartSession
+   * counts only in the epoch it was sent in: one answered after the client
+   * noticed a loss may have reached the sidecar before the loss.
+   */
+  private epoch = 0;
+  private declaring: Promise<Declared> | undefined;
   private readonly callPrefix: string;
   private calls = 0;
   /** @internal What the client remembers of the session, for the fallback. */
@@ -152,19 +160,41 @@ export class Session {
    * returns the limits in force. Without it, the declaration goes with the
    * first report. Resolves to undefined when the sidecar does not answer (the
    * declaration is sent again later); rejects with InvalidInputError when the
-   * sidecar rejects it.
+   * sidecar rejects it, unless it accepted it before (see `declare`).
    */
   async start(): Promise<pb.StartSessionResponse | undefined> {
+    const result = await this.declare();
+    return typeof result === "string" ? undefined : result;
+  }
+
+  /**
+   * Sends the declaration. A refusal after the sidecar accepted the same
+   * declaration before is not the caller's to fix: a config reload removed
+   * the profile it names, say, and the sidecar then lost the session. Throwing
+   * would fail every later call of the run, so it is logged once and the
+   * session counts as declared (without its setup on the sidecar).
+   */
+  private async declare(): Promise<Declared> {
     const req = this.declaration ?? pb.StartSessionRequest.create({ sessionId: this.id });
+    const epoch = this.epoch;
     let resp: pb.StartSessionResponse;
     try {
       resp = await this.core.startSession(req);
     } catch (err) {
-      this.core.failed("StartSession", err);
-      return undefined;
+      const refusal = refused(err);
+      if (refusal === undefined || !this.acceptedOnce) {
+        this.core.failed("StartSession", err);
+        return "unanswered";
+      }
+      this.core.answered();
+      const message = `rebound: the sidecar refused to declare session ${show(this.id)} again; going on without its declaration: ${refusal}`;
+      this.core.log("warn", message, { session: this.id, error: refusal });
+      if (epoch === this.epoch) this.declared = true;
+      return "refused";
     }
     this.core.answered();
-    this.declared = true;
+    this.acceptedOnce = true;
+    if (epoch === this.epoch) this.declared = true;
     return resp;
   }
 
@@ -219,8 +249,8 @@ export class Session {
    */
   accept(o: pb.Outcome, pv: pb.Verdict): Verdict {
     // A replayed verdict carries the counters of the call it first answered.
-    if (this.answeredBefore && pv.breaker?.steps === 1 && !pv.replayed) this.declared = false;
-    this.answeredBefore = true;
+    if (this.answeredBefore && pv.breaker?.steps === 1 && !pv.replayed) this.lost();
+    else this.answeredBefore = true;
     this.local.record(o, pv);
     return new Verdict(pv);
   }
@@ -243,17 +273,27 @@ export class Session {
   async ensureDeclared(): Promise<boolean> {
     if (!this.undeclared) return true;
     // Concurrent reports share one StartSession call.
-    this.declaring ??= this.start().finally(() => {
+    this.declaring ??= this.declare().finally(() => {
       this.declaring = undefined;
     });
-    await this.declaring;
-    return this.declared;
+    return (await this.declaring) !== "unanswered";
+  }
+
+  /**
+   * @internal Notes that the sidecar may have lost the session: the next call
+   * declares it again, and the first verdict after that, which may well be
+   * step 1 of the session the sidecar starts anew, is not taken for another loss.
+   */
+  lost(): void {
+    this.epoch++;
+    this.declared = false;
+    this.answeredBefore = false;
   }
 
   /** @internal Answers an outcome with the local policy. */
   fallback(o: pb.Outcome, consecutive: number): Verdict {
     this.core.fallbacks++;
-    this.declared = false;
+    this.lost();
     const pv = decide(this.core.policy, o, { consecutive, nowMs: this.core.now(), random: this.core.random() });
     this.local.record(o, pv);
     return new Verdict(pv, true);
@@ -408,6 +448,9 @@ export class Session {
     return summary(resp.summary, false);
   }
 }
+
+/** What became of a StartSession: the sidecar's answer, a re-declaration it refused and the session went on without, or no answer. */
+type Declared = pb.StartSessionResponse | "refused" | "unanswered";
 
 function summary(s: pb.SessionSummary, fallback: boolean): SessionSummary {
   return {

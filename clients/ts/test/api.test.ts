@@ -5,8 +5,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { credentials, Metadata } from "@grpc/grpc-js";
-
 import {
   AbortRunError,
   Client,
@@ -14,7 +12,6 @@ import {
   EscalationError,
   HttpError,
   InvalidInputError,
-  proto,
   RecoverError,
   type ClientOptions,
   type ReportOptions,
@@ -23,7 +20,7 @@ import {
   type SessionOptions,
   type Verdict,
 } from "../src/index.js";
-import { LIVE_TIMEOUT_MS, LogRecorder, sessionId, toolNames } from "./helpers.js";
+import { forget, LIVE_TIMEOUT_MS, LogRecorder, sessionId, toolNames } from "./helpers.js";
 import { Sidecar } from "./sidecar.mjs";
 
 let sidecar: Sidecar;
@@ -47,26 +44,6 @@ function dial(options: ClientOptions = {}): Client {
 
 function open(c: Client, name: string, options?: SessionOptions): Session {
   return c.session(sessionId(name), options);
-}
-
-/**
- * Ends a session behind its client's back, with a raw EndSession on a channel
- * of its own: the sidecar forgets it as after a restart, an idle expiry or an
- * eviction, and creates it anew, undeclared, on its next report.
- */
-async function forget(id: string): Promise<void> {
-  const raw = new proto.ReboundClient(sidecar.grpc, credentials.createInsecure());
-  try {
-    const resp = await new Promise<proto.EndSessionResponse>((resolve, reject) => {
-      raw.endSession(proto.EndSessionRequest.create({ sessionId: id }), new Metadata(), { deadline: Date.now() + LIVE_TIMEOUT_MS }, (err, res) => {
-        if (err !== null) reject(err);
-        else resolve(res);
-      });
-    });
-    assert.equal(resp.found, true, `the sidecar did not know session ${id}`);
-  } finally {
-    raw.close();
-  }
 }
 
 /** A 429 whose provider asks for a short wait, so that retry tests stay fast. */
@@ -249,7 +226,7 @@ describe("Session", () => {
     const c = dial();
     const s = open(c, "forgotten", { tools: [t.search, t.fetch] });
     assert.equal((await s.report(t.search)).breaker?.steps, 1);
-    await forget(s.id);
+    await forget(sidecar.grpc, s.id);
     // No call falls back: only the verdict's first step says that the sidecar started the session anew.
     assert.equal((await s.report(t.search)).breaker?.steps, 1);
     const v = await s.report(t.serch, { ok: false, kind: "unknown_tool", message: `Tool ${t.serch} not found` });
@@ -355,7 +332,7 @@ describe("Reporter", () => {
     const s = open(c, "reporter-forgotten", { tools: [t.search, t.fetch] });
     const r = s.reporter();
     assert.equal((await r.report(t.search)).breaker?.steps, 1);
-    await forget(s.id);
+    await forget(sidecar.grpc, s.id);
     assert.equal((await r.report(t.search)).breaker?.steps, 1);
     const v = await r.report(t.serch, { ok: false, kind: "unknown_tool", message: `Tool ${t.serch} not found` });
     assert.equal(v.action, "reclassify");

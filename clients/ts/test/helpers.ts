@@ -1,7 +1,12 @@
-// Shared by the tests: unique names, a log recorder, and the call deadline for
-// tests that expect the sidecar's own answer.
+// Shared by the tests: unique names, a log recorder, the call deadline for
+// tests that expect the sidecar's own answer, and a way to make the sidecar
+// forget a session.
 
-import type { Logger } from "../src/index.js";
+import assert from "node:assert/strict";
+
+import { credentials, Metadata } from "@grpc/grpc-js";
+
+import { proto, type Logger } from "../src/index.js";
 
 /**
  * The call deadline for tests that expect the sidecar's own answer: generous,
@@ -56,5 +61,25 @@ export class LogRecorder implements Logger {
   /** All lines, for failure messages. */
   toString(): string {
     return this.lines.join("\n");
+  }
+}
+
+/**
+ * Ends a session behind its client's back, with a raw EndSession on a channel
+ * of its own: the sidecar at `addr` forgets it as after a restart, an idle
+ * expiry or an eviction, and creates it anew, undeclared, on its next report.
+ */
+export async function forget(addr: string, id: string): Promise<void> {
+  const raw = new proto.ReboundClient(addr, credentials.createInsecure());
+  try {
+    const resp = await new Promise<proto.EndSessionResponse>((resolve, reject) => {
+      raw.endSession(proto.EndSessionRequest.create({ sessionId: id }), new Metadata(), { deadline: Date.now() + LIVE_TIMEOUT_MS }, (err, res) => {
+        if (err !== null) reject(err);
+        else resolve(res);
+      });
+    });
+    assert.equal(resp.found, true, `the sidecar did not know session ${id}`);
+  } finally {
+    raw.close();
   }
 }

@@ -164,6 +164,19 @@ export class Sidecar {
   }
 
   /**
+   * One series of the sidecar's Prometheus metrics, named as its line starts,
+   * e.g. `rebound_config_reloads_total{result="ok"}`; undefined when absent.
+   * @param {string} series
+   * @returns {Promise<number | undefined>}
+   */
+  async metric(series) {
+    const resp = await fetch(`http://${this.metrics}/metrics`);
+    if (!resp.ok) throw new Error(`GET /metrics: HTTP ${resp.status}`);
+    const line = (await resp.text()).split("\n").find((l) => l.startsWith(`${series} `));
+    return line === undefined ? undefined : Number(line.slice(series.length + 1));
+  }
+
+  /**
    * The tail of the sidecar's stderr.
    * @returns {string}
    */
