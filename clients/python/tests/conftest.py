@@ -7,6 +7,7 @@ import itertools
 import logging
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -57,6 +58,14 @@ def client(sidecar: Sidecar) -> Iterator[rebound.Client]:
     """A blocking client on the shared sidecar."""
     with rebound.Client(sidecar.grpc, timeout=LIVE_TIMEOUT) as c:
         yield c
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[str]:
+    """A short temporary directory for Unix sockets."""
+    # A short directory: a Unix socket path must fit in about 100 bytes.
+    with tempfile.TemporaryDirectory(prefix="rb") as d:
+        yield d
 
 
 @pytest.fixture

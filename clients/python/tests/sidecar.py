@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import urllib.request
 from pathlib import Path
 from typing import IO, Optional
 
@@ -50,9 +51,13 @@ class Sidecar:
         self._log = log
 
     @classmethod
-    def start(cls, listen: str = "127.0.0.1:0", *extra: str, bin: Optional[str] = None) -> Sidecar:
+    def start(
+        cls, listen: str = "127.0.0.1:0", *extra: str, bin: Optional[str] = None, config: Optional[Path] = None
+    ) -> Sidecar:
         """Runs `rebound serve --listen LISTEN --metrics-listen 127.0.0.1:0 EXTRA...` and waits
-        for its ready line."""
+        for its ready line; with `config`, on that config file (which it re-reads when it changes)."""
+        if config is not None:
+            extra = ("--config", str(config), *extra)
         # stderr goes to a file: a pipe nobody reads would block the sidecar once full.
         log = tempfile.TemporaryFile(prefix="rebound-sidecar-")
         proc = subprocess.Popen(
@@ -120,6 +125,17 @@ class Sidecar:
     def resume(self) -> None:
         """SIGCONT after `pause`."""
         self.proc.send_signal(signal.SIGCONT)
+
+    def metric(self, series: str) -> float:
+        """The value of one series on the Prometheus endpoint, named as it prints it
+        (`rebound_config_reloads_total{result="ok"}`); raises KeyError when it has none."""
+        with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=10) as resp:
+            text = resp.read().decode("utf-8")
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name == series:
+                return float(value)
+        raise KeyError(f"no series {series} on the sidecar's metrics endpoint")
 
     def logs(self) -> str:
         """The tail of the sidecar's stderr."""

@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -41,14 +40,6 @@ def http_error(status: int, headers: dict[str, str] = {}) -> httpx.HTTPStatusErr
 def unavailable() -> httpx.HTTPStatusError:
     """A real httpx 503 error, made once for the module."""
     return http_error(503)
-
-
-@pytest.fixture
-def socket_dir() -> Iterator[str]:
-    """A short temporary directory for Unix sockets."""
-    # A short directory: a Unix socket path must fit in about 100 bytes.
-    with tempfile.TemporaryDirectory(prefix="rb") as d:
-        yield d
 
 
 def until_sidecar(report: Callable[[], Verdict]) -> Verdict:

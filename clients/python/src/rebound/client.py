@@ -142,7 +142,7 @@ class _Core:
         anything else (unreachable, too slow, a sidecar fault) is logged and left to the fallback."""
         code = status_code(err)
         if code is grpc.StatusCode.INVALID_ARGUMENT:
-            raise ValueError(f"rebound {op}: {_details(err)}") from None
+            raise ValueError(f"rebound {op}: {details(err)}") from None
         self.unreachable(op, code.name if code is not None else type(err).__name__)
 
     def unreachable(self, op: str, why: str) -> None:
@@ -185,9 +185,10 @@ def status_code(err: grpc.RpcError) -> Optional[grpc.StatusCode]:
     return None
 
 
-def _details(err: grpc.RpcError) -> str:
-    details = getattr(err, "details", None)
-    text = details() if callable(details) else None
+def details(err: grpc.RpcError) -> str:
+    """The message of a failed call."""
+    get = getattr(err, "details", None)
+    text = get() if callable(get) else None
     return text if isinstance(text, str) else str(err)
 
 

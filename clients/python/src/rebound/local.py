@@ -95,7 +95,7 @@ class LocalState:
                 lines.append(error_block(e.tool, e.category, message_line(e.kind, e.message), e.suggestion, e.count))
             return ErrorContext("\n".join(lines), len(shown), hidden, fallback=True)
 
-    def state(self) -> "pb.SessionState.ValueType":
+    def state(self) -> pb.SessionState:
         """The session's state as the verdicts this client saw left it."""
         with self._lock:
             return self._summary.state

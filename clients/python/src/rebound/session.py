@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import logging
 import secrets
 import threading
 import time
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, cas
 import grpc
 
 from rebound._checks import check_uint32
+from rebound.client import details, status_code
 from rebound.errors import AbortError, EscalationError, RecoverError
 from rebound.local import LocalState
 from rebound.outcome import build_outcome, check_outcome
@@ -36,19 +38,30 @@ __all__ = ["Session", "AsyncSession", "Call", "AsyncCall"]
 
 T = TypeVar("T")
 
+log = logging.getLogger("rebound")
+
 
 class _State:
     """What both kinds of session share: ids, the declaration, call ids and the local memory.
-    It does no I/O."""
+    It makes no calls to the sidecar."""
 
     def __init__(self, core: _Core, session_id: str, declare: Optional[pb.StartSessionRequest]) -> None:
         self.core = core
         self.id = session_id
         self.declare = declare
-        # Set once the sidecar accepted `declare`; a fallback clears it, because the sidecar
-        # may have restarted and forgotten the session, and so does a sign that it did (`accept`).
+        # Set once the sidecar holds `declare`. The sidecar can lose a session without telling:
+        # it restarts (calls fall back meanwhile) or evicts it (idle expiry, capacity) and makes
+        # it anew, undeclared, on the next report. Either sign (`lost`) clears this, and the
+        # declaration is sent again before the next report.
         self.declared = declare is None
-        # Whether the sidecar (not the fallback) has answered a report of this session.
+        # Counts the times the sidecar may have lost the session. A declaration counts only in
+        # the epoch it was sent in: a StartSession the sidecar accepted before it lost the
+        # session can be answered after the client noticed the loss, and must not count then.
+        self._epoch = 0
+        # Whether the sidecar has ever accepted the declaration: refusing it again later (a
+        # config reload removed its profile) must not stop the run.
+        self._accepted = False
+        # Whether the sidecar (not the fallback) has answered a report since the last loss.
         self._heard = False
         # Call ids only need to be unique within the session; a random prefix keeps two
         # processes that reuse a session id apart.
@@ -69,6 +82,54 @@ class _State:
                 o.call_id = f"{self._prefix}-{next(self._counter)}"
         return self.local.observe(o)
 
+    def sending(self) -> int:
+        """The epoch of a declaration about to be sent."""
+        with self._lock:
+            return self._epoch
+
+    def started(self, epoch: int) -> None:
+        """The sidecar accepted the declaration sent in `epoch`."""
+        self.core.answered()
+        with self._lock:
+            self._accepted = True
+            if epoch == self._epoch:
+                self.declared = True
+
+    def start_failed(self, epoch: int, err: grpc.RpcError) -> bool:
+        """Sorts a failed StartSession sent in `epoch`. The first declaration refused as bad
+        input raises ValueError, as any bad argument does. A declaration the sidecar accepted
+        before and now refuses (a config reload removed its profile) is logged and taken as
+        held, so that the run goes on as the sidecar has the session: True, the sidecar
+        answered. Anything else is left to the fallback: False."""
+        if status_code(err) is grpc.StatusCode.INVALID_ARGUMENT:
+            with self._lock:
+                again = self._accepted
+                if again and epoch == self._epoch:
+                    self.declared = True
+            if again:
+                self.core.answered()
+                log.warning(
+                    "rebound: the sidecar refused to declare session %r again (%s); the session goes "
+                    "on without its declaration",
+                    self.id, details(err),
+                )
+                return True
+        self.core.failed("StartSession", err)
+        return False
+
+    def lost(self) -> None:
+        """Notes that the sidecar may have forgotten the session."""
+        with self._lock:
+            self._lost()
+
+    def _lost(self) -> None:
+        # Called with the lock held. The next declaration may make the session anew, so the
+        # first verdict after it may count step 1 without any new loss.
+        self._epoch += 1
+        self._heard = False
+        if self.declare is not None:
+            self.declared = False
+
     def accept(self, o: pb.Outcome, v: pb.Verdict) -> Verdict:
         """A verdict from the sidecar."""
         self.core.answered()
@@ -78,18 +139,18 @@ class _State:
         # order (threads, streams) may cause a needless StartSession, which is idempotent; a
         # replayed verdict (a repeated call id) is an old one and says nothing about it.
         with self._lock:
-            forgotten = self._heard and v.breaker.steps == 1 and not v.replayed
-            self._heard = True
-        if forgotten and self.declare is not None:
-            self.declared = False
+            if self._heard and v.breaker.steps == 1 and not v.replayed:
+                self._lost()
+            else:
+                self._heard = True
         self.local.record(o, v)
         return Verdict(v)
 
     def fallback(self, o: pb.Outcome, consecutive: int) -> Verdict:
         """Answers an outcome with the local policy."""
         self.core.fell_back()
-        if self.declare is not None:
-            self.declared = False
+        # The sidecar may have restarted and forgotten the session.
+        self.lost()
         v = self.core.policy.decide(o, consecutive, now=self.core.clock(), random=self.core.random())
         self.local.record(o, v)
         return Verdict(v, fallback=True)
@@ -188,16 +249,24 @@ class Session:
 
     def start(self) -> Optional[pb.StartSessionResponse]:
         """Declares the session now (idempotent) and returns the limits in force; None when the
-        sidecar did not answer (the declaration is then sent again before a later report)."""
+        sidecar did not answer (the declaration is then sent again before a later report), or
+        refused to declare again a session it had accepted before (logged; the run goes on)."""
+        return self._start()[1]
+
+    def _start(self) -> tuple[bool, Optional[pb.StartSessionResponse]]:
+        """StartSession: whether the sidecar answered, and its answer when it accepted."""
         req = self._s.declare or pb.StartSessionRequest(session_id=self._s.id)
+        epoch = self._s.sending()
         try:
             resp: pb.StartSessionResponse = self._stub.StartSession(req, timeout=self._s.core.timeout)
         except grpc.RpcError as err:
-            self._s.core.failed("StartSession", err)
-            return None
-        self._s.core.answered()
-        self._s.declared = True
-        return resp
+            return self._s.start_failed(epoch, err), None
+        self._s.started(epoch)
+        return True, resp
+
+    def _declare(self) -> bool:
+        """Sends the declaration unless the sidecar holds it; False when the sidecar did not answer."""
+        return self._s.declared or self._start()[0]
 
     def report(self, tool: str, error: Optional[BaseException] = None, **fields: Any) -> Verdict:
         """Reports one call of `tool`: a success, or a failure built from `error` (see
@@ -209,7 +278,7 @@ class Session:
     def report_outcome(self, outcome: pb.Outcome) -> Verdict:
         """Reports an outcome built by hand; fills in the session id and, when empty, a call id."""
         consecutive = self._s.prepare(outcome)
-        if not self._s.declared and self.start() is None:
+        if not self._declare():
             # The sidecar just failed to answer: do not make the agent wait a second deadline.
             return self._s.fallback(outcome, consecutive)
         try:
@@ -369,15 +438,22 @@ class AsyncSession:
 
     async def start(self) -> Optional[pb.StartSessionResponse]:
         """Declares the session now; see `Session.start`."""
+        return (await self._start())[1]
+
+    async def _start(self) -> tuple[bool, Optional[pb.StartSessionResponse]]:
+        """StartSession; see `Session._start`."""
         req = self._s.declare or pb.StartSessionRequest(session_id=self._s.id)
+        epoch = self._s.sending()
         try:
             resp: pb.StartSessionResponse = await self._stub().StartSession(req, timeout=self._s.core.timeout)
         except grpc.RpcError as err:
-            self._s.core.failed("StartSession", err)
-            return None
-        self._s.core.answered()
-        self._s.declared = True
-        return resp
+            return self._s.start_failed(epoch, err), None
+        self._s.started(epoch)
+        return True, resp
+
+    async def _declare(self) -> bool:
+        """Sends the declaration unless the sidecar holds it; see `Session._declare`."""
+        return self._s.declared or (await self._start())[0]
 
     async def report(self, tool: str, error: Optional[BaseException] = None, **fields: Any) -> Verdict:
         """Reports one call of `tool`; see `Session.report`."""
@@ -386,7 +462,7 @@ class AsyncSession:
     async def report_outcome(self, outcome: pb.Outcome) -> Verdict:
         """Reports an outcome built by hand; see `Session.report_outcome`."""
         consecutive = self._s.prepare(outcome)
-        if not self._s.declared and await self.start() is None:
+        if not await self._declare():
             return self._s.fallback(outcome, consecutive)
         try:
             v: pb.Verdict = await self._stub().Report(outcome, timeout=self._s.core.timeout)

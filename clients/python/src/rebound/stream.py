@@ -113,7 +113,7 @@ class Reporter:
             raise RuntimeError("rebound: the Reporter is closed")
         consecutive = self._s.prepare(outcome)
         deadline = time.monotonic() + self._s.core.timeout
-        if not self._s.declared and self._session.start() is None:
+        if not self._session._declare():
             p = PendingVerdict(outcome, consecutive, deadline, lambda: None)
             p._set(self._s.fallback(outcome, consecutive))
             return p
@@ -267,7 +267,7 @@ class AsyncReporter:
             raise RuntimeError("rebound: the AsyncReporter is closed")
         consecutive = self._s.prepare(outcome)
         deadline = time.monotonic() + self._s.core.timeout
-        if not self._s.declared and await self._session.start() is None:
+        if not await self._session._declare():
             p = AsyncPendingVerdict(outcome, consecutive, deadline, None)
             p._set(self._s.fallback(outcome, consecutive))
             return p
