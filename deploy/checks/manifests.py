@@ -161,6 +161,9 @@ def check_sidecar(root, base_path, component_path, existing_source_path):
     for key in ("initContainers", "volumes"):
         kept = [x for x in after.get(key, []) if not x["name"].startswith("rebound")]
         require(kept == before.get(key, []), f"the component changed the workload's own {key}")
+    # First of the init containers, so that it is serving before the workload's own ones run.
+    require(after["initContainers"][0]["name"] == "rebound",
+            f"the sidecar is not the first init container: {[c['name'] for c in after['initContainers']]}")
     for key in set(before) | set(after):
         if key not in ("initContainers", "volumes"):
             require(before.get(key) == after.get(key), f"the component changed the workload's {key}")
