@@ -23,16 +23,22 @@ func fastPolicy() FallbackPolicy {
 	return p
 }
 
-// The sidecar stops mid-run: the client answers locally (and says so once in
-// its log), then uses the sidecar again once it is back on the same socket.
-func TestFailOpenWhenTheSidecarStopsAndReturns(t *testing.T) {
-	// A short directory: a Unix socket path must fit in about 100 bytes.
+// socketAddr is a Unix socket address in a fresh short directory (a socket
+// path must fit in about 100 bytes), removed after the test.
+func socketAddr(t *testing.T) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "rb")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	addr := "unix:" + filepath.Join(dir, "rebound.sock")
+	return "unix:" + filepath.Join(dir, "rebound.sock")
+}
+
+// The sidecar stops mid-run: the client answers locally (and says so once in
+// its log), then uses the sidecar again once it is back on the same socket.
+func TestFailOpenWhenTheSidecarStopsAndReturns(t *testing.T) {
+	addr := socketAddr(t)
 
 	first, err := sidecar.Start(sidecarBin, addr)
 	if err != nil {

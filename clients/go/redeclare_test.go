@@ -267,13 +267,7 @@ func countStarts(n *atomic.Int64) Option {
 // it answers again makes the session's first step: that verdict is the one
 // expected, not another loss, so the session is declared once, not twice.
 func TestOneDeclarationAfterTheSidecarRestarts(t *testing.T) {
-	// A short directory: a Unix socket path must fit in about 100 bytes.
-	dir, err := os.MkdirTemp("", "rb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	addr := "unix:" + filepath.Join(dir, "rebound.sock")
+	addr := socketAddr(t)
 	first, err := sidecar.Start(sidecarBin, addr)
 	if err != nil {
 		t.Fatal(err)
