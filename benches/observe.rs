@@ -6,7 +6,10 @@
 //! window of the service and one of the echo, in turns (so a spell of load
 //! from a neighbour falls on both); prints each round, then the median
 //! outcomes/s of each and the median of the rounds' ratios (targets:
-//! ≥ 500,000/s and ≥ 30 % of the echo).
+//! ≥ 500,000/s and ≥ 30 % of the echo). The server (either one) runs on a
+//! runtime of its own built as the sidecar builds its (`sidecar::runtime`:
+//! `[server] worker_threads`, one by default), the client on another, as an
+//! agent and its sidecar are two processes.
 //!
 //! Run: `cargo bench --bench observe` (`REBOUND_BENCH_SECONDS` sets the
 //! measurement window, default 5; `REBOUND_BENCH_ONLY=rebound` or `=echo`
@@ -31,6 +34,7 @@ use rebound::server;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::runtime::Handle;
 
 // The sidecar's allocator, so that the figures are the binary's (see `rebound::memory`).
 rebound::use_jemalloc!();
@@ -49,8 +53,12 @@ enum Target {
     Echo = 1,
 }
 
-/// Starts `target` on `address`; returns the address to dial and a stop handle.
-async fn start(target: Target, address: &str) -> anyhow::Result<(String, tokio::sync::oneshot::Sender<()>)> {
+/// Starts `target` on `address`, on the `server` runtime; returns the address to dial and a stop handle.
+async fn start(
+    server: &Handle,
+    target: Target,
+    address: &str,
+) -> anyhow::Result<(String, tokio::sync::oneshot::Sender<()>)> {
     let listener = Listener::bind(address).await?;
     let dial = listener.address();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -68,18 +76,24 @@ async fn start(target: Target, address: &str) -> anyhow::Result<(String, tokio::
                 Arc::new(Metrics::new(config.metrics.tool_label_cap)),
             ));
             engine.warm_up();
-            tokio::spawn(async move { server::run(listener, engine, &config.server, shutdown).await });
+            server.spawn(async move { server::run(listener, engine, &config.server, shutdown).await });
         }
         Target::Echo => {
-            tokio::spawn(echo::serve(listener, shutdown));
+            server.spawn(echo::serve(listener, shutdown));
         }
     }
     Ok((dial, stop))
 }
 
 /// Outcomes per second over the window, after the warm-up, on one pipelined stream.
-async fn throughput(target: Target, address: &str, stream: u64, window: Duration) -> anyhow::Result<f64> {
-    let (dial, stop) = start(target, address).await?;
+async fn throughput(
+    server: &Handle,
+    target: Target,
+    address: &str,
+    stream: u64,
+    window: Duration,
+) -> anyhow::Result<f64> {
+    let (dial, stop) = start(server, target, address).await?;
     let channel = client::connect(&dial).await?;
     let progress = Arc::new(Progress::default());
     let limit = WARMUP + window + Duration::from_secs(60);
@@ -127,6 +141,7 @@ fn main() -> anyhow::Result<()> {
     let seconds: u64 = std::env::var("REBOUND_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
     let window = Duration::from_secs(seconds.clamp(1, 60));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let server_runtime = rebound::sidecar::runtime(&Config::default().with_env(std::env::vars())?.server)?;
     // As in the sidecar: the Prometheus recorder is installed, so metrics cost what they cost there.
     rebound::metrics::install();
     let dir = tempfile::tempdir()?;
@@ -149,7 +164,8 @@ fn main() -> anyhow::Result<()> {
                         "tcp" => "127.0.0.1:0".to_string(),
                         _ => format!("unix:{}", dir.path().join(format!("observe-{stream}.sock")).display()),
                     };
-                    rates[target as usize] = runtime.block_on(throughput(target, &address, stream, window))?;
+                    rates[target as usize] =
+                        runtime.block_on(throughput(server_runtime.handle(), target, &address, stream, window))?;
                 }
             }
             let [rebound, echo] = rates;
@@ -165,5 +181,6 @@ fn main() -> anyhow::Result<()> {
         println!("@result observe_{via}_ratio {ratio:.4}");
     }
     runtime.shutdown_timeout(Duration::from_secs(5));
+    server_runtime.shutdown_timeout(Duration::from_secs(5));
     Ok(())
 }

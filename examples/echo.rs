@@ -16,8 +16,12 @@ use tokio::signal::unix::{signal, SignalKind};
 // The sidecar's allocator, so that the baseline differs from it only by the service's work.
 rebound::use_jemalloc!();
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+// On the runtime the sidecar serves on by default, so that it is the same shape too.
+fn main() -> anyhow::Result<()> {
+    rebound::sidecar::runtime(&rebound::config::ServerConfig::default())?.block_on(serve())
+}
+
+async fn serve() -> anyhow::Result<()> {
     let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".into());
     let listener = Listener::bind(&address).await?;
     let ready = serde_json::json!({"event": "ready", "grpc": listener.address()});

@@ -315,6 +315,6 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.server.metrics_listen = metrics_listen;
     }
     init_tracing(args.log_json)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = crate::sidecar::runtime(&config.server)?;
     runtime.block_on(crate::sidecar::serve(config, policy, file))
 }

@@ -77,6 +77,8 @@ pub struct ServerConfig {
     pub shutdown_delay_ms: u64,
     /// Then, how long open streams may drain.
     pub shutdown_grace_ms: u64,
+    /// Threads that serve requests; 0 for one per CPU the process may use (its CPU limit).
+    pub worker_threads: u32,
 }
 
 impl Default for ServerConfig {
@@ -91,6 +93,9 @@ impl Default for ServerConfig {
             keepalive_timeout_ms: 10_000,
             shutdown_delay_ms: 2_000,
             shutdown_grace_ms: 10_000,
+            // Not one per core of the node: one agent's outcomes need a small part of one core (a
+            // thread answers some 400,000 a second), and the manifests' CPU limit of 1 gives one anyway.
+            worker_threads: 1,
         }
     }
 }

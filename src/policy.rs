@@ -240,13 +240,14 @@ fn profiles(config: &Config) -> Result<BTreeMap<String, Arc<Policy>>, PolicyErro
 /// `check-config` and a reload refuse them too.
 fn check_transport(config: &Config) -> Result<(), PolicyError> {
     let s = &config.server;
-    let ranges: [(&str, u64, u64, u64); 10] = [
+    let ranges: [(&str, u64, u64, u64); 11] = [
         ("server.shutdown_delay_ms", s.shutdown_delay_ms, 0, 600_000),
         ("server.keepalive_timeout_ms", s.keepalive_timeout_ms, 100, 600_000),
         ("server.max_message_bytes", s.max_message_bytes as u64, 1024, 64 << 20),
         ("server.max_concurrent_streams", u64::from(s.max_concurrent_streams), 1, 100_000),
         ("server.max_connections", u64::from(s.max_connections), 1, 1_000_000),
         ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
+        ("server.worker_threads", u64::from(s.worker_threads), 0, 256),
         ("sessions.capacity", config.sessions.capacity as u64, 1, 100_000_000),
         ("sessions.shards", config.sessions.shards as u64, 1, 4096),
         ("sessions.idle_expiry_ms", config.sessions.idle_expiry_ms, 1000, 30 * 24 * 3_600_000),
@@ -514,12 +515,15 @@ mod tests {
             ("keepalive_interval_ms = 5", "`server.keepalive_interval_ms` = 5"),
             ("keepalive_timeout_ms = 0", "`server.keepalive_timeout_ms` = 0"),
             ("keepalive_timeout_ms = 600001", "`server.keepalive_timeout_ms` = 600001"),
+            ("worker_threads = 257", "`server.worker_threads` = 257"),
         ] {
             let c = Config::parse(&format!("[server]\n{toml}\n"), "t").unwrap();
             assert!(Policy::from_config(&c).unwrap_err().to_string().contains(named), "{toml}");
         }
         let c = Config::parse("[server]\nkeepalive_interval_ms = 0\nkeepalive_timeout_ms = 100\n", "t").unwrap();
         assert!(Policy::from_config(&c).is_ok(), "0 turns the pings off");
+        let c = Config::parse("[server]\nworker_threads = 0\n", "t").unwrap();
+        assert!(Policy::from_config(&c).is_ok(), "0 is one thread per CPU");
         let c = Config::parse("[snippet]\nframes = 21\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`snippet.frames` = 21"));
         let c = Config::parse("[snippet]\nframes = 3\n", "t").unwrap();

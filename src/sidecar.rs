@@ -29,6 +29,17 @@ pub struct ConfigFile {
     pub bytes: Vec<u8>,
 }
 
+/// The runtime the sidecar serves on: `worker_threads` threads, or with 0 one
+/// per CPU the process may use (tokio's default, which reads the cgroup's CPU
+/// limit: one in the shipped manifests).
+pub fn runtime(server: &crate::config::ServerConfig) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if server.worker_threads > 0 {
+        builder.worker_threads(server.worker_threads as usize);
+    }
+    builder.enable_all().build()
+}
+
 /// Runs the sidecar until a termination signal.
 pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> anyhow::Result<()> {
     raise_open_files_limit();
@@ -65,7 +76,8 @@ pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> 
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{ready}").and_then(|()| stdout.flush()).context("writing the ready line to stdout")?;
     }
-    tracing::info!(grpc = %grpc.address(), metrics = %metrics_address, "rebound serving");
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    tracing::info!(grpc = %grpc.address(), metrics = %metrics_address, workers, "rebound serving");
 
     let result = server::run(grpc, engine, &config.server, shutdown).await;
     let _ = stop_tx.send(true);
@@ -115,13 +127,19 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Ok(bytes) = crate::config::read_file(&path) else {
+        // Off the runtime's threads (one by default): compiling the rules takes milliseconds, which
+        // would hold up every stream's verdicts meanwhile.
+        let changed = {
+            let (path, last) = (path.clone(), last.clone());
+            tokio::task::spawn_blocking(move || {
+                let bytes = crate::config::read_file(&path).ok().filter(|bytes| *bytes != last)?;
+                let reloaded = reload(&path, &bytes);
+                Some((bytes, reloaded))
+            })
+        };
+        let Ok(Some((bytes, reloaded))) = changed.await else {
             continue;
         };
-        if last == bytes {
-            continue;
-        }
-        let reloaded = reload(&path, &bytes);
         last = bytes;
         match reloaded {
             Ok((config, policy)) => {
@@ -160,6 +178,18 @@ mod tests {
             ..Default::default()
         };
         engine.report(&outcome).unwrap().classification.unwrap().rule.to_string()
+    }
+
+    #[test]
+    fn the_runtime_has_the_configured_threads() {
+        let workers = |n| {
+            let server = crate::config::ServerConfig { worker_threads: n, ..Default::default() };
+            runtime(&server).unwrap().metrics().num_workers()
+        };
+        assert_eq!(workers(Config::default().server.worker_threads), 1, "one by default");
+        assert_eq!(workers(3), 3);
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(workers(0), cpus, "0 is one per CPU the process may use");
     }
 
     #[tokio::test]
