@@ -27,6 +27,9 @@ pub const SNIPPET_BYTES: &str = "rebound_snippet_bytes";
 pub const STREAMS_ACTIVE: &str = "rebound_streams_active";
 /// Config reloads by result (ok, error).
 pub const CONFIG_RELOADS_TOTAL: &str = "rebound_config_reloads_total";
+/// 1 while the config in use is the file's (at start, and after a reload that loaded), 0 after a
+/// reload that failed, until one loads: the old policy runs on meanwhile.
+pub const CONFIG_LAST_RELOAD_SUCCESSFUL: &str = "rebound_config_last_reload_successful";
 
 /// Tool breaker state by tool: 0 closed, 1 open, 2 half_open.
 pub const BREAKER_STATE: &str = "rebound_breaker_state";
@@ -104,6 +107,10 @@ fn describe() {
     metrics::describe_histogram!(SNIPPET_BYTES, metrics::Unit::Bytes, "Sizes of the snippets returned.");
     metrics::describe_gauge!(STREAMS_ACTIVE, "Open Observe streams.");
     metrics::describe_counter!(CONFIG_RELOADS_TOTAL, "Config reloads, by result.");
+    metrics::describe_gauge!(
+        CONFIG_LAST_RELOAD_SUCCESSFUL,
+        "1 when the config loaded at start or by the last reload, 0 when the last reload failed."
+    );
     metrics::describe_gauge!(BREAKER_STATE, "Tool breaker state: 0 closed, 1 open, 2 half_open.");
     metrics::describe_counter!(BREAKER_TRANSITIONS_TOTAL, "Tool breaker transitions, by tool and new state.");
     metrics::describe_counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "Retries refused by the retry budget, by tool.");
@@ -153,6 +160,7 @@ pub struct Metrics {
     streams_active: Gauge,
     reload_ok: Counter,
     reload_error: Counter,
+    reload_successful: Gauge,
     rpc: HashMap<&'static str, Histogram>,
     admits: Counters<(Arc<str>, &'static str)>,
     budget_exhausted: Counters<Arc<str>>,
@@ -181,6 +189,12 @@ impl Metrics {
             streams_active: metrics::gauge!(STREAMS_ACTIVE),
             reload_ok: metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => "ok"),
             reload_error: metrics::counter!(CONFIG_RELOADS_TOTAL, "result" => "error"),
+            // A sidecar starts only with a config that loads.
+            reload_successful: {
+                let gauge = metrics::gauge!(CONFIG_LAST_RELOAD_SUCCESSFUL);
+                gauge.set(1.0);
+                gauge
+            },
             admits: Counters::new(),
             budget_exhausted: Counters::new(),
             rpc: RPC_METHODS.iter().map(|m| (*m, metrics::histogram!(RPC_DURATION_SECONDS, "method" => *m))).collect(),
@@ -300,8 +314,9 @@ impl Metrics {
         metrics::counter!(STATE_BACKEND_ERRORS_TOTAL).increment(1);
     }
 
-    /// Counts a config reload.
+    /// Counts a config reload, and notes whether the config in use is the file's.
     pub fn reload(&self, ok: bool) {
+        self.reload_successful.set(if ok { 1.0 } else { 0.0 });
         if ok {
             self.reload_ok.increment(1);
         } else {

@@ -27,6 +27,19 @@ async fn category_of(client: &mut pb::rebound_client::ReboundClient<tonic::trans
     v.classification.unwrap().category
 }
 
+/// Waits up to 10 s for `rebound_config_last_reload_successful` to read `value`.
+async fn last_reload_successful_is(sidecar: &Sidecar, value: u32) -> bool {
+    let line = format!("rebound_config_last_reload_successful {value}");
+    for _ in 0..40 {
+        let body = http_get(&sidecar.metrics, "/metrics").await;
+        if body.lines().any(|l| l == line) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
+}
+
 /// Waits up to 10 s for the sidecar to count `count` failed reloads.
 async fn failed_reloads_reach(sidecar: &Sidecar, count: u32) -> bool {
     reloads_reach(sidecar, "error", count).await
@@ -54,6 +67,7 @@ async fn configmap_swap_reloads_and_a_bad_config_keeps_the_old_policy() {
     let channel = crate::common::connect(&sidecar.grpc).await;
     let mut client = pb::rebound_client::ReboundClient::new(channel);
     assert_eq!(category_of(&mut client, "r0").await, pb::Category::Unknown as i32);
+    assert!(last_reload_successful_is(&sidecar, 1).await, "started with a config that loads");
 
     publish(
         dir.path(),
@@ -79,6 +93,11 @@ async fn configmap_swap_reloads_and_a_bad_config_keeps_the_old_policy() {
     publish(dir.path(), "v4", &format!("{long}{}", "\n".repeat(16 << 20)));
     assert!(failed_reloads_reach(&sidecar, 2).await, "the reload of a file past the limit was not refused");
     assert_eq!(category_of(&mut client, "r3").await, pb::Category::Unavailable as i32, "old policy kept");
+    // Still 0 while the bad file stays (ReboundConfigReloadFailed holds on it), 1 once a good one loads.
+    assert!(last_reload_successful_is(&sidecar, 0).await, "the failed reloads left the gauge at 1");
+    publish(dir.path(), "v5", "# good again\n");
+    assert!(reloads_reach(&sidecar, "ok", 2).await, "the good config was not loaded");
+    assert!(last_reload_successful_is(&sidecar, 1).await, "the good reload left the gauge at 0");
 }
 
 #[tokio::test]
