@@ -221,6 +221,23 @@ def prometheus(root, prometheus_addr, namespace):
                     f"dashboard panel {title!r}: legend label {label} is missing from {expr}")
     print(f"every one of the {len(dashboard_targets(dashboard))} dashboard queries returns series with its legend labels")
 
+    # The variables' label_values(SELECTOR, LABEL), asked of Prometheus' series API as Grafana asks it.
+    expected = {"namespace": namespace, "pod": f"{namespace}-0"}
+    for variable in dashboard["templating"]["list"]:
+        query_text = variable.get("definition") or ""
+        found = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query_text)
+        if not found:
+            continue
+        selector = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], found.group(1))
+        url = (f"http://{prometheus_addr}/api/v1/label/{found.group(2)}/values?"
+               + urllib.parse.urlencode({"match[]": selector}))
+        with urllib.request.urlopen(url, timeout=5) as response:
+            offered = json.load(response)["data"]
+        want = expected.get(variable["name"])
+        require(offered and (want is None or want in offered),
+                f"dashboard variable {variable['name']}: {query_text} offers {offered}, not {want or 'any value'}")
+    print("every dashboard variable offers the scraped sidecar's values")
+
     names = {a["alert"] for a in alert_rules(Path(root) / MONITORING / "rules.yml")}
     loaded = []
 
