@@ -145,7 +145,7 @@ impl BackoffPolicy {
 pub enum ProviderDelay {
     /// Wait this long.
     After(u64),
-    /// Do not retry (gRPC pushback below zero).
+    /// Do not retry (`x-should-retry: false`, or gRPC pushback below zero).
     DoNotRetry,
 }
 
@@ -167,8 +167,12 @@ pub const PROVIDER_HEADERS: [&str; 10] = [
     "x-should-retry",
 ];
 
-/// Reads the provider's delay from the Retry-After family of headers. What the
-/// provider asks of this response wins, the first given of `retry-after-ms`,
+/// Reads the provider's delay from the Retry-After family of headers. A provider
+/// that says not to retry is heeded first: `x-should-retry: false` (OpenAI's and
+/// Anthropic's APIs send it, and their SDKs obey it) or a negative
+/// `grpc-retry-pushback-ms`. (`x-should-retry: true` changes nothing: a failure
+/// the rules find not worth retrying, a revoked key say, is not retried on the
+/// provider's word.) Then what the provider asks of this response wins, the first given of `retry-after-ms`,
 /// `Retry-After`, `grpc-retry-pushback-ms`. Failing those, the rate limits' reset
 /// times say when a retry can pass: the latest of them, or of those whose
 /// `x-ratelimit-remaining-*` is 0 when the headers say which limit was hit (a
@@ -177,6 +181,9 @@ pub const PROVIDER_HEADERS: [&str; 10] = [
 pub fn provider_delay(headers: &Headers, wall_ms: u64) -> Option<ProviderDelay> {
     if headers.is_empty() {
         return None;
+    }
+    if headers.get("x-should-retry").is_some_and(|v| v.trim().eq_ignore_ascii_case("false")) {
+        return Some(ProviderDelay::DoNotRetry);
     }
     if let Some(v) = headers.get("grpc-retry-pushback-ms") {
         if let Ok(ms) = v.parse::<i64>() {
@@ -352,6 +359,10 @@ mod tests {
             (&[("x-ratelimit-reset", "1700000060")], Some(ProviderDelay::After(60_000))),
             (&[("grpc-retry-pushback-ms", "1500")], Some(ProviderDelay::After(1500))),
             (&[("grpc-retry-pushback-ms", "-1")], Some(ProviderDelay::DoNotRetry)),
+            (&[("x-should-retry", "false")], Some(ProviderDelay::DoNotRetry)),
+            (&[("X-Should-Retry", " False"), ("retry-after", "2")], Some(ProviderDelay::DoNotRetry)),
+            (&[("x-should-retry", "true"), ("retry-after", "2")], Some(ProviderDelay::After(2000))),
+            (&[("x-should-retry", "true")], None),
             (&[("retry-after", "soon")], None),
             (&[("retry-after", "-3")], None),
             (&[("Retry-After", "20"), ("retry-after-ms", "1500")], Some(ProviderDelay::After(1500))),

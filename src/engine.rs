@@ -1267,6 +1267,27 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_that_says_not_to_retry_is_not_retried() {
+        let (e, _) = engine();
+        // Anthropic's 529 overloaded_error (its SDK's message), the header its SDK obeys set to false.
+        let o = Outcome {
+            http_status: Some(529),
+            headers: Headers::new([("x-should-retry", "false"), ("retry-after", "2")]),
+            ..fail("s", "claude", "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}")
+        };
+        let v = e.report(&o).unwrap();
+        assert!(v.classification.as_ref().unwrap().retryable, "the rules alone would retry it");
+        assert_ne!(v.action, Action::Retry);
+        assert_eq!(v.retry, None);
+        assert_eq!(v.breaker.reason, Some(Reason::ServerPushback));
+        let said_yes = Outcome {
+            headers: Headers::new([("x-should-retry", "true"), ("retry-after", "2")]),
+            ..fail("s2", "claude", "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}")
+        };
+        assert_eq!(e.report(&said_yes).unwrap().action, Action::Retry);
+    }
+
+    #[test]
     fn an_owned_outcome_gets_the_verdict_a_borrowed_one_gets_with_its_ids() {
         let (borrowed, _) = engine();
         let (owned, _) = engine();

@@ -167,7 +167,7 @@ named_enum!(
         RetryBudgetExhausted => "retry_budget_exhausted",
         /// The provider asked for a delay past the maximum.
         DelayTooLong => "delay_too_long",
-        /// The server asked not to retry (gRPC pushback below zero).
+        /// The server asked not to retry (`x-should-retry: false`, or gRPC pushback below zero).
         ServerPushback => "server_pushback",
     }
 );

@@ -430,7 +430,7 @@ const (
 	Reason_REASON_RETRY_BUDGET_EXHAUSTED Reason = 10
 	// The provider asked for a delay longer than the configured maximum.
 	Reason_REASON_DELAY_TOO_LONG Reason = 11
-	// The server asked not to retry (grpc-retry-pushback-ms below zero).
+	// The server asked not to retry (x-should-retry: false, or grpc-retry-pushback-ms below zero).
 	Reason_REASON_SERVER_PUSHBACK Reason = 12
 )
 
@@ -526,8 +526,9 @@ type Outcome struct {
 	// An error code string: errno names (ECONNRESET) or provider codes (insufficient_quota).
 	Code string `protobuf:"bytes,11,opt,name=code,proto3" json:"code,omitempty"`
 	// Response headers; keys are matched case-insensitively. Only the Retry-After
-	// family is read: retry-after-ms, Retry-After (seconds or an HTTP date) and
-	// grpc-retry-pushback-ms first, then the x-ratelimit-reset* headers (with the
+	// family is read: x-should-retry: false (do not retry) first, then
+	// retry-after-ms, Retry-After (seconds or an HTTP date) and
+	// grpc-retry-pushback-ms, then the x-ratelimit-reset* headers (with the
 	// x-ratelimit-remaining* that say which limit was hit).
 	Headers map[string]string `protobuf:"bytes,12,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The full output or stack trace.

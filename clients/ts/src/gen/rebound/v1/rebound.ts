@@ -174,7 +174,7 @@ export enum Reason {
   REASON_RETRY_BUDGET_EXHAUSTED = 10,
   /** REASON_DELAY_TOO_LONG - The provider asked for a delay longer than the configured maximum. */
   REASON_DELAY_TOO_LONG = 11,
-  /** REASON_SERVER_PUSHBACK - The server asked not to retry (grpc-retry-pushback-ms below zero). */
+  /** REASON_SERVER_PUSHBACK - The server asked not to retry (x-should-retry: false, or grpc-retry-pushback-ms below zero). */
   REASON_SERVER_PUSHBACK = 12,
   UNRECOGNIZED = -1,
 }
@@ -220,8 +220,9 @@ export interface Outcome {
   code: string;
   /**
    * Response headers; keys are matched case-insensitively. Only the Retry-After
-   * family is read: retry-after-ms, Retry-After (seconds or an HTTP date) and
-   * grpc-retry-pushback-ms first, then the x-ratelimit-reset* headers (with the
+   * family is read: x-should-retry: false (do not retry) first, then
+   * retry-after-ms, Retry-After (seconds or an HTTP date) and
+   * grpc-retry-pushback-ms, then the x-ratelimit-reset* headers (with the
    * x-ratelimit-remaining* that say which limit was hit).
    */
   headers: { [key: string]: string };
