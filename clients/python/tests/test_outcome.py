@@ -18,10 +18,11 @@ import requests
 
 from rebound import Kind, build_outcome, exception_type_name
 from rebound.fallback import classify_coarse
-from rebound.outcome import MAX_DETAIL_CHARS, MAX_MESSAGE_CHARS, check_outcome
+from rebound.outcome import MAX_DETAIL_CHARS, MAX_MESSAGE_CHARS, RETRY_HEADERS, check_outcome
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Category
 from tests.servers import Reply, http_server, refused_address, silent_server
+from tests.sidecar import REPO
 
 RATE_LIMITED = Reply(
     429,
@@ -29,6 +30,15 @@ RATE_LIMITED = Reply(
     # Set-Cookie and the request id must not travel: only the Retry-After family does.
     {"Retry-After": "7", "retry-after-ms": "7000", "Set-Cookie": "session=secret", "x-request-id": "req_1"},
 )
+
+
+def test_the_headers_kept_are_the_ones_the_sidecar_reads() -> None:
+    # src/backoff.rs's PROVIDER_HEADERS: a header added there and not here would never reach it.
+    source = (REPO / "src" / "backoff.rs").read_text(encoding="utf-8")
+    listed = source.split("pub const PROVIDER_HEADERS", 1)[1].split("];", 1)[0]
+    read = {line.strip().strip('",') for line in listed.splitlines()[1:] if line.strip()}
+    assert len(read) >= 10, listed
+    assert set(RETRY_HEADERS) == read
 
 
 def raised(fn: Callable[[], Any]) -> BaseException:
