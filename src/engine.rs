@@ -586,10 +586,19 @@ impl Engine {
                 if tokens <= budget {
                     return ContextText { text, errors_shown: shown, errors_hidden: hidden, tokens };
                 }
-                if shown <= 1 {
-                    // One block and the summary still too long: cut the text itself.
+                if shown == 1 {
+                    // One block and the summary still too long: the newest error's block alone, cut
+                    // to fit (the error to handle now matters more than the count of older ones). A
+                    // cut that leaves nothing of it but the ellipsis shows no error.
+                    let (block, _, _) = compact::context_text(&views[views.len() - 1..], 0, &shape);
+                    let (text, tokens) = tokenizer.fit(&block, budget);
+                    let shown = u32::from(!text.trim_end_matches('…').trim().is_empty());
+                    return ContextText { text, errors_shown: shown, errors_hidden: hidden + 1 - shown, tokens };
+                }
+                if shown == 0 {
+                    // The summary alone too long: cut it.
                     let (text, tokens) = tokenizer.fit(&text, budget);
-                    return ContextText { text, errors_shown: shown, errors_hidden: hidden, tokens };
+                    return ContextText { text, errors_shown: 0, errors_hidden: hidden, tokens };
                 }
                 // The oldest shown error goes into the summary line.
                 shape.context_errors = shown as usize - 1;
@@ -1273,7 +1282,11 @@ mod tests {
         let o = Outcome {
             http_status: Some(529),
             headers: Headers::new([("x-should-retry", "false"), ("retry-after", "2")]),
-            ..fail("s", "claude", "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}")
+            ..fail(
+                "s",
+                "claude",
+                "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}",
+            )
         };
         let v = e.report(&o).unwrap();
         assert!(v.classification.as_ref().unwrap().retryable, "the rules alone would retry it");
@@ -1282,7 +1295,11 @@ mod tests {
         assert_eq!(v.breaker.reason, Some(Reason::ServerPushback));
         let said_yes = Outcome {
             headers: Headers::new([("x-should-retry", "true"), ("retry-after", "2")]),
-            ..fail("s2", "claude", "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}")
+            ..fail(
+                "s2",
+                "claude",
+                "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}",
+            )
         };
         assert_eq!(e.report(&said_yes).unwrap().action, Action::Retry);
     }
@@ -1427,6 +1444,12 @@ mod tests {
         assert!(fitted.text.contains("tool=\"tool5\"") && !fitted.text.contains("tool=\"tool0\""), "{}", fitted.text);
         let tiny = e.context("s", Some(16)).unwrap();
         assert!(tiny.tokens <= 16, "{}", tiny.tokens);
+        // The newest error's block, cut, not the head of the summary line above it.
+        assert!(tiny.text.starts_with("<error") && tiny.text.contains("tool5"), "{}", tiny.text);
+        assert_eq!((tiny.errors_shown, tiny.errors_hidden), (1, 5));
+        let none = e.context("s", Some(1)).unwrap();
+        assert!(none.tokens <= 1, "{}", none.tokens);
+        assert_eq!((none.errors_shown, none.errors_hidden), (0, 6), "{:?}", none.text);
     }
 
     /// Engines with snippet budgets of 16, 24, 40 and 80 tokens, built once: a

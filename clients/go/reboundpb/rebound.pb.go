@@ -1670,9 +1670,10 @@ type ContextResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The text to put into the prompt (empty when there is nothing unresolved).
 	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
-	// How many errors are shown as blocks.
+	// How many errors are shown as blocks (a block cut to fit a token budget counts).
 	ErrorsShown uint32 `protobuf:"varint,2,opt,name=errors_shown,json=errorsShown,proto3" json:"errors_shown,omitempty"`
-	// How many older unresolved errors are only counted in the summary line.
+	// How many unresolved errors are not shown as blocks: counted in the summary line, or,
+	// when a token budget leaves room for the newest block alone, left out with the line.
 	ErrorsHidden uint32 `protobuf:"varint,3,opt,name=errors_hidden,json=errorsHidden,proto3" json:"errors_hidden,omitempty"`
 	// The text's length in tokens, when a token budget applies (0 otherwise).
 	Tokens        uint32 `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`

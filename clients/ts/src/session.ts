@@ -82,7 +82,10 @@ export interface ErrorContext {
   text: string;
   /** How many errors are shown as blocks. */
   errorsShown: number;
-  /** How many older unresolved errors are only counted in the summary line. */
+  /**
+   * How many unresolved errors are not shown as blocks: counted in the summary line, or left out
+   * with it when a token budget leaves room for the newest block alone.
+   */
   errorsHidden: number;
   /** The text's length in tokens, when a token budget applies (0 otherwise). */
   tokens: number;

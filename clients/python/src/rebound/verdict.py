@@ -193,7 +193,8 @@ class ErrorContext:
     errors_shown: int = 0
     """How many errors are shown as blocks."""
     errors_hidden: int = 0
-    """How many older unresolved errors are only counted in a summary line."""
+    """How many unresolved errors are not shown as blocks: counted in a summary line, or left out
+    with it when a token budget leaves room for the newest block alone."""
     tokens: int = 0
     """The text's length in tokens, when a token budget applies (0 otherwise)."""
     fallback: bool = False

@@ -451,9 +451,12 @@ export interface ContextRequest {
 export interface ContextResponse {
   /** The text to put into the prompt (empty when there is nothing unresolved). */
   text: string;
-  /** How many errors are shown as blocks. */
+  /** How many errors are shown as blocks (a block cut to fit a token budget counts). */
   errorsShown: number;
-  /** How many older unresolved errors are only counted in the summary line. */
+  /**
+   * How many unresolved errors are not shown as blocks: counted in the summary line, or,
+   * when a token budget leaves room for the newest block alone, left out with the line.
+   */
   errorsHidden: number;
   /** The text's length in tokens, when a token budget applies (0 otherwise). */
   tokens: number;
