@@ -146,7 +146,10 @@ pub enum ProviderDelay {
     /// Wait this long.
     After(u64),
     /// Do not retry (`x-should-retry: false`, or gRPC pushback below zero).
-    DoNotRetry,
+    DoNotRetry {
+        /// The wait the headers gave besides, which the tool's breaker still honours.
+        after: Option<u64>,
+    },
 }
 
 /// Epoch seconds above this are absolute times, below it durations (about 2001-09-09).
@@ -182,23 +185,25 @@ pub fn provider_delay(headers: &Headers, wall_ms: u64) -> Option<ProviderDelay> 
     if headers.is_empty() {
         return None;
     }
-    if headers.get("x-should-retry").is_some_and(|v| v.trim().eq_ignore_ascii_case("false")) {
-        return Some(ProviderDelay::DoNotRetry);
+    let should_not = headers.get("x-should-retry").is_some_and(|v| v.trim().eq_ignore_ascii_case("false"));
+    let pushed_back =
+        headers.get("grpc-retry-pushback-ms").and_then(|v| v.parse::<i64>().ok()).is_some_and(|ms| ms < 0);
+    let wait = provider_wait(headers, wall_ms);
+    if should_not || pushed_back {
+        return Some(ProviderDelay::DoNotRetry { after: wait });
     }
-    if let Some(v) = headers.get("grpc-retry-pushback-ms") {
-        if let Ok(ms) = v.parse::<i64>() {
-            if ms < 0 {
-                return Some(ProviderDelay::DoNotRetry);
-            }
-        }
-    }
+    wait.map(ProviderDelay::After)
+}
+
+/// The wait the Retry-After family asks for, as `provider_delay` orders it.
+fn provider_wait(headers: &Headers, wall_ms: u64) -> Option<u64> {
     let asked = headers
         .get("retry-after-ms")
         .and_then(parse_millis)
         .or_else(|| headers.get("retry-after").and_then(|v| parse_retry_after(v, wall_ms)))
         .or_else(|| headers.get("grpc-retry-pushback-ms").and_then(parse_millis));
-    if let Some(ms) = asked {
-        return Some(ProviderDelay::After(ms));
+    if asked.is_some() {
+        return asked;
     }
     // Each limit's reset, and whether its remaining count says it was hit.
     let exhausted = |remaining: &str| headers.get(remaining).is_some_and(|v| v.trim().parse::<f64>() == Ok(0.0));
@@ -214,7 +219,7 @@ pub fn provider_delay(headers: &Headers, wall_ms: u64) -> Option<ProviderDelay> 
         (headers.get("x-ratelimit-reset").and_then(|v| parse_reset(v, wall_ms)), exhausted("x-ratelimit-remaining")),
     ];
     let hit = resets.iter().filter(|(ms, hit)| ms.is_some() && *hit).filter_map(|(ms, _)| *ms).max();
-    hit.or_else(|| resets.iter().filter_map(|(ms, _)| *ms).max()).map(ProviderDelay::After)
+    hit.or_else(|| resets.iter().filter_map(|(ms, _)| *ms).max())
 }
 
 /// `retry-after-ms: 250` (fractions allowed).
@@ -358,9 +363,13 @@ mod tests {
             (&[("x-ratelimit-reset", "30")], Some(ProviderDelay::After(30_000))),
             (&[("x-ratelimit-reset", "1700000060")], Some(ProviderDelay::After(60_000))),
             (&[("grpc-retry-pushback-ms", "1500")], Some(ProviderDelay::After(1500))),
-            (&[("grpc-retry-pushback-ms", "-1")], Some(ProviderDelay::DoNotRetry)),
-            (&[("x-should-retry", "false")], Some(ProviderDelay::DoNotRetry)),
-            (&[("X-Should-Retry", " False"), ("retry-after", "2")], Some(ProviderDelay::DoNotRetry)),
+            (&[("grpc-retry-pushback-ms", "-1")], Some(ProviderDelay::DoNotRetry { after: None })),
+            (&[("x-should-retry", "false")], Some(ProviderDelay::DoNotRetry { after: None })),
+            // Not retried, but the wait still says how long the tool's breaker stays open.
+            (
+                &[("X-Should-Retry", " False"), ("retry-after", "2")],
+                Some(ProviderDelay::DoNotRetry { after: Some(2000) }),
+            ),
             (&[("x-should-retry", "true"), ("retry-after", "2")], Some(ProviderDelay::After(2000))),
             (&[("x-should-retry", "true")], None),
             (&[("retry-after", "soon")], None),

@@ -399,7 +399,9 @@ impl Engine {
             None => Health::Success,
             Some(j) if j.classification.category.is_unhealthy() => Health::Failure {
                 provider_delay_ms: match j.provider {
-                    Some(ProviderDelay::After(ms)) => Some(ms.min(24 * 3_600_000)),
+                    Some(ProviderDelay::After(ms) | ProviderDelay::DoNotRetry { after: Some(ms) }) => {
+                        Some(ms.min(24 * 3_600_000))
+                    }
                     _ => None,
                 },
             },
@@ -1087,7 +1089,7 @@ fn plan_retry(
         return ((fallback, Some(Reason::RetriesExhausted)), None);
     }
     let (delay, provider) = match j.provider {
-        Some(ProviderDelay::DoNotRetry) => return ((fallback, Some(Reason::ServerPushback)), None),
+        Some(ProviderDelay::DoNotRetry { .. }) => return ((fallback, Some(Reason::ServerPushback)), None),
         Some(ProviderDelay::After(ms)) if ms > policy.max_provider_delay_ms => {
             return ((policy.long_delay_action, Some(Reason::DelayTooLong)), None);
         }
@@ -1705,6 +1707,22 @@ mod tests {
         let v = e.report(&ok("p2", "search")).unwrap();
         assert_eq!(v.breaker.tool_state, BreakerState::Closed);
         assert!(e.admit("fresh", "search").unwrap().allowed);
+    }
+
+    #[test]
+    fn a_wait_given_with_do_not_retry_still_holds_the_tool_breaker_open() {
+        let (e, _) = engine();
+        let overloaded = |session: &str| Outcome {
+            http_status: Some(503),
+            headers: Headers::new([("x-should-retry", "false"), ("retry-after", "120")]),
+            ..fail(session, "search", "503 Service Unavailable: overloaded")
+        };
+        for i in 0..5 {
+            let v = e.report(&overloaded(&format!("s{i}"))).unwrap();
+            assert_ne!(v.action, Action::Retry, "{i}");
+        }
+        let admit = e.admit("fresh", "search").unwrap();
+        assert_eq!((admit.reason, admit.retry_after_ms), (Some(Reason::ToolBreakerOpen), 120_000));
     }
 
     #[test]
