@@ -594,8 +594,12 @@ impl Engine {
                     // cut that leaves nothing of it but the ellipsis shows no error.
                     let (block, _, _) = compact::context_text(&views[views.len() - 1..], 0, &shape);
                     let (text, tokens) = tokenizer.fit(&block, budget);
-                    let shown = u32::from(!text.trim_end_matches('…').trim().is_empty());
-                    return ContextText { text, errors_shown: shown, errors_hidden: hidden + 1 - shown, tokens };
+                    if text.trim_end_matches('…').trim().is_empty() {
+                        // Hidden counts occurrences, as the summary line does: a repeat counts its times.
+                        let newest = views.last().map_or(1, |v| v.count.max(1));
+                        return ContextText { text, errors_shown: 0, errors_hidden: hidden + newest, tokens };
+                    }
+                    return ContextText { text, errors_shown: 1, errors_hidden: hidden, tokens };
                 }
                 if shown == 0 {
                     // The summary alone too long: cut it.
@@ -1452,6 +1456,12 @@ mod tests {
         let none = e.context("s", Some(1)).unwrap();
         assert!(none.tokens <= 1, "{}", none.tokens);
         assert_eq!((none.errors_shown, none.errors_hidden), (0, 6), "{:?}", none.text);
+        // The newest error repeated twice more: hidden counts its three times, as the summary would.
+        for _ in 0..2 {
+            e.report(&fail("s", "tool5", "failure number 5 of the inventory service")).unwrap();
+        }
+        let none = e.context("s", Some(1)).unwrap();
+        assert_eq!((none.errors_shown, none.errors_hidden), (0, 8), "{:?}", none.text);
     }
 
     /// Engines with snippet budgets of 16, 24, 40 and 80 tokens, built once: a
