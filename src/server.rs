@@ -314,7 +314,9 @@ fn spawn_idle_sweeper(engine: Arc<Engine>) -> tokio::task::JoinHandle<()> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let dropped = engine.expire_idle();
+            // Off the serving threads (one by default): dropping many sessions at once takes a while.
+            let sweeping = engine.clone();
+            let dropped = tokio::task::spawn_blocking(move || sweeping.expire_idle()).await.unwrap_or(0);
             if dropped > 0 {
                 tracing::debug!(dropped, "idle sessions expired");
             }
@@ -361,10 +363,16 @@ pub async fn serve_metrics(
                             .status(404)
                             .body(Full::new(Bytes::from_static(b"not found: try /metrics\n")))
                     } else if req.method() == hyper::Method::GET || req.method() == hyper::Method::HEAD {
-                        // hyper sends no body for HEAD.
-                        hyper::Response::builder()
-                            .header("content-type", "text/plain; version=0.0.4; charset=utf-8")
-                            .body(Full::new(Bytes::from(handle.render())))
+                        // Rendered off the serving threads (one by default), as it takes a while with
+                        // many series. hyper sends no body for HEAD.
+                        match tokio::task::spawn_blocking(move || handle.render()).await {
+                            Ok(text) => hyper::Response::builder()
+                                .header("content-type", "text/plain; version=0.0.4; charset=utf-8")
+                                .body(Full::new(Bytes::from(text))),
+                            Err(_) => hyper::Response::builder()
+                                .status(500)
+                                .body(Full::new(Bytes::from_static(b"rendering the metrics failed\n"))),
+                        }
                     } else {
                         // A scrape is a GET: a POST or a DELETE here is a client mistaken about what this is.
                         hyper::Response::builder()

@@ -122,7 +122,9 @@ fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send 
 /// one that does not keeps the old policy. Polling the content (not inotify)
 /// also sees a Kubernetes ConfigMap update, which swaps a symlink.
 async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
-    let ConfigFile { path, loaded: started, bytes: mut last } = file;
+    let ConfigFile { path, loaded: started, bytes } = file;
+    // Shared with each check's thread, not copied to it.
+    let mut last: Arc<[u8]> = bytes.into();
     let mut tick = tokio::time::interval(RELOAD_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -132,15 +134,22 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
         let changed = {
             let (path, last) = (path.clone(), last.clone());
             tokio::task::spawn_blocking(move || {
-                let bytes = crate::config::read_file(&path).ok().filter(|bytes| *bytes != last)?;
+                let bytes = crate::config::read_file(&path).ok().filter(|bytes| **bytes != *last)?;
                 let reloaded = reload(&path, &bytes);
                 Some((bytes, reloaded))
             })
         };
-        let Ok(Some((bytes, reloaded))) = changed.await else {
-            continue;
+        let (bytes, reloaded) = match changed.await {
+            Ok(Some(changed)) => changed,
+            Ok(None) => continue,
+            Err(error) => {
+                // A panic while loading: the old policy stays, as for any other reload that fails.
+                engine.metrics().reload(false);
+                tracing::error!(path = %path.display(), %error, "config reload failed; keeping the old policy");
+                continue;
+            }
         };
-        last = bytes;
+        last = bytes.into();
         match reloaded {
             Ok((config, policy)) => {
                 // Against the config the process started with: those settings are still its.
@@ -188,8 +197,11 @@ mod tests {
         };
         assert_eq!(workers(Config::default().server.worker_threads), 1, "one by default");
         assert_eq!(workers(3), 3);
-        let cpus = std::thread::available_parallelism().unwrap().get();
-        assert_eq!(workers(0), cpus, "0 is one per CPU the process may use");
+        // 0 is tokio's default, which TOKIO_WORKER_THREADS would set.
+        if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+            let cpus = std::thread::available_parallelism().unwrap().get();
+            assert_eq!(workers(0), cpus, "0 is one per CPU the process may use");
+        }
     }
 
     #[tokio::test]
