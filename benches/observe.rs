@@ -59,7 +59,11 @@ async fn start(
     target: Target,
     address: &str,
 ) -> anyhow::Result<(String, tokio::sync::oneshot::Sender<()>)> {
-    let listener = Listener::bind(address).await?;
+    // Bound on the server's runtime, so that its accepts are that runtime's work too.
+    let listener = {
+        let address = address.to_string();
+        server.spawn(async move { Listener::bind(&address).await }).await??
+    };
     let dial = listener.address();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let shutdown = async {

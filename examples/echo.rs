@@ -18,7 +18,9 @@ rebound::use_jemalloc!();
 
 // On the runtime the sidecar serves on by default, so that it is the same shape too.
 fn main() -> anyhow::Result<()> {
-    rebound::sidecar::runtime(&rebound::config::ServerConfig::default())?.block_on(serve())
+    // REBOUND_SERVER_WORKER_THREADS applies here as it does to the sidecar, so a comparison stays even.
+    let server = rebound::config::Config::default().with_env(std::env::vars())?.server;
+    rebound::sidecar::runtime(&server)?.block_on(serve())
 }
 
 async fn serve() -> anyhow::Result<()> {
