@@ -231,8 +231,11 @@ def prometheus(root, prometheus_addr, namespace):
         selector = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], found.group(1))
         url = (f"http://{prometheus_addr}/api/v1/label/{found.group(2)}/values?"
                + urllib.parse.urlencode({"match[]": selector}))
-        with urllib.request.urlopen(url, timeout=5) as response:
-            offered = json.load(response)["data"]
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                offered = json.load(response)["data"]
+        except urllib.error.HTTPError as error:
+            raise CheckFailed(f"dashboard variable {variable['name']}: {query_text}: {error}") from error
         want = expected.get(variable["name"])
         require(offered and (want is None or want in offered),
                 f"dashboard variable {variable['name']}: {query_text} offers {offered}, not {want or 'any value'}")
