@@ -156,8 +156,8 @@ func (p FallbackPolicy) stop(v *reboundpb.Verdict, a Action, reason reboundpb.Re
 }
 
 // retry plans the next attempt: the provider's delay when it gave one, else
-// exponential backoff; recover when the retries are used up, escalate when the
-// provider asks for too long a wait.
+// exponential backoff; recover when the retries are used up or the provider
+// says not to retry, escalate when the provider asks for too long a wait.
 func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fallbackInput) {
 	// Which retry this would be: the caller's attempt number when it counts, else the run of failures.
 	n := int(o.GetAttempt())
@@ -168,6 +168,12 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 	if n > p.MaxRetries {
 		v.Action = ActionRecover
 		v.Breaker.Reason = reboundpb.Reason_REASON_RETRIES_EXHAUSTED
+		return
+	}
+	if said, ok := header(o.GetHeaders(), "x-should-retry"); ok && strings.EqualFold(strings.TrimSpace(said), "false") {
+		// The provider says not to retry, as OpenAI's and Anthropic's SDKs read it (the sidecar heeds it too).
+		v.Action = ActionRecover
+		v.Breaker.Reason = reboundpb.Reason_REASON_SERVER_PUSHBACK
 		return
 	}
 	var delay time.Duration

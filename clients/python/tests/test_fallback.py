@@ -83,6 +83,12 @@ def test_retry_after_ms_wins_over_retry_after() -> None:
     assert v.delay_ms == 250
 
 
+def test_a_provider_that_says_not_to_retry_is_not_retried() -> None:
+    v = decide(failure(http_status=529, headers={"X-Should-Retry": "false", "retry-after": "2"}), random=0.0)
+    assert v.action is Action.RECOVER and v.breaker.reason == pb.REASON_SERVER_PUSHBACK
+    assert decide(failure(http_status=529, headers={"x-should-retry": "true"}), random=0.0).action is Action.RETRY
+
+
 def test_retry_after_http_date() -> None:
     at = format_datetime(datetime.fromtimestamp(NOW, timezone.utc) + timedelta(seconds=12), usegmt=True)
     assert provider_delay({"Retry-After": at}, NOW) == pytest.approx(12.0)

@@ -147,8 +147,8 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
 
 /**
  * Plans the next attempt: the provider's delay when it gave one, else
- * exponential backoff; recover when the retries are used up, escalate when the
- * provider asks for too long a wait.
+ * exponential backoff; recover when the retries are used up or the provider says
+ * not to retry, escalate when the provider asks for too long a wait.
  */
 function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.BreakerStatus, o: pb.Outcome, input: FallbackInput): void {
   // Which retry this would be: the caller's attempt number when it counts, else the run of failures.
@@ -156,6 +156,12 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.Break
   if (n > p.maxRetries) {
     v.action = A.ACTION_RECOVER;
     breaker.reason = pb.Reason.REASON_RETRIES_EXHAUSTED;
+    return;
+  }
+  if (header(o.headers, "x-should-retry")?.trim().toLowerCase() === "false") {
+    // The provider says not to retry, as OpenAI's and Anthropic's SDKs read it (the sidecar heeds it too).
+    v.action = A.ACTION_RECOVER;
+    breaker.reason = pb.Reason.REASON_SERVER_PUSHBACK;
     return;
   }
   const provided = providerDelayMs(o.headers, input.nowMs);

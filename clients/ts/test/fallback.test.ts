@@ -50,6 +50,11 @@ const CASES: Case[] = [
     action: "escalate", category: "rate_limited", retryable: true, reason: "delay_too_long",
   },
   {
+    name: "x-should-retry: false is not retried, whatever else the headers say",
+    outcome: { tool: "llm", httpStatus: 529, headers: { "X-Should-Retry": "false", "retry-after": "2" } },
+    action: "recover", category: "unavailable", retryable: true, reason: "server_pushback",
+  },
+  {
     name: "Retry-After of 5 minutes is waited for",
     outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "300" } },
     random: 0, action: "retry", category: "rate_limited", retryable: true, delayMs: 300_000, provider: true,

@@ -155,13 +155,17 @@ class FallbackPolicy:
 
     def _retry(self, v: pb.Verdict, o: pb.Outcome, consecutive: int, now: float, random: float) -> None:
         """Plans the next attempt: the provider's delay when it gave one, else exponential
-        backoff; recover when the retries are used up, escalate when the provider asks for too
-        long a wait."""
+        backoff; recover when the retries are used up or the provider says not to retry,
+        escalate when the provider asks for too long a wait."""
         # Which retry this would be: the caller's attempt number when it counts, else the run of failures.
         n = max(o.attempt or consecutive, 1)
         if n > self.max_retries:
             v.action = Action.RECOVER.proto
             v.breaker.reason = pb.REASON_RETRIES_EXHAUSTED
+            return
+        if refuses_retry(o.headers):
+            v.action = Action.RECOVER.proto
+            v.breaker.reason = pb.REASON_SERVER_PUSHBACK
             return
         provided = provider_delay(o.headers, now)
         if provided is not None:
@@ -217,6 +221,12 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     if any(w in typ for w in ("connectionerror", "connecterror", "connectionrefused", "connectionreset")):
         return Category.NETWORK, "fallback.type_connection"
     return Category.UNKNOWN, "fallback.default"
+
+
+def refuses_retry(headers: Mapping[str, str]) -> bool:
+    """True when the provider says not to retry: `x-should-retry: false`, as OpenAI's and
+    Anthropic's SDKs read it (the sidecar heeds it too)."""
+    return any(k.strip().lower() == "x-should-retry" and v.strip().lower() == "false" for k, v in headers.items())
 
 
 def provider_delay(headers: Mapping[str, str], now: float) -> Optional[float]:
