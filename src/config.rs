@@ -94,7 +94,7 @@ impl Default for ServerConfig {
             shutdown_delay_ms: 2_000,
             shutdown_grace_ms: 10_000,
             // Not one per core of the node: one agent's outcomes need a small part of one core (a
-            // thread answers some 400,000 a second), and the manifests' CPU limit of 1 gives one anyway.
+            // thread answers over 300,000 a second), and the manifests' CPU limit of 1 gives one anyway.
             worker_threads: 1,
         }
     }
