@@ -592,12 +592,13 @@ impl Engine {
                     // One block and the summary still too long: the newest error's block alone, cut
                     // to fit (the error to handle now matters more than the count of older ones). A
                     // cut that leaves nothing of it but the ellipsis shows no error.
-                    let (block, _, _) = compact::context_text(&views[views.len() - 1..], 0, &shape);
+                    let newest = &views[views.len() - 1];
+                    let (block, _, _) = compact::context_text(std::slice::from_ref(newest), 0, &shape);
                     let (text, tokens) = tokenizer.fit(&block, budget);
                     if text.trim_end_matches('…').trim().is_empty() {
                         // Hidden counts occurrences, as the summary line does: a repeat counts its times.
-                        let newest = views.last().map_or(1, |v| v.count.max(1));
-                        return ContextText { text, errors_shown: 0, errors_hidden: hidden + newest, tokens };
+                        let errors_hidden = hidden + newest.count.max(1);
+                        return ContextText { text, errors_shown: 0, errors_hidden, tokens };
                     }
                     return ContextText { text, errors_shown: 1, errors_hidden: hidden, tokens };
                 }
@@ -1285,14 +1286,12 @@ mod tests {
     fn a_provider_that_says_not_to_retry_is_not_retried() {
         let (e, _) = engine();
         // Anthropic's 529 overloaded_error (its SDK's message), the header its SDK obeys set to false.
+        let overloaded =
+            "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}";
         let o = Outcome {
             http_status: Some(529),
             headers: Headers::new([("x-should-retry", "false"), ("retry-after", "2")]),
-            ..fail(
-                "s",
-                "claude",
-                "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}",
-            )
+            ..fail("s", "claude", overloaded)
         };
         let v = e.report(&o).unwrap();
         assert!(v.classification.as_ref().unwrap().retryable, "the rules alone would retry it");
@@ -1301,11 +1300,7 @@ mod tests {
         assert_eq!(v.breaker.reason, Some(Reason::ServerPushback));
         let said_yes = Outcome {
             headers: Headers::new([("x-should-retry", "true"), ("retry-after", "2")]),
-            ..fail(
-                "s2",
-                "claude",
-                "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error', 'message': 'Overloaded'}}",
-            )
+            ..fail("s2", "claude", overloaded)
         };
         assert_eq!(e.report(&said_yes).unwrap().action, Action::Retry);
     }

@@ -139,17 +139,15 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
                 Some((bytes, reloaded))
             })
         };
-        let (bytes, reloaded) = match changed.await {
-            Ok(Some(changed)) => changed,
-            Ok(None) => continue,
-            Err(error) => {
-                // A panic while loading: the old policy stays, as for any other reload that fails.
-                engine.metrics().reload(false);
-                tracing::error!(path = %path.display(), %error, "config reload failed; keeping the old policy");
-                continue;
+        let reloaded = match changed.await {
+            Ok(Some((bytes, reloaded))) => {
+                last = bytes.into();
+                reloaded
             }
+            Ok(None) => continue,
+            // A panic while loading fails as any other reload does: the old policy stays.
+            Err(error) => Err(anyhow::Error::new(error).context("loading the config panicked")),
         };
-        last = bytes.into();
         match reloaded {
             Ok((config, policy)) => {
                 // Against the config the process started with: those settings are still its.
