@@ -160,10 +160,30 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<(Config, Policy)> {
 
 /// `config` (read from `path`, or the defaults) with `REBOUND_*` overrides, and its policy.
 pub fn with_policy(config: Config, path: Option<&Path>) -> anyhow::Result<(Config, Policy)> {
-    let config = config.with_env(std::env::vars())?;
+    let config = config.with_env(config_vars(std::env::vars_os())?)?;
     let origin = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
     let policy = Policy::from_config(&config).map_err(|e| anyhow!("{origin}: {e}"))?;
     Ok((config, policy))
+}
+
+/// The environment's variables that can override the config, as text. Any other
+/// may hold bytes that are not UTF-8 (a locale's, a neighbour's), which are not ours
+/// to refuse: `std::env::vars` would panic on them. A `REBOUND_*` value that is not
+/// UTF-8 is an error that names the variable.
+fn config_vars(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut found = Vec::new();
+    for (name, value) in vars {
+        let Some(name) = name.to_str().filter(|n| n.starts_with("REBOUND_")) else {
+            continue;
+        };
+        match value.into_string() {
+            Ok(value) => found.push((name.to_string(), value)),
+            Err(value) => bail!("{name}={value:?}: not UTF-8"),
+        }
+    }
+    Ok(found)
 }
 
 fn check_config(file: &Path) -> anyhow::Result<()> {

@@ -228,6 +228,27 @@ fn check_config_names_unknown_keys_and_print_config_round_trips() {
 }
 
 #[test]
+fn a_variable_that_is_not_utf8_is_no_panic_and_a_rebound_one_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let not_utf8 = std::ffi::OsStr::from_bytes(b"\xff");
+    let run = |name: &str| {
+        let out = std::process::Command::new(crate::common::binary())
+            .arg("print-config")
+            .env(name, not_utf8)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // Someone else's variable (a locale's, a neighbour's) is not ours to refuse: it used to panic.
+    let (code, stderr) = run("SOMEONE_ELSES");
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr) = run("REBOUND_RETRY_BASE_MS");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("REBOUND_RETRY_BASE_MS") && stderr.contains("not UTF-8"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
 fn serve_refuses_a_listen_flag_the_config_would_refuse() {
     // `--listen unix:` used to start a server on an unnamed socket that nothing could dial.
     for (flag, value) in [("--listen", "unix:"), ("--listen", "nowhere"), ("--metrics-listen", "unix:/tmp/m.sock")] {
