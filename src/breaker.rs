@@ -193,6 +193,9 @@ pub struct ToolBreaker {
     half_open_since_ms: u64,
     probes_out: u32,
     probe_successes: u32,
+    /// When an Admit or a Report last named the tool (engine clock ms): when the
+    /// breakers are at their cap, the closed one named longest ago makes room.
+    last_used_ms: u64,
 }
 
 impl Default for ToolBreaker {
@@ -207,6 +210,7 @@ impl Default for ToolBreaker {
             half_open_since_ms: 0,
             probes_out: 0,
             probe_successes: 0,
+            last_used_ms: 0,
         }
     }
 }
@@ -277,7 +281,7 @@ impl ToolBreaker {
                 self.probe_successes += 1;
                 self.probes_out = self.probes_out.max(self.probe_successes);
                 if self.probe_successes >= policy.probes {
-                    *self = ToolBreaker::default();
+                    *self = ToolBreaker { last_used_ms: self.last_used_ms, ..ToolBreaker::default() };
                     transitions.push(BreakerState::Closed);
                 }
             }
@@ -332,12 +336,12 @@ impl ToolBreaker {
     }
 }
 
-/// The tool breakers of this sidecar, sharded by tool name, at most `max_tools` of them.
+/// The tool breakers of this sidecar, sharded by tool name, at most `max_tools` of
+/// them (an equal share in each shard).
 #[derive(Debug)]
 pub struct ToolBreakers {
     shards: Vec<std::sync::Mutex<foldhash::HashMap<String, ToolBreaker>>>,
-    count: std::sync::atomic::AtomicUsize,
-    max_tools: usize,
+    per_shard: usize,
 }
 
 /// A tool breaker's view after an Admit or a Report.
@@ -354,31 +358,46 @@ pub struct ToolView {
 }
 
 impl ToolBreakers {
-    /// An empty set tracking at most `max_tools` tools (more are never broken).
+    /// An empty set tracking at most `max_tools` tools.
     pub fn new(max_tools: usize) -> Self {
+        let shards = max_tools.clamp(1, 16);
         ToolBreakers {
-            shards: (0..16).map(|_| std::sync::Mutex::new(foldhash::HashMap::default())).collect(),
-            count: std::sync::atomic::AtomicUsize::new(0),
-            max_tools,
+            shards: (0..shards).map(|_| std::sync::Mutex::new(foldhash::HashMap::default())).collect(),
+            per_shard: max_tools / shards,
         }
     }
 
-    fn with<R>(&self, tool: &str, create: bool, f: impl FnOnce(&mut ToolBreaker) -> R) -> Option<R> {
-        let mut shard =
-            self.shards[(crate::session::id_hash(tool) % 16) as usize].lock().unwrap_or_else(|p| p.into_inner());
+    /// Runs `f` on `tool`'s breaker, made first when `create` says so. A shard at its
+    /// share of the cap makes room by dropping its closed breaker named longest ago:
+    /// refusing instead would leave every tool named after a flood of distinct names
+    /// (an id in each) without a breaker until the sidecar restarts. An open or half
+    /// open breaker is never dropped; a shard full of them breaks no new tool.
+    fn with<R>(&self, tool: &str, now_ms: u64, create: bool, f: impl FnOnce(&mut ToolBreaker) -> R) -> Option<R> {
+        let index = (crate::session::id_hash(tool) % self.shards.len() as u64) as usize;
+        let mut shard = self.shards[index].lock().unwrap_or_else(|p| p.into_inner());
         if let Some(b) = shard.get_mut(tool) {
+            b.last_used_ms = now_ms;
             return Some(f(b));
         }
-        if !create || self.count.load(std::sync::atomic::Ordering::Relaxed) >= self.max_tools {
+        if !create || self.per_shard == 0 {
             return None;
         }
-        self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(f(shard.entry(tool.to_string()).or_default()))
+        if shard.len() >= self.per_shard {
+            let oldest = shard
+                .iter()
+                .filter(|(_, b)| b.state == BreakerState::Closed)
+                .min_by_key(|(_, b)| b.last_used_ms)
+                .map(|(name, _)| name.clone())?;
+            shard.remove(&oldest);
+        }
+        let b = shard.entry(tool.to_string()).or_default();
+        b.last_used_ms = now_ms;
+        Some(f(b))
     }
 
     /// Admit: may `tool` be called now?
     pub fn admit(&self, tool: &str, now_ms: u64, policy: &ToolBreakerPolicy) -> (Gate, ToolView) {
-        self.with(tool, false, |b| {
+        self.with(tool, now_ms, false, |b| {
             let mut transitions = Vec::new();
             let before = b.state;
             let gate = b.admit(now_ms, policy, &mut transitions);
@@ -389,7 +408,7 @@ impl ToolBreakers {
 
     /// Opens `tool`'s breaker until `until_ms` (shared state from another sidecar).
     pub fn force_open(&self, tool: &str, now_ms: u64, until_ms: u64) -> Vec<BreakerState> {
-        self.with(tool, true, |b| {
+        self.with(tool, now_ms, true, |b| {
             let mut transitions = Vec::new();
             b.state(now_ms, &mut transitions);
             b.force_open(now_ms, until_ms, &mut transitions);
@@ -402,7 +421,7 @@ impl ToolBreakers {
     pub fn record(&self, tool: &str, now_ms: u64, health: Health, policy: &ToolBreakerPolicy) -> ToolView {
         // Successes and neutral outcomes of a tool never seen failing need no breaker.
         let create = matches!(health, Health::Failure { .. });
-        self.with(tool, create, |b| {
+        self.with(tool, now_ms, create, |b| {
             let mut transitions = Vec::new();
             let before = b.state(now_ms, &mut transitions);
             b.record(now_ms, health, policy, &mut transitions);
@@ -524,16 +543,33 @@ mod tool_tests {
     }
 
     #[test]
-    fn registry_caps_the_number_of_tools() {
+    fn at_the_cap_the_closed_breaker_named_longest_ago_makes_room_and_open_ones_stay() {
         let p = ToolBreakerPolicy::default();
-        let set = ToolBreakers::new(2);
-        set.record("a", 0, FAIL, &p);
-        set.record("b", 0, FAIL, &p);
-        set.record("c", 0, FAIL, &p);
-        for _ in 0..10 {
-            set.record("c", 0, FAIL, &p);
+        let set = ToolBreakers::new(32);
+        let count = |set: &ToolBreakers| set.shards.iter().map(|s| s.lock().unwrap().len()).sum::<usize>();
+        // A tool that is down opens its breaker.
+        for t in 0..5 {
+            set.record("down", t, FAIL, &p);
         }
-        assert_eq!(set.admit("c", 1, &p).0, Gate::Allowed, "untracked tools are never broken");
+        assert!(matches!(set.admit("down", 10, &p).0, Gate::Denied { .. }));
+        // A flood of distinct names (an id in each), each failing once, fills every shard.
+        for i in 0..10_000 {
+            set.record(&format!("junk-{i}"), 100 + i, FAIL, &p);
+        }
+        assert!(count(&set) <= 32, "{} breakers", count(&set));
+        // A tool named afterwards still gets a breaker: it used to be left unbroken until a restart.
+        for t in 0..5 {
+            set.record("search", 20_000 + t, FAIL, &p);
+        }
+        assert!(matches!(set.admit("search", 20_010, &p).0, Gate::Denied { .. }), "a new tool is still broken");
+        assert!(matches!(set.admit("down", 20_010, &p).0, Gate::Denied { .. }), "an open breaker is never dropped");
+        assert!(count(&set) <= 32);
+        // No cap, no breakers.
+        let none = ToolBreakers::new(0);
+        for t in 0..5 {
+            none.record("search", t, FAIL, &p);
+        }
+        assert_eq!(none.admit("search", 10, &p).0, Gate::Allowed);
     }
 
     proptest! {

@@ -40,7 +40,8 @@ impl RetryBudgets {
     pub fn on_failure(&self, tool: &str, policy: &BudgetPolicy) -> bool {
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         if !buckets.contains_key(tool) {
-            if buckets.len() >= self.max_tools {
+            // Room for the bucket this failure leaves.
+            if !self.make_room(&mut buckets, (policy.max_tokens - 1.0).max(0.0)) {
                 return true;
             }
             // The tool's name is copied only when its bucket is made.
@@ -69,8 +70,23 @@ impl RetryBudgets {
         let tokens = tokens.clamp(0.0, policy.max_tokens);
         if tokens >= policy.max_tokens {
             buckets.remove(tool);
-        } else if buckets.contains_key(tool) || buckets.len() < self.max_tools {
+        } else if buckets.contains_key(tool) || self.make_room(&mut buckets, tokens) {
             buckets.insert(tool.to_string(), tokens);
+        }
+    }
+
+    /// Room for a bucket of `tokens`: at the cap, the fullest bucket goes if it is at
+    /// least as full (it says least: a missing bucket is a full one). Refusing new tools
+    /// instead would leave every tool named after a flood of distinct names (an id in
+    /// each) without a budget until the sidecar restarts. False when there is no room.
+    fn make_room(&self, buckets: &mut HashMap<String, f64>, tokens: f64) -> bool {
+        if buckets.len() < self.max_tools {
+            return true;
+        }
+        let fullest = buckets.iter().max_by(|a, b| a.1.total_cmp(b.1)).filter(|(_, t)| **t >= tokens);
+        match fullest.map(|(tool, _)| tool.clone()) {
+            Some(tool) => buckets.remove(&tool).is_some(),
+            None => false,
         }
     }
 
@@ -96,6 +112,27 @@ mod tests {
         }
         assert!(b.on_failure("t", &p), "refilled above half");
         assert!(b.on_failure("other", &p), "budgets are per tool");
+    }
+
+    #[test]
+    fn at_the_cap_the_fullest_bucket_makes_room() {
+        let p = BudgetPolicy { max_tokens: 10.0, token_ratio: 0.5 };
+        let b = RetryBudgets::new(4);
+        // A tool in an outage spends its budget.
+        while b.on_failure("down", &p) {}
+        // A flood of distinct names (an id in each), each failing once.
+        for i in 0..1000 {
+            b.on_failure(&format!("junk-{i}"), &p);
+        }
+        assert!(b.buckets.lock().unwrap().len() <= 4);
+        assert!(!b.on_failure("down", &p), "the spent budget was kept");
+        // A tool named afterwards still has a budget: it used to retry without end.
+        let allowed = (0..30).filter(|_| b.on_failure("api2", &p)).count();
+        assert_eq!(allowed, 4);
+        // The fleet's count for another tool takes a fuller bucket's place, not an emptier one's.
+        b.set("fleet", 3.0, &p);
+        assert_eq!(b.tokens("fleet", &p), 3.0);
+        assert!(RetryBudgets::new(0).on_failure("t", &p), "no cap, no budgets");
     }
 
     proptest! {

@@ -270,7 +270,7 @@ pub struct ToolBreakerConfig {
     pub open_max_ms: u64,
     /// Probe calls let through when half open.
     pub probes: u32,
-    /// Tools tracked; more are never fenced off.
+    /// Tools tracked; past it, a new tool takes the place of the closed breaker named longest ago.
     pub max_tools: usize,
 }
 

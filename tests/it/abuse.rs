@@ -75,6 +75,31 @@ async fn ten_thousand_tools_and_sessions_stay_within_the_label_and_session_caps(
 }
 
 #[tokio::test]
+async fn a_flood_of_distinct_failing_tools_leaves_the_tools_named_after_it_guarded() {
+    // Found by review: once the cap was reached, every tool named afterwards had no breaker
+    // (and no retry budget) until the sidecar restarted.
+    let (sidecar, _dir) = Sidecar::with_config("[tool_breaker]\nmax_tools = 100\n");
+    let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
+    let unavailable = |session: &str, tool: &str| pb::Outcome {
+        http_status: 503,
+        ..failure(session, tool, "503 Service Unavailable")
+    };
+    let flood: Vec<pb::Outcome> =
+        (0..2_000).map(|i| unavailable(&format!("flood-{i}"), &format!("junk-{i}"))).collect();
+    let mut verdicts = client.observe(tokio_stream::iter(flood)).await.unwrap().into_inner();
+    while verdicts.message().await.unwrap().is_some() {}
+
+    for i in 0..5 {
+        client.report(unavailable(&format!("agent-{i}"), "search_b")).await.unwrap();
+    }
+    let admit = pb::AdmitRequest { session_id: "newcomer".into(), tool: "search_b".into() };
+    let a = client.admit(admit).await.unwrap().into_inner();
+    assert!(!a.allowed, "five failures across sessions fence the tool off, after the flood as before it");
+    assert_eq!(a.tool_state, pb::BreakerState::Open as i32);
+    still_answers(&mut client).await;
+}
+
+#[tokio::test]
 async fn a_header_map_of_ten_thousand_entries_is_answered_and_harms_no_one() {
     let (sidecar, _dir) = capped_sidecar();
     let mut client = ReboundClient::new(connect(&sidecar.grpc).await)
