@@ -886,7 +886,8 @@ fn decide(
         return (verdict, recipe);
     }
     s.steps += 1;
-    s.cost += o.cost;
+    // Two huge finite costs must not sum to infinity, which JSON cannot carry.
+    s.cost = (s.cost + o.cost).min(f64::MAX);
     let Some(j) = judged else {
         let t = s.tool_mut(&o.tool);
         t.consecutive_failures = 0;
@@ -1533,6 +1534,16 @@ mod tests {
         let err =
             e.start_session(&StartSession { session_id: "s".into(), profile: "gold".into(), ..Default::default() });
         assert!(err.unwrap_err().to_string().contains("`profile`"));
+    }
+
+    #[test]
+    fn a_session_cost_saturates_instead_of_reaching_infinity() {
+        let (e, _) = engine();
+        let huge = Outcome { cost: 1.7e308, ..ok("s", "t") };
+        e.report(&huge).unwrap();
+        let v = e.report(&huge).unwrap();
+        assert_eq!(v.breaker.cost, f64::MAX);
+        assert_eq!(e.end_session("s").unwrap().unwrap().cost, f64::MAX);
     }
 
     #[test]
