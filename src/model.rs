@@ -188,14 +188,20 @@ impl Category {
 pub struct Headers(BTreeMap<String, String>);
 
 impl Headers {
-    /// Builds the map, lowercasing keys; the last of two keys that differ only in case wins.
+    /// Builds the map, lowercasing keys. Of two names that differ only in case (or
+    /// spaces around them), the one that sorts last as sent (then by value) wins:
+    /// a protobuf map arrives in no fixed order, and the same outcome must get the
+    /// same verdict every time, from the server and from `replay` alike.
     pub fn new<I, K, V>(pairs: I) -> Self
     where
         I: IntoIterator<Item = (K, V)>,
         K: AsRef<str>,
         V: Into<String>,
     {
-        Headers(pairs.into_iter().map(|(k, v)| (k.as_ref().trim().to_ascii_lowercase(), v.into())).collect())
+        let mut pairs: Vec<(String, String)> =
+            pairs.into_iter().map(|(k, v)| (k.as_ref().to_string(), v.into())).collect();
+        pairs.sort_unstable();
+        Headers(pairs.into_iter().map(|(k, v)| (k.trim().to_ascii_lowercase(), v)).collect())
     }
 
     /// The value of a header, by any case of its name.
@@ -411,5 +417,17 @@ mod tests {
         assert_eq!(h.get("retry-after"), Some("7"));
         assert_eq!(h.get("RETRY-AFTER"), Some("7"));
         assert_eq!(h.get("x"), None);
+    }
+
+    #[test]
+    fn names_that_differ_only_in_case_give_the_same_value_in_any_order() {
+        // A protobuf map's order changes from request to request: the verdict must not.
+        let pairs = [("Retry-After", "120"), ("retry-after", "1"), (" RETRY-AFTER ", "30")];
+        let mut orders = vec![pairs.to_vec()];
+        orders.push(pairs.iter().rev().copied().collect());
+        orders.push(vec![pairs[1], pairs[0], pairs[2]]);
+        for order in orders {
+            assert_eq!(Headers::new(order.clone()).get("retry-after"), Some("1"), "{order:?}");
+        }
     }
 }
