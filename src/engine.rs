@@ -591,14 +591,18 @@ impl Engine {
                 if shown == 1 {
                     // One block and the summary still too long: the newest error's block alone, cut
                     // to fit (the error to handle now matters more than the count of older ones). A
-                    // cut that leaves nothing of it but the ellipsis shows no error.
+                    // cut that keeps nothing of its message shows no error, and gives no text: the
+                    // head of a tag (`<error tool="…`) would only puzzle the model.
                     let newest = &views[views.len() - 1];
                     let (block, _, _) = compact::context_text(std::slice::from_ref(newest), 0, &shape);
                     let (text, tokens) = tokenizer.fit(&block, budget);
-                    if text.trim_end_matches('…').trim().is_empty() {
+                    let head = crate::classify::prefix(newest.message, 32);
+                    let message_at = (!head.is_empty()).then(|| block.find(head)).flatten();
+                    let kept = text.trim_end_matches('…');
+                    if kept.trim().is_empty() || message_at.is_some_and(|at| kept.len() <= at) {
                         // Hidden counts occurrences, as the summary line does: a repeat counts its times.
                         let errors_hidden = hidden + newest.count.max(1);
-                        return ContextText { text, errors_shown: 0, errors_hidden, tokens };
+                        return ContextText { text: String::new(), errors_shown: 0, errors_hidden, tokens: 0 };
                     }
                     return ContextText { text, errors_shown: 1, errors_hidden: hidden, tokens };
                 }
@@ -1452,6 +1456,16 @@ mod tests {
         let none = e.context("s", Some(1)).unwrap();
         assert!(none.tokens <= 1, "{}", none.tokens);
         assert_eq!((none.errors_shown, none.errors_hidden), (0, 6), "{:?}", none.text);
+        // Room for the head of the tag but not for a word of the message: no error shown, and no
+        // fragment of a tag either (5 tokens gave `<error tool="…` counted as shown).
+        for budget in 1..=16 {
+            let c = e.context("s", Some(budget)).unwrap();
+            match c.errors_shown {
+                0 => assert_eq!((c.text.as_str(), c.errors_hidden), ("", 6), "{budget}"),
+                _ => assert!(c.text.contains(">\nf"), "{budget}: {:?}", c.text),
+            }
+        }
+        assert_eq!(e.context("s", Some(5)).unwrap().errors_shown, 0);
         // The newest error repeated twice more: hidden counts its three times, as the summary would.
         for _ in 0..2 {
             e.report(&fail("s", "tool5", "failure number 5 of the inventory service")).unwrap();
