@@ -17,8 +17,6 @@ export const MAX_LABEL_VALUE_BYTES = 1024;
  * tool output must not hit gRPC's message size limit.
  */
 export const MAX_TEXT_BYTES = 256 * 1024;
-/** Bounds the headers sent with one outcome (the sidecar reads only the Retry-After family). */
-export const MAX_HEADERS = 64;
 
 const CONTROL = /\p{Cc}/u;
 

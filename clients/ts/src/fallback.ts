@@ -229,33 +229,62 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   return [C.CATEGORY_UNKNOWN, "fallback.default"];
 }
 
-const DECIMAL = /^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
-// IMF-fixdate, RFC 850 and asctime all open with the day's name; Date.parse alone accepts far too much.
-const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /;
+/** A number as the sidecar reads one (Rust's f64 grammar: a sign allowed, no hex); negatives are refused after. */
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
 /**
  * Reads the Retry-After family the fallback honours: retry-after-ms
- * (milliseconds) and Retry-After (seconds or an HTTP date). Undefined when
- * neither is there or readable.
+ * (milliseconds) and Retry-After (seconds or an HTTP date), in the sidecar's
+ * grammar (src/backoff.rs). Undefined when neither is there or readable.
  */
 export function providerDelayMs(headers: Readonly<Record<string, string>>, nowMs: number): number | undefined {
-  const ms = header(headers, "retry-after-ms")?.trim();
-  if (ms !== undefined && DECIMAL.test(ms)) {
-    const n = Number(ms);
-    if (Number.isFinite(n)) return n;
-  }
+  const ms = decimal(header(headers, "retry-after-ms"));
+  if (ms !== undefined) return ms;
   const ra = header(headers, "retry-after")?.trim();
   if (ra === undefined) return undefined;
-  if (DECIMAL.test(ra)) {
-    const s = Number(ra);
-    // Anything above a day is nonsense.
-    if (Number.isFinite(s)) return Math.min(s, 86_400) * 1000;
-  }
-  if (HTTP_DATE.test(ra)) {
-    const at = Date.parse(ra);
-    if (!Number.isNaN(at)) return Math.max(at - nowMs, 0);
-  }
-  return undefined;
+  const s = decimal(ra);
+  // Anything above a day is nonsense.
+  if (s !== undefined) return Math.min(s, 86_400) * 1000;
+  const at = parseHttpDate(ra);
+  return at === undefined ? undefined : Math.max(at - nowMs, 0);
+}
+
+/** A finite number, zero or more, or undefined. */
+function decimal(text: string | undefined): number | undefined {
+  const t = text?.trim();
+  if (t === undefined || !DECIMAL.test(t)) return undefined;
+  const n = Number(t);
+  // `+ 0` turns the -0 of "-0" into 0.
+  return Number.isFinite(n) && n >= 0 ? n + 0 : undefined;
+}
+
+// The three forms of an HTTP date (RFC 9110, 5.6.7) exactly as the sidecar's httpdate crate reads
+// them, always in GMT: a date with no zone or another zone is refused (Date.parse would read the
+// first as local time and accept the second), as is a day's name that is not the date's.
+const IMF_FIXDATE =
+  /^(?<wday>Mon|Tue|Wed|Thu|Fri|Sat|Sun), (?<day>\d\d) (?<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?<year>\d{4}) (?<h>\d\d):(?<m>\d\d):(?<s>\d\d) GMT$/;
+const RFC_850 =
+  /^(?<wday>Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (?<day>\d\d)-(?<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-(?<year>\d\d) (?<h>\d\d):(?<m>\d\d):(?<s>\d\d) GMT$/;
+const ASCTIME =
+  /^(?<wday>Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?<day> \d|\d\d) (?<h>\d\d):(?<m>\d\d):(?<s>\d\d) (?<year>\d{4})$/;
+const DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/** An HTTP date in milliseconds since the epoch; undefined for what the sidecar would not read as one. */
+export function parseHttpDate(text: string): number | undefined {
+  const g = (IMF_FIXDATE.exec(text) ?? RFC_850.exec(text) ?? ASCTIME.exec(text))?.groups;
+  if (g === undefined) return undefined;
+  const [day, h, m, s] = [g.day, g.h, g.m, g.s].map(Number) as [number, number, number, number];
+  const month = MONTHS.indexOf(g.mon ?? "");
+  let year = Number(g.year);
+  // RFC 850's two-digit year, as httpdate reads it.
+  if (g.year?.length === 2) year += year < 70 ? 2000 : 1900;
+  if (year < 1970 || h > 23 || m > 59 || s > 59) return undefined;
+  const at = Date.UTC(year, month, day, h, m, s);
+  const d = new Date(at);
+  // Date.UTC rolls 31 February over into March; the sidecar refuses it.
+  if (d.getUTCMonth() !== month || d.getUTCDate() !== day || DAYS[d.getUTCDay()] !== g.wday?.slice(0, 3)) return undefined;
+  return at;
 }
 
 /** Looks a header up case-insensitively, as HTTP does. */

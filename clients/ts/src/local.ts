@@ -1,6 +1,7 @@
 // What a session remembers on the client side, always, so that the fallback
 // policy can carry on where the sidecar left off: failures in a row per tool,
-// unresolved errors for the context, and the summary counters.
+// unresolved errors for the context, the summary counters, and the verdicts of
+// the latest calls for a repeated call id.
 
 import { errorBlock, errorType, shownMessage, type ErrorBlock } from "./fallback.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
@@ -10,6 +11,8 @@ import { categoryName } from "./names.js";
 const MAX_UNRESOLVED = 64;
 /** How many errors the local context shows as blocks, as the sidecar's default. */
 const CONTEXT_SHOWN = 3;
+/** How many of the latest calls' verdicts are kept for a repeated call id, as the sidecar's default `sessions.idempotency_window`. */
+const REMEMBERED_CALLS = 16;
 
 /** A session's client-side memory. */
 export class LocalState {
@@ -24,14 +27,25 @@ export class LocalState {
   private cost = 0;
   private readonly errorsByCategory: Record<string, number> = {};
   private sessionState = pb.SessionState.SESSION_STATE_ACTIVE;
+  /** The latest call ids, oldest first, each with its verdict once it has one. */
+  private readonly recent = new Map<string, pb.Verdict | undefined>();
 
   /** Starts the memory at nowMs. */
   constructor(nowMs: number) {
     this.started = nowMs;
   }
 
-  /** Counts an outcome before it is judged; returns the failures of its tool in a row, this one included. */
+  /**
+   * Counts an outcome before it is judged; returns the failures of its tool in
+   * a row, this one included. A call id among the latest calls' is a repeat, as
+   * on the sidecar: it counts nothing again.
+   */
   observe(o: pb.Outcome): number {
+    if (o.callId !== "") {
+      if (this.recent.has(o.callId)) return this.consecutive.get(o.tool) ?? 0;
+      this.recent.set(o.callId, undefined);
+      if (this.recent.size > REMEMBERED_CALLS) this.recent.delete(this.recent.keys().next().value as string);
+    }
     this.calls++;
     this.cost += o.cost;
     const idx = this.unresolved.findIndex((e) => e.tool === o.tool);
@@ -61,8 +75,10 @@ export class LocalState {
     return n;
   }
 
-  /** Counts what a verdict decided. */
+  /** Counts what a verdict decided, once per call id: a repeat's verdict was counted with the first. */
   record(o: pb.Outcome, v: pb.Verdict): void {
+    if (this.recent.get(o.callId) !== undefined) return;
+    if (this.recent.has(o.callId)) this.recent.set(o.callId, v);
     switch (v.action) {
       case pb.Action.ACTION_RETRY:
         this.retries++;
@@ -85,6 +101,11 @@ export class LocalState {
       e.category = category;
       e.suggestion = v.classification?.suggestion ?? "";
     }
+  }
+
+  /** The verdict already given to this call id, while it is among the latest calls'. */
+  recall(callId: string): pb.Verdict | undefined {
+    return this.recent.get(callId);
   }
 
   /** The error context from the unresolved errors: the latest few as `<error>` blocks, older ones counted. */

@@ -12,7 +12,6 @@ import {
   checkKeys,
   checkString,
   cleanText,
-  MAX_HEADERS,
   show,
 } from "./checks.js";
 import { InvalidInputError } from "./errors.js";
@@ -34,7 +33,7 @@ export interface OutcomeFields {
   kind?: OutcomeKind;
   /** The HTTP status of the failed response, 100 to 599 (0 for none). */
   httpStatus?: number;
-  /** Response headers (Retry-After and friends). */
+  /** Response headers; only the Retry-After family, which the sidecar reads, is kept. */
   headers?: HeadersInput;
   /** An error code: an errno name (`ECONNRESET`) or a provider's code (`insufficient_quota`). */
   code?: string;
@@ -92,7 +91,7 @@ export interface ReportOptions extends OutcomeFields {
 export class HttpError extends Error {
   /** The response's status, 100 to 599. */
   readonly status: number;
-  /** The response's headers, keys lowercase. */
+  /** The response's Retry-After family of headers (those the sidecar reads; no cookies or credentials), keys lowercase. */
   readonly headers: Readonly<Record<string, string>>;
   /** The start of the response body. */
   readonly body: string;
@@ -376,19 +375,41 @@ function fillFromError(o: pb.Outcome, err: unknown): void {
   }
 }
 
-/** Flattens headers into a record, joining repeated values as HTTP does; at most MAX_HEADERS, each bounded. */
+/**
+ * The response headers the sidecar reads (PROVIDER_HEADERS in src/backoff.rs; a
+ * test fails when the two drift apart). Only these are kept, so that cookies,
+ * credentials and the rest of a response's headers never leave the process.
+ * @internal Exported for that test.
+ */
+export const RETRY_HEADERS: ReadonlySet<string> = new Set([
+  "retry-after",
+  "retry-after-ms",
+  "grpc-retry-pushback-ms",
+  "x-ratelimit-reset",
+  "x-ratelimit-reset-requests",
+  "x-ratelimit-reset-tokens",
+  "x-ratelimit-remaining",
+  "x-ratelimit-remaining-requests",
+  "x-ratelimit-remaining-tokens",
+  "x-should-retry",
+]);
+
+/**
+ * Flattens the {@link RETRY_HEADERS} among `h` into a record, keys lowercase,
+ * joining repeated values as HTTP does; each value bounded.
+ */
 export function headersToRecord(h: HeadersInput): Record<string, string> {
   const out: Record<string, string> = {};
-  let n = 0;
   const add = (key: unknown, value: unknown): void => {
-    if (typeof key !== "string" || key.trim() === "" || n >= MAX_HEADERS) return;
+    if (typeof key !== "string") return;
+    // Picked by name before anything else: a response's other headers, however many, cannot crowd these out.
+    const k = key.trim().toLowerCase();
+    if (!RETRY_HEADERS.has(k)) return;
     let v: string;
     if (typeof value === "string") v = value;
     else if (typeof value === "number" && Number.isFinite(value)) v = String(value);
     else if (Array.isArray(value) && value.every((x) => typeof x === "string")) v = value.join(", ");
     else return;
-    const k = cleanText(key, 256);
-    if (!(k in out)) n++;
     out[k] = cleanText(v, 8192);
   };
   const forEach = get(h, "forEach");

@@ -297,6 +297,9 @@ export class Session {
   fallback(o: pb.Outcome, consecutive: number): Verdict {
     this.core.fallbacks++;
     this.lost();
+    // A repeated call id gets its first verdict again, as the sidecar would give it.
+    const earlier = this.local.recall(o.callId);
+    if (earlier !== undefined) return new Verdict(pb.Verdict.fromPartial({ ...earlier, replayed: true }), true);
     const pv = decide(this.core.policy, o, { consecutive, nowMs: this.core.now(), random: this.core.random() });
     this.local.record(o, pv);
     return new Verdict(pv, true);

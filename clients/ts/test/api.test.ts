@@ -270,6 +270,37 @@ describe("Session", () => {
     assert.equal(again.delayMs, first.delayMs);
   });
 
+  it("counts a repeated call id once, the local fallback as the sidecar", async () => {
+    const t = toolNames();
+    const down = new Client("unix:/nonexistent/rebound.sock", { logger: new LogRecorder() });
+    clients.push(down);
+    const seen = [];
+    for (const c of [dial(), down]) {
+      const s = open(c, "idempotent-counts");
+      const verdicts: Verdict[] = [];
+      for (let i = 0; i < 3; i++) verdicts.push(await s.report(t.search, { error: new HttpError(503), callId: "call-1" }));
+      const sum = await s.end();
+      assert.deepEqual(
+        verdicts.map((v) => v.fallback),
+        [c === down, c === down, c === down],
+      );
+      seen.push({
+        actions: verdicts.map((v) => v.action),
+        replayed: verdicts.map((v) => v.replayed),
+        consecutive: verdicts.map((v) => v.proto.breaker?.consecutiveFailures),
+        counts: [sum.calls, sum.errors, sum.retries, sum.escalations],
+      });
+    }
+    const [sidecarSaw, fallbackSaw] = seen;
+    assert.deepEqual(sidecarSaw, {
+      actions: ["retry", "retry", "retry"],
+      replayed: [false, true, true],
+      consecutive: [1, 1, 1],
+      counts: [1, 1, 1, 0],
+    });
+    assert.deepEqual(fallbackSaw, sidecarSaw);
+  });
+
   it("applies a token budget to the context", async () => {
     const t = toolNames();
     // The sidecar loads its tokenizer on the first budgeted request, which takes seconds in a

@@ -1,15 +1,20 @@
 // The local fallback policy, decided without a sidecar: the same table as the
-// Go client's fallback_test.go, the snippet it writes, and its suggestions
-// against the sidecar's default config.
+// Go client's fallback_test.go, the snippet it writes, its suggestions against
+// the sidecar's default config, and its reading of Retry-After against the
+// sidecar's (rebound replay).
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, providerDelayMs, SUGGESTIONS } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { actionName, categoryName, reasonName, type Action, type Category, type Reason } from "../src/names.js";
+import { sidecarBin } from "./sidecar.mjs";
 
 /** A fixed instant, so that HTTP-date Retry-After values are exact. */
 const NOW = Date.UTC(2025, 2, 14, 12, 0, 0);
@@ -299,6 +304,80 @@ describe("fallback policy", () => {
     assert.equal(providerDelayMs({ "Retry-After": "0x10" }, NOW), undefined);
     assert.equal(providerDelayMs({ "retry-after-ms": "" , "retry-after": "1" }, NOW), 1000);
     assert.equal(providerDelayMs({}, NOW), undefined);
+  });
+
+  it("reads Retry-After in the sidecar's grammar", (t) => {
+    // Away from UTC, so that a date read as local time shows.
+    const tz = process.env.TZ;
+    process.env.TZ = "America/New_York";
+    t.after(() => {
+      if (tz === undefined) delete process.env.TZ;
+      else process.env.TZ = tz;
+    });
+    assert.notEqual(new Date(NOW).getTimezoneOffset(), 0, "the time zone did not change");
+    const read = (value: string): number | undefined => providerDelayMs({ "Retry-After": value }, NOW);
+    // Rust's f64 grammar: a leading sign is allowed.
+    assert.equal(read("+5"), 5000);
+    assert.equal(providerDelayMs({ "retry-after-ms": "+250" }, NOW), 250);
+    assert.equal(read("-0"), 0);
+    // The three HTTP date forms, all in GMT; asctime names no zone but is GMT too, not local time.
+    assert.equal(read("Fri, 14 Mar 2025 12:00:30 GMT"), 30_000);
+    assert.equal(read("Friday, 14-Mar-25 12:00:30 GMT"), 30_000);
+    assert.equal(read("Fri Mar 14 12:00:30 2025"), 30_000);
+    assert.equal(read("Sat Mar  1 12:00:00 2025"), 0);
+    // Not HTTP dates, though Date.parse reads them: no zone (local time), another zone, a day's name
+    // that is not the date's, a day that does not exist, a lowercase name.
+    for (const value of [
+      "Fri, 14 Mar 2025 12:00:30",
+      "Fri, 14 Mar 2025 12:00:30 +0000",
+      "Fri, 14 Mar 2025 12:00:30 UTC",
+      "Thu, 14 Mar 2025 12:00:30 GMT",
+      "Fri, 31 Feb 2025 12:00:30 GMT",
+      "fri, 14 Mar 2025 12:00:30 GMT",
+      "Fri Mar 14 12:00:30 2025 GMT",
+    ]) {
+      assert.equal(read(value), undefined, value);
+    }
+  });
+
+  it("reads Retry-After and retry-after-ms as the sidecar does (rebound replay)", () => {
+    // What the sidecar reads is what it waits for exactly with jitter off (before this test's
+    // "now", so a date is 0); the rest it answers with backoff. The dates are in the past, where
+    // either side's "now" gives 0.
+    const retryAfter = [
+      "7", "+5", "+.5", "5.", ".5", "-0", "5e1", " 3 ", "-5", "0x10", "1_0", "inf", "NaN", "1e400", "12 13", "soon", "",
+      "Fri, 14 Mar 2025 11:59:00 GMT", "Friday, 14-Mar-25 11:59:00 GMT", "Fri Mar 14 11:59:00 2025", "Sat Mar  1 11:59:00 2025",
+      "Sat Mar 01 11:59:00 2025", "Thursday, 01-Jan-70 00:00:00 GMT",
+      "Fri, 14 Mar 2025 11:59:00", "Fri, 14 Mar 2025 11:59:00 +0000", "Fri, 14 Mar 2025 11:59:00 UTC", "Fri, 14 Mar 2025 11:59:00 gmt",
+      "fri, 14 Mar 2025 11:59:00 GMT", "Fri, 14 mar 2025 11:59:00 GMT", "Thu, 14 Mar 2025 11:59:00 GMT", "Fri, 31 Feb 2025 11:59:00 GMT",
+      "Fri, 14 Mar 2025 24:00:00 GMT", "Fri, 14 Mar 2025 11:59:60 GMT", "Fri,  14 Mar 2025 11:59:00 GMT", "Fri 14 Mar 2025 11:59:00 GMT",
+      "Fri, 14-Mar-25 11:59:00 GMT", "Friday, 14-Mar-2025 11:59:00 GMT", "Fri Mar 14 11:59:00 2025 GMT", "Wed, 31 Dec 1969 23:59:59 GMT",
+      "2025-03-14T11:59:00Z", "Fri, 14 Mar 2025 11:59 GMT",
+    ];
+    const retryAfterMs = ["250", "+250", "250.4", "-1", "-0", ".5", "0x10", "1e3", "soon"];
+    const cases = [
+      ...retryAfter.map((v) => ({ "retry-after": v })),
+      ...retryAfterMs.map((v) => ({ "retry-after-ms": v })),
+    ];
+    const dir = mkdtempSync(join(tmpdir(), "rb"));
+    try {
+      const config = join(dir, "rebound.toml");
+      writeFileSync(config, '[retry]\njitter = "none"\n');
+      // A session and a tool per line: the sidecar's tool breaker and retry budget are shared.
+      const input = cases.map((headers, i) => JSON.stringify({ session_id: `s${i}`, tool: `t${i}`, ok: false, http_status: 429, headers }));
+      const run = spawnSync(sidecarBin(), ["replay", "--config", config, "-"], { input: `${input.join("\n")}\n`, encoding: "utf8" });
+      assert.equal(run.status, 0, run.stderr);
+      const verdicts = run.stdout.trim().split("\n").map((line) => JSON.parse(line) as { provider_delay: boolean; delay_ms: number });
+      assert.equal(verdicts.length, cases.length, run.stdout);
+      cases.forEach((headers, i) => {
+        const v = verdicts[i];
+        const sidecar = v?.provider_delay === true ? v.delay_ms : undefined;
+        const client = providerDelayMs(headers, Date.now());
+        assert.equal(client === undefined ? undefined : Math.round(client), sidecar, JSON.stringify(headers));
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   describe("validation", () => {

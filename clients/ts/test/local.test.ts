@@ -50,3 +50,24 @@ it("counts a new message afresh and shows only the latest few errors", () => {
   assert.ok(cx.text.includes('<error tool="a" type="unavailable">\nHTTP 503: second\nsuggestion:'), cx.text);
   assert.ok(cx.text.endsWith('<error tool="d" type="auth">\nHTTP 401\nsuggestion: Ask a human for credentials.\n</error>'), cx.text);
 });
+
+it("counts a repeated call id once and keeps its first verdict, for the latest 16 calls", () => {
+  const state = new LocalState(0);
+  const first = pb.Outcome.fromPartial({ tool: "search", callId: "call-1", httpStatus: 503, message: "Service Unavailable" });
+  const firstVerdict = decide(DEFAULT_FALLBACK_POLICY, first, { consecutive: state.observe(first), nowMs: 0, random: 0.5 });
+  state.record(first, firstVerdict);
+  // The same call reported twice more, as after a lost answer: the sidecar counts it once.
+  for (let i = 0; i < 2; i++) {
+    const again = pb.Outcome.fromPartial({ ...first });
+    assert.equal(state.observe(again), 1, "the failures in a row counted the repeat");
+    assert.equal(state.recall("call-1"), firstVerdict);
+    state.record(again, decide(DEFAULT_FALLBACK_POLICY, again, { consecutive: 3, nowMs: 0, random: 0.5 }));
+  }
+  const sum = state.snapshot(0);
+  assert.deepEqual([sum.calls, sum.errors, sum.retries, sum.escalations, sum.state], [1, 1, 1, 0, pb.SessionState.SESSION_STATE_ACTIVE]);
+  assert.equal(state.context().text.includes("(×"), false, state.context().text);
+  // Forgotten after 16 later calls, as the sidecar's default idempotency window.
+  for (let i = 0; i < 16; i++) fail(state, { tool: "fetch", callId: `other-${i}`, httpStatus: 404 });
+  assert.equal(state.recall("call-1"), undefined);
+  assert.notEqual(state.recall("other-0"), undefined);
+});

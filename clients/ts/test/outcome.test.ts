@@ -4,10 +4,12 @@
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 
@@ -20,7 +22,7 @@ import { MAX_TEXT_BYTES } from "../src/checks.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { HttpError, InvalidInputError, outcomeFromError } from "../src/index.js";
 import { kindName } from "../src/names.js";
-import { checkOutcome, type ReportOptions } from "../src/outcome.js";
+import { checkOutcome, RETRY_HEADERS, type ReportOptions } from "../src/outcome.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -108,6 +110,45 @@ describe("outcomes from real errors", () => {
     assert.equal(o.headers["retry-after"], "1");
     assert.equal(o.exceptionType, "HttpError");
     assert.equal(o.message, "HTTP 429 Too Many Requests: rate limit exceeded, slow down");
+  });
+
+  it("keeps only the Retry-After family of a response's headers, however many others it has", async () => {
+    // OpenAI's rate-limit headers (platform.openai.com/docs/guides/rate-limits), behind 70 others
+    // that sort before them, with a cookie and a credential that must not leave the process.
+    const family = {
+      "retry-after": "7",
+      "x-ratelimit-remaining-tokens": "0",
+      "x-ratelimit-reset-tokens": "19.5s",
+      "x-should-retry": "true",
+    };
+    const others = Object.fromEntries(Array.from({ length: 70 }, (_, i) => [`x-amzn-trace-${String(i).padStart(2, "0")}`, "1"]));
+    const secrets = { "Set-Cookie": "session=secret-cookie", Authorization: "Bearer sk-secret" };
+    handler = (_req, res) => {
+      res.writeHead(429, { ...others, ...secrets, ...family });
+      res.end();
+    };
+    const fetched = build(await HttpError.fromResponse(await fetch(base)));
+    assert.deepEqual(fetched.headers, family);
+    const axiosError = build(await thrown(() => axios.get(base)));
+    assert.deepEqual(axiosError.headers, family);
+    // Given explicitly, as a plain object in any case, the family last: the same.
+    const upper = Object.fromEntries(Object.entries(family).map(([k, v]) => [k.toUpperCase(), v]));
+    const o = build(new Error("rate limited"), { headers: { ...others, ...secrets, ...upper } });
+    assert.deepEqual(o.headers, family);
+    // Set by hand on the generated message, they are dropped before it is sent.
+    const raw = pb.Outcome.fromPartial({ tool: "t", headers: { ...secrets, "Retry-After": "7" } });
+    checkOutcome(raw);
+    assert.deepEqual(raw.headers, { "retry-after": "7" });
+  });
+
+  it("keeps the same headers as the sidecar reads (PROVIDER_HEADERS in src/backoff.rs)", () => {
+    // This file runs as clients/ts/build/test/outcome.test.js; the sidecar's source is the repository's src.
+    const source = readFileSync(fileURLToPath(new URL("../../../../src/backoff.rs", import.meta.url)), "utf8");
+    const listed = /pub const PROVIDER_HEADERS: \[&str; \d+\] = \[([^\]]*)\];/.exec(source)?.[1];
+    assert.ok(listed !== undefined, "no PROVIDER_HEADERS in src/backoff.rs: has it moved or changed shape?");
+    const read = [...listed.matchAll(/"([^"]+)"/g)].map((m) => m[1]);
+    assert.ok(read.length >= 10, listed);
+    assert.deepEqual([...RETRY_HEADERS].sort(), read.sort());
   });
 
   it("the OpenAI SDK's RateLimitError: status, Retry-After headers, provider code", async () => {
