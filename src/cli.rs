@@ -160,10 +160,26 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<(Config, Policy)> {
 
 /// `config` (read from `path`, or the defaults) with `REBOUND_*` overrides, and its policy.
 pub fn with_policy(config: Config, path: Option<&Path>) -> anyhow::Result<(Config, Policy)> {
-    let config = config.with_env(config_vars(std::env::vars_os())?)?;
-    let origin = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
-    let policy = Policy::from_config(&config).map_err(|e| anyhow!("{origin}: {e}"))?;
-    Ok((config, policy))
+    let vars = config_vars(std::env::vars_os())?;
+    let merged = config.clone().with_env(vars.clone())?;
+    match Policy::from_config(&merged) {
+        Ok(policy) => Ok((merged, policy)),
+        Err(e) => {
+            let origin = blame(&config, &vars)
+                .unwrap_or_else(|| path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string()));
+            Err(anyhow!("{origin}: {e}"))
+        }
+    }
+}
+
+/// The `REBOUND_*` variable that makes a policy of `config` fail, when `config`
+/// alone makes one: the error is then the variable's, not the file's.
+fn blame(config: &Config, vars: &[(String, String)]) -> Option<String> {
+    Policy::from_config(config).ok()?;
+    vars.iter().find_map(|(name, value)| {
+        let alone = config.clone().with_env([(name.clone(), value.clone())]).ok()?;
+        Policy::from_config(&alone).is_err().then(|| format!("{name}={value}"))
+    })
 }
 
 /// The environment's variables that can override the config, as text. Any other

@@ -355,12 +355,11 @@ fn tool_breaker(config: &Config) -> Result<Option<ToolBreakerPolicy>, PolicyErro
     if !(t.failure_rate > 0.0 && t.failure_rate <= 1.0) {
         return Err(invalid("tool_breaker.failure_rate", t.failure_rate, "must be above 0 and at most 1"));
     }
-    if t.open_base_ms == 0 || t.open_max_ms < t.open_base_ms || t.open_max_ms > 24 * 3_600_000 {
-        return Err(invalid(
-            "tool_breaker.open_max_ms",
-            t.open_max_ms,
-            "open_base_ms must be above 0 and open_max_ms between it and a day",
-        ));
+    if t.open_base_ms == 0 {
+        return Err(invalid("tool_breaker.open_base_ms", t.open_base_ms, "must be above 0"));
+    }
+    if t.open_max_ms < t.open_base_ms || t.open_max_ms > 24 * 3_600_000 {
+        return Err(invalid("tool_breaker.open_max_ms", t.open_max_ms, "must be between open_base_ms and a day"));
     }
     if t.probes == 0 || t.probes > 100 {
         return Err(invalid("tool_breaker.probes", t.probes, "must be between 1 and 100"));
@@ -519,6 +518,16 @@ mod tests {
         ] {
             let c = Config::parse(&format!("[server]\n{toml}\n"), "t").unwrap();
             assert!(Policy::from_config(&c).unwrap_err().to_string().contains(named), "{toml}");
+        }
+        // Each names the key that is wrong (open_base_ms = 0 used to be told as open_max_ms).
+        for (toml, named) in [
+            ("open_base_ms = 0", "`tool_breaker.open_base_ms` = 0"),
+            ("open_max_ms = 86400001", "`tool_breaker.open_max_ms` = 86400001"),
+            ("open_base_ms = 5000\nopen_max_ms = 4000", "`tool_breaker.open_max_ms` = 4000"),
+        ] {
+            let c = Config::parse(&format!("[tool_breaker]\n{toml}\n"), "t").unwrap();
+            let err = Policy::from_config(&c).unwrap_err().to_string();
+            assert!(err.contains(named), "{toml}: {err}");
         }
         let c = Config::parse("[server]\nkeepalive_interval_ms = 0\nkeepalive_timeout_ms = 100\n", "t").unwrap();
         assert!(Policy::from_config(&c).is_ok(), "0 turns the pings off");

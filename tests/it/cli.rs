@@ -391,6 +391,11 @@ fn environment_overrides_apply_and_unknown_keys_fail() {
     let output = print_config_with("REBOUND_RETRY_BASEMS", "250");
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("REBOUND_RETRY_BASEMS"));
+    // A value the policy refuses is the variable's error, not the file's (or the defaults').
+    let output = print_config_with("REBOUND_RETRY_MULTIPLIER", "nan");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("REBOUND_RETRY_MULTIPLIER=nan: [retry] `multiplier` = NaN"), "{stderr}");
 }
 
 #[test]
