@@ -63,6 +63,38 @@ def silent_server() -> Iterator[str]:
         listener.close()
 
 
+@contextmanager
+def plain_server() -> Iterator[tuple[str, int]]:
+    """A plain TCP listener that answers every connection with a plain-text HTTP 400 and closes
+    it, as an HTTP server does when spoken TLS to: a TLS handshake with it fails (ssl.SSLError,
+    "wrong version number"). Yields its host and port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # shut down
+            with conn:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    thread = threading.Thread(target=serve, name="test-plain", daemon=True)
+    thread.start()
+    try:
+        yield "127.0.0.1", listener.getsockname()[1]
+    finally:
+        # Closing alone would leave the thread blocked in accept() on Linux; shutdown wakes it.
+        try:
+            listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        listener.close()
+        thread.join(5)
+
+
 def refused_address() -> tuple[str, int]:
     """A loopback port where nothing listens (bound, then released): connecting is refused."""
     s = socket.socket()

@@ -191,6 +191,26 @@ def test_nothing_listens(logs: RecordedLogs) -> None:
     assert len(logs.at(logging.WARNING)) == 1, logs.text()
 
 
+def test_a_repeated_call_id_is_answered_once_by_the_fallback_as_by_the_sidecar(
+    sidecar: Sidecar, unavailable: httpx.HTTPStatusError
+) -> None:
+    # A retried request or a replayed log reports the same call again: the sidecar answers with
+    # the earlier verdict and counts nothing twice. The fallback counted three failures in a row.
+    host, port = refused_address()
+    for addr in (sidecar.grpc, f"{host}:{port}"):
+        with rebound.Client(addr, timeout=LIVE_TIMEOUT, fallback_policy=FAST) as client:
+            with client.session(unique("py-repeat")) as session:
+                tool = unique("charge")
+                verdicts = [session.report(tool, error=unavailable, call_id="same-call") for _ in range(3)]
+                summary = session.end()
+        answered = "the fallback" if verdicts[0].fallback else "the sidecar"
+        assert [v.fallback for v in verdicts] == [addr != sidecar.grpc] * 3
+        assert [v.breaker.consecutive_failures for v in verdicts] == [1, 1, 1], answered
+        assert [v.proto.replayed for v in verdicts] == [False, True, True], answered
+        assert {(v.action, v.delay_ms, v.call_id) for v in verdicts} == {(Action.RETRY, verdicts[0].delay_ms, "same-call")}
+        assert (summary.calls, summary.errors, summary.retries) == (1, 1, 1), answered
+
+
 def test_a_session_the_fallback_escalated_or_aborted_says_so_in_admit(logs: RecordedLogs) -> None:
     host, port = refused_address()
     with rebound.Client(f"{host}:{port}") as client:

@@ -4,6 +4,9 @@ seed defaults (backoff 1 s ×2 capped at 10 s, ±20 % jitter, 3 retries; Retry-A
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 import sys
 from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
@@ -19,9 +22,10 @@ else:  # pytest depends on tomli before 3.11; typed where it is installed
 
 from rebound import Action, Category, FallbackPolicy, Kind, build_outcome
 from rebound.fallback import _SUGGESTIONS, classify_coarse, provider_delay
-from rebound.local import CONTEXT_SHOWN, LocalState
+from rebound.local import CONTEXT_SHOWN, IDEMPOTENCY_WINDOW, LocalState
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Verdict
+from tests.sidecar import REPO, binary
 
 NOW = 1_700_000_000.0
 CATEGORIES_TOML = Path(__file__).resolve().parents[3] / "src" / "defaults" / "categories.toml"
@@ -95,6 +99,50 @@ def test_retry_after_http_date() -> None:
     # A date in the past means now.
     past = format_datetime(datetime.fromtimestamp(NOW - 60, timezone.utc), usegmt=True)
     assert provider_delay({"retry-after": past}, NOW) == 0.0
+
+
+# Retry-After as the sidecar reads it (src/backoff.rs: Rust's number parser and the httpdate
+# crate), with the delay each gives at NOW (2023-11-14T22:13:20Z), None when it reads none.
+RETRY_AFTER_FORMS = [
+    ("7", 7.0),
+    ("+.5", 0.5),
+    ("1e1", 10.0),
+    ("Tue, 14 Nov 2023 22:13:30 GMT", 10.0),  # IMF-fixdate
+    ("Tuesday, 14-Nov-23 22:13:30 GMT", 10.0),  # RFC 850
+    ("Tue Nov 14 22:13:30 2023", 10.0),  # asctime, which RFC 9110 says recipients must accept
+    ("Tue Nov  7 22:13:30 2023", 0.0),  # asctime pads the day with a space; a past date means now
+    ("1_0", None),  # float() takes underscores and other scripts' digits; the sidecar does not
+    ("١٠", None),
+    ("0x10", None),
+    ("Tue, 14 Nov 2023 22:13:30 +0000", None),  # email.utils takes a numeric zone; an HTTP date is GMT
+    ("Tue, 14 Nov 2023 22:13:30 UTC", None),
+    ("tue, 14 nov 2023 22:13:30 gmt", None),
+    ("Wed, 14 Nov 2023 22:13:30 GMT", None),  # not a Wednesday
+    ("Tue, 14 Nov 23 22:13:30 GMT", None),
+    ("14 Nov 2023 22:13:30 GMT", None),
+]
+
+
+@pytest.mark.parametrize(("value", "seconds"), RETRY_AFTER_FORMS)
+def test_retry_after_forms(value: str, seconds: Any) -> None:
+    assert provider_delay({"Retry-After": value}, NOW) == (None if seconds is None else pytest.approx(seconds))
+
+
+def test_retry_after_forms_are_the_ones_the_sidecar_reads() -> None:
+    # Each form through `rebound replay` as the Retry-After of a 503, in a session and tool of its
+    # own: the sidecar's verdict says whether it took a provider delay from it.
+    lines = [
+        json.dumps({"session_id": f"s{i}", "tool": f"t{i}", "http_status": 503, "headers": {"retry-after": value}})
+        for i, (value, _) in enumerate(RETRY_AFTER_FORMS)
+    ]
+    replay = subprocess.run(
+        [binary(), "replay", "--seed", "1", "-"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, check=True,
+    )
+    verdicts = [json.loads(line) for line in replay.stdout.splitlines()]
+    assert len(verdicts) == len(RETRY_AFTER_FORMS) and all(v["action"] == "retry" for v in verdicts), replay.stdout
+    sidecar = {value: v["provider_delay"] for (value, _), v in zip(RETRY_AFTER_FORMS, verdicts)}
+    assert sidecar == {value: seconds is not None for value, seconds in RETRY_AFTER_FORMS}
 
 
 @pytest.mark.parametrize("value", ["soon", "-3", "nan", "inf", ""])
@@ -295,6 +343,25 @@ def test_local_context_blocks_carry_the_category_and_suggestion() -> None:
         "suggestion: Retry later, or use another tool.\n"
         "</error>"
     )
+
+
+def test_the_call_id_window_is_the_sidecars() -> None:
+    config = (REPO / "src" / "config.rs").read_text(encoding="utf-8")
+    window = re.search(r"idempotency_window: (\d+)", config)
+    assert window is not None and int(window.group(1)) == IDEMPOTENCY_WINDOW
+    # As on the sidecar, the oldest call id is forgotten once the window is full, and a repeat
+    # of it is a new call.
+    state = LocalState(NOW)
+    first = failure(http_status=503, call_id="c0")
+    observe(state, first)
+    for i in range(1, IDEMPOTENCY_WINDOW):
+        observe(state, failure(tool="other", http_status=503, call_id=f"c{i}"))
+    again = state.recall(failure(http_status=503, call_id="c0"))
+    assert again is not None and again.replayed and again.breaker.consecutive_failures == 1
+    assert observe(state, failure(http_status=503, call_id="c0")) == 1  # still the first call
+    observe(state, failure(tool="other", http_status=503, call_id=f"c{IDEMPOTENCY_WINDOW}"))
+    assert state.recall(failure(http_status=503, call_id="c0")) is None
+    assert observe(state, failure(http_status=503, call_id="c0")) == 2
 
 
 def test_local_summary() -> None:

@@ -5,6 +5,10 @@ against loopback servers or real processes), and for the shape of the LLM provid
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import socket
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -16,12 +20,14 @@ import httpx
 import pytest
 import requests
 
-from rebound import Kind, build_outcome, exception_type_name
+import rebound
+from rebound import Action, FallbackPolicy, Kind, build_outcome, exception_type_name
 from rebound.fallback import classify_coarse
 from rebound.outcome import MAX_DETAIL_CHARS, MAX_MESSAGE_CHARS, RETRY_HEADERS, check_outcome
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Category
-from tests.servers import Reply, http_server, refused_address, silent_server
+from tests.conftest import unique
+from tests.servers import Reply, http_server, plain_server, refused_address, silent_server
 from tests.sidecar import REPO
 
 RATE_LIMITED = Reply(
@@ -187,6 +193,50 @@ def test_connection_refused_oserror() -> None:
     assert o.code == "ECONNREFUSED"
 
 
+def tls_error() -> ssl.SSLError:
+    """A real ssl.SSLError: a TLS handshake with a listener that answers in plain text."""
+    with plain_server() as (host, port), socket.create_connection((host, port), timeout=5) as raw:
+        exc = raised(lambda: ssl.create_default_context().wrap_socket(raw, server_hostname="localhost"))
+    assert isinstance(exc, ssl.SSLError), repr(exc)
+    return exc
+
+
+def test_a_tls_failure_is_not_read_as_an_errno(client: rebound.Client, session_id: str) -> None:
+    exc = tls_error()
+    # An OSError whose errno is OpenSSL's SSL_ERROR_SSL, which is also EPERM's number.
+    assert exc.errno == ssl.SSL_ERROR_SSL == errno.EPERM
+    assert build_outcome("fetch", exc).code == ""
+    # At the end of httpx's chain, and of requests'.
+    with plain_server() as (host, port):
+        via_httpx = raised(lambda: httpx.get(f"https://{host}:{port}/", timeout=5))
+        via_requests = raised(lambda: requests.get(f"https://{host}:{port}/", timeout=5))
+    assert isinstance(via_httpx, httpx.ConnectError) and isinstance(via_requests, requests.exceptions.SSLError)
+    for wrapped in (via_httpx, via_requests):
+        o = build_outcome("fetch", wrapped)
+        assert "WRONG_VERSION_NUMBER" in o.message and o.code == ""
+    # The sidecar read EPERM as a permission the agent lacks, and escalated to a human.
+    with client.session(session_id) as session:
+        v = session.report(unique("fetch"), error=via_httpx)
+    assert not v.fallback and v.category is not Category.PERMISSION_DENIED and v.action is not Action.ESCALATE
+
+
+def test_a_failed_dns_lookup_is_named_as_node_and_the_go_client_name_it() -> None:
+    # The reserved .invalid TLD never resolves (RFC 2606): NXDOMAIN, or EAI_AGAIN without a resolver.
+    exc = raised(lambda: socket.getaddrinfo("rebound-test.invalid", 443))
+    assert isinstance(exc, socket.gaierror)
+    names = {socket.EAI_NONAME: "ENOTFOUND", socket.EAI_AGAIN: "EAI_AGAIN"}
+    if hasattr(socket, "EAI_NODATA"):
+        names[socket.EAI_NODATA] = "ENOTFOUND"
+    assert exc.errno in names, repr(exc)
+    o = build_outcome("fetch", exc)
+    assert o.code == names[exc.errno]
+    # A network failure, retried by the fallback as by the sidecar, not sent back to the LLM.
+    assert classify_coarse(o) == (Category.NETWORK, "fallback.code_network")
+    assert Action.of(FallbackPolicy().decide(o, 1, now=0.0, random=0.5).action) is Action.RETRY
+    # At the end of httpx's chain.
+    assert build_outcome("fetch", raised(lambda: httpx.get("http://rebound-test.invalid/", timeout=5))).code == o.code
+
+
 def test_grpc_error_carries_its_status_code() -> None:
     host, port = refused_address()
     with grpc.insecure_channel(f"{host}:{port}") as channel:
@@ -321,6 +371,38 @@ def test_success_and_failures_without_an_exception() -> None:
     assert not unknown.ok and Kind(unknown.kind) is Kind.UNKNOWN_TOOL
     with pytest.raises(ValueError, match="ok=True"):
         build_outcome("search", RuntimeError("x"), ok=True)
+
+
+def test_text_that_is_not_valid_unicode_is_cleaned_not_refused(client: rebound.Client, session_id: str) -> None:
+    # A command's output read with errors="surrogateescape" keeps its stray bytes as lone surrogates.
+    command = [sys.executable, "-c", "import sys; sys.stderr.buffer.write(b'cannot open caf\\xe9.txt\\n'); sys.exit(2)"]
+    exc = raised(lambda: subprocess.run(command, check=True, capture_output=True, text=True, errors="surrogateescape"))
+    assert isinstance(exc, subprocess.CalledProcessError) and "caf\udce9" in exc.stderr
+    o = build_outcome("shell", exc)
+    assert o.detail.startswith("stderr:\ncannot open caf\ufffd.txt")
+    # A file name from os.fsdecode, in a message and every other free-text field.
+    name = os.fsdecode(b"caf\xe9.txt")
+    assert name == "caf\udce9.txt"
+    o = build_outcome(
+        "read",
+        message=f"cannot open {name}",
+        exception_type=f"Missing[{name}]",
+        code=name,
+        detail=name,
+        headers={"retry-after": f"7{name}"},
+    )
+    assert (o.message, o.exception_type, o.code, o.detail) == (
+        "cannot open caf\ufffd.txt", "Missing[caf\ufffd.txt]", "caf\ufffd.txt", "caf\ufffd.txt"
+    )
+    assert dict(o.headers) == {"retry-after": "7caf\ufffd.txt"}
+    # session.run raised UnicodeEncodeError from protobuf instead of acting on a verdict.
+    def shell() -> str:
+        return subprocess.run(command, check=True, capture_output=True, text=True, errors="surrogateescape").stdout
+
+    with client.session(session_id) as session:
+        with pytest.raises(rebound.RecoverError) as err:
+            session.run(unique("shell"), shell)
+    assert not err.value.verdict.fallback and err.value.error is not None
 
 
 def test_long_text_is_cut() -> None:

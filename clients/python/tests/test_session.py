@@ -3,6 +3,7 @@ the checks on input. Tool failures are real httpx exceptions from a loopback HTT
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import subprocess
 import threading
@@ -18,7 +19,7 @@ import rebound
 from rebound import Action, Category, Kind
 from rebound.v1 import rebound_pb2 as pb
 from tests.conftest import LIVE_TIMEOUT, RecordedLogs, forget, unique
-from tests.servers import Reply, http_server
+from tests.servers import Reply, http_server, refused_address
 from tests.sidecar import Sidecar
 
 
@@ -235,6 +236,29 @@ def test_a_repeated_call_id_is_answered_once(session: rebound.Session) -> None:
     again = session.report(tool, error=RuntimeError("card declined"), call_id="charge-1")
     assert again.proto.replayed and again.action is first.action
     assert session.end().calls == 1
+
+
+def test_a_proxy_set_for_the_agent_does_not_come_between_it_and_the_sidecar(
+    sidecar: Sidecar, session_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gRPC core sends a channel's calls through $https_proxy or $http_proxy, set for the agent's
+    # own HTTP calls; here a proxy that cannot be reached, so every verdict would be a fallback.
+    host, port = refused_address()
+    for name in ("https_proxy", "http_proxy"):
+        monkeypatch.setenv(name, f"http://{host}:{port}")
+    for name in ("grpc_proxy", "no_grpc_proxy", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with rebound.Client(sidecar.grpc, timeout=LIVE_TIMEOUT) as client, client.session(session_id) as session:
+        v = session.report(unique("search"))
+    assert not v.fallback and client.fallback_count == 0
+
+    async def main() -> tuple[rebound.Verdict, int]:
+        async with rebound.AsyncClient(sidecar.grpc, timeout=LIVE_TIMEOUT) as client:
+            async with client.session(f"{session_id}-async") as session:
+                return await session.report(unique("search")), client.fallback_count
+
+    v, fallbacks = asyncio.run(main())
+    assert not v.fallback and fallbacks == 0
 
 
 def test_threads_share_a_session(session: rebound.Session) -> None:

@@ -51,11 +51,15 @@ log = logging.getLogger("rebound")
 
 # The sidecar is local: when it comes back, the agent should use it within about a second,
 # not after gRPC's default reconnect backoff (up to 120 s). gRPC core retries a failed
-# connection on its own, in the background, with this backoff.
+# connection on its own, in the background, with this backoff. gRPC core also sends every
+# call through the proxy that $https_proxy or $http_proxy names, set for the agent's own
+# HTTP calls; a proxy must never sit between an agent and its loopback sidecar (a proxy that
+# cannot reach it would turn every verdict into a fallback).
 _CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.enable_http_proxy", 0),
 )
 
 

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
+from datetime import datetime, timezone
 from typing import Optional
 
 from rebound.outcome import MAX_MESSAGE_CHARS
@@ -70,6 +70,30 @@ MAX_SNIPPET_MESSAGE = 200
 """How much of the message the snippet keeps, as the sidecar's default."""
 _MAX_HEADER_SECONDS = 86400.0
 """A provider delay above a day is nonsense; clamping keeps the arithmetic finite."""
+
+# Header values are read with the sidecar's grammar (src/backoff.rs), so that the fallback
+# waits when and only when the sidecar would. A number as Rust's f64 parser takes it: float()
+# also takes `1_0` and non-ASCII digits, which the sidecar refuses (inf and nan it refuses as
+# not finite, as `_number` does).
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+# The three HTTP date forms RFC 9110 (section 5.6.7) has recipients accept, exactly as the
+# sidecar's parser (the httpdate crate) takes them: always GMT, so a numeric offset (`+0000`,
+# which email.utils would take) is not one, and names are case-sensitive.
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_WD, _MON = "|".join(_WEEKDAYS), "|".join(_MONTHS)
+_TIME = r"(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)"
+_HTTP_DATES = tuple(
+    re.compile(form, re.ASCII)
+    for form in (
+        # IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+        rf"(?P<wd>{_WD}), (?P<d>\d\d) (?P<m>{_MON}) (?P<y>\d{{4}}) {_TIME} GMT",
+        # RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+        rf"(?P<wd>Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?P<d>\d\d)-(?P<m>{_MON})-(?P<y>\d\d) {_TIME} GMT",
+        # asctime: Sun Nov  6 08:49:37 1994
+        rf"(?P<wd>{_WD}) (?P<m>{_MON}) (?P<d> \d|\d\d) {_TIME} (?P<y>\d{{4}})",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -243,23 +267,38 @@ def provider_delay(headers: Mapping[str, str], now: float) -> Optional[float]:
     seconds = _number(value)
     if seconds is not None:
         return min(seconds, _MAX_HEADER_SECONDS)
-    try:
-        at = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    at = _http_date(value)
+    if at is None:
         return None
-    if at is None or at.tzinfo is None:  # an HTTP date is always GMT; without a zone it is not one
-        return None
-    return min(max(at.timestamp() - now, 0.0), _MAX_HEADER_SECONDS)
+    return min(max(at - now, 0.0), _MAX_HEADER_SECONDS)
 
 
 def _number(text: Optional[str]) -> Optional[float]:
-    if text is None:
+    if text is None or not _DECIMAL.fullmatch(text):
         return None
-    try:
-        n = float(text)
-    except ValueError:
-        return None
+    n = float(text)
     return n if math.isfinite(n) and n >= 0 else None
+
+
+def _http_date(text: str) -> Optional[float]:
+    """An HTTP date as epoch seconds; None for anything the sidecar would not read as one."""
+    match = next((m for m in (form.fullmatch(text) for form in _HTTP_DATES) if m), None)
+    if match is None:
+        return None
+    year = int(match["y"])
+    if len(match["y"]) == 2:  # RFC 850's two-digit year, as httpdate reads it
+        year += 2000 if year < 70 else 1900
+    try:
+        at = datetime(
+            year, _MONTHS.index(match["m"]) + 1, int(match["d"]),
+            int(match["H"]), int(match["M"]), int(match["S"]), tzinfo=timezone.utc,
+        )
+    except ValueError:  # no such day or time (30 Feb, 24:00, a leap second)
+        return None
+    # The sidecar also refuses a date before 1970 and a weekday that is not the date's.
+    if year < 1970 or _WEEKDAYS[at.weekday()] != match["wd"][:3]:
+        return None
+    return at.timestamp()
 
 
 def _snippet(o: pb.Outcome, category: Category, action: Action) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Optional
 
 from rebound.fallback import error_block, error_type, message_line, shown_message
 from rebound.v1 import rebound_pb2 as pb
@@ -15,6 +16,9 @@ MAX_UNRESOLVED = 64
 """Bounds the local error list; the sidecar keeps the full history."""
 CONTEXT_SHOWN = 3
 """How many errors the local context shows as blocks, as the sidecar's default."""
+IDEMPOTENCY_WINDOW = 16
+"""How many recent call ids and their verdicts a session remembers, as the sidecar's default
+(`sessions.idempotency_window`)."""
 
 
 @dataclass
@@ -37,10 +41,22 @@ class LocalState:
         # The latest error of each tool whose last call failed, oldest first.
         self._unresolved: list[_Error] = []
         self._summary = pb.SessionSummary(state=pb.SESSION_STATE_ACTIVE)
+        # The latest call ids, oldest first, with their verdicts once given (None until then).
+        # A repeated call id is the same call reported again (a retried request, a replayed
+        # log): the sidecar answers it with the earlier verdict and counts nothing twice, and
+        # so does the fallback. As on the sidecar, the oldest id goes when the window is full.
+        self._recent: dict[str, Optional[pb.Verdict]] = {}
 
     def observe(self, o: pb.Outcome) -> int:
-        """Counts an outcome before it is judged; returns its tool's failures in a row, this one included."""
+        """Counts an outcome before it is judged; returns its tool's failures in a row, this one
+        included. A repeated call id counts nothing."""
         with self._lock:
+            if o.call_id in self._recent:
+                return 0 if o.ok else self._consecutive.get(o.tool, 0)
+            if o.call_id:
+                if len(self._recent) >= IDEMPOTENCY_WINDOW:
+                    del self._recent[next(iter(self._recent))]
+                self._recent[o.call_id] = None
             self._summary.calls += 1
             self._summary.cost += o.cost
             idx = next((i for i, e in enumerate(self._unresolved) if e.tool == o.tool), None)
@@ -62,9 +78,27 @@ class LocalState:
             self._unresolved.append(error)
             return self._consecutive[o.tool]
 
-    def record(self, o: pb.Outcome, v: pb.Verdict) -> None:
-        """Counts what a verdict decided."""
+    def recall(self, o: pb.Outcome) -> Optional[pb.Verdict]:
+        """The earlier verdict for the outcome's call id, if it is still remembered, marked
+        replayed, as the sidecar answers a repeated call id."""
         with self._lock:
+            earlier = self._recent.get(o.call_id)
+            if earlier is None:
+                return None
+            v = pb.Verdict()
+            v.CopyFrom(earlier)
+        v.call_id, v.session_id, v.replayed = o.call_id, o.session_id, True
+        return v
+
+    def record(self, o: pb.Outcome, v: pb.Verdict) -> None:
+        """Counts what a verdict decided, once per call id."""
+        with self._lock:
+            if self._recent.get(o.call_id) is not None:
+                return  # the verdict of a repeated call id, counted the first time
+            if o.call_id in self._recent:
+                kept = pb.Verdict()
+                kept.CopyFrom(v)
+                self._recent[o.call_id] = kept
             action = Action.of(v.action)
             if action is Action.RETRY:
                 self._summary.retries += 1

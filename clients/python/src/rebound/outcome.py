@@ -9,6 +9,9 @@ import asyncio
 import concurrent.futures
 import errno as errno_names
 import math
+import re
+import socket
+import ssl
 import subprocess
 import traceback
 import urllib.error
@@ -51,6 +54,15 @@ _TIMEOUT_SUFFIXES = ("Timeout", "TimeoutError", "TimeoutException", "TimeoutExpi
 # Packages whose exceptions are the LLM provider failing, not a tool.
 _PROVIDER_PACKAGES = frozenset({"openai", "anthropic", "litellm"})
 _INT32 = (-(2**31), 2**31 - 1)
+# getaddrinfo's failures (socket.gaierror) carry EAI_* numbers, not errnos: errno.errorcode does not
+# know them, or names the wrong error (EAI_NONAME is -2 on Linux, 8, ENOEXEC's number, on macOS).
+# Node's names for them, which the sidecar's rules know as network failures, as the Go client writes them.
+_DNS_CODES: dict[int, str] = {
+    getattr(socket, name): code
+    for name, code in (("EAI_NONAME", "ENOTFOUND"), ("EAI_NODATA", "ENOTFOUND"), ("EAI_AGAIN", "EAI_AGAIN"))
+    if hasattr(socket, name)
+}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def exception_type_name(exc: BaseException) -> str:
@@ -115,16 +127,16 @@ def build_outcome(
     if kind is not None:
         o.kind = _check_kind(kind).proto
     if message is not None:
-        o.message = _cut_head(_check_str("message", message), MAX_MESSAGE_CHARS)
+        o.message = _clean(_cut_head(_check_str("message", message), MAX_MESSAGE_CHARS))
     if exception_type is not None:
-        o.exception_type = _check_str("exception_type", exception_type)
+        o.exception_type = _clean(_check_str("exception_type", exception_type))
     if http_status is not None:
         o.http_status = _check_http_status("http_status", http_status)
     if checked_headers is not None:
         o.headers.clear()
         o.headers.update(dict(_retry_headers(checked_headers)))
     if code is not None:
-        o.code = _check_str("code", code)
+        o.code = _clean(_check_str("code", code))
     if grpc_code is not None:
         if isinstance(grpc_code, bool) or not isinstance(grpc_code, int) or not 0 <= grpc_code <= 16:
             raise ValueError(f"grpc_code = {grpc_code!r}: a gRPC status code is 0 to 16")
@@ -134,7 +146,7 @@ def build_outcome(
             raise ValueError(f"exit_code = {exit_code!r}: must be a 32-bit int")
         o.exit_code = exit_code
     if detail is not None:
-        o.detail = _cut_middle(_check_str("detail", detail), MAX_DETAIL_CHARS)
+        o.detail = _clean(_cut_middle(_check_str("detail", detail), MAX_DETAIL_CHARS))
     return o
 
 
@@ -159,9 +171,9 @@ def check_outcome(o: Any) -> pb.Outcome:
 def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
     """Reads what an exception says into `o`: the outermost exception names the type and
     message; the first exception in its chain that carries a signal provides that signal."""
-    o.exception_type = exception_type_name(exc)
-    o.message = _cut_head(str(exc) or type(exc).__name__, MAX_MESSAGE_CHARS)
-    o.detail = _cut_middle(_detail(exc), MAX_DETAIL_CHARS)
+    o.exception_type = _clean(exception_type_name(exc))
+    o.message = _clean(_cut_head(str(exc) or type(exc).__name__, MAX_MESSAGE_CHARS))
+    o.detail = _clean(_cut_middle(_detail(exc), MAX_DETAIL_CHARS))
     o.kind = _kind(exc).proto
 
     status: Optional[int] = None
@@ -171,7 +183,7 @@ def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
             status, found = _http_signal(e)
             headers = headers or found
         if not o.code:
-            o.code = _code(e)
+            o.code = _clean(_code(e))
         if not o.HasField("grpc_code"):
             g = _grpc_code(e)
             if g is not None:
@@ -263,7 +275,8 @@ def _attr(obj: Any, name: str) -> Any:
 
 def _code(e: BaseException) -> str:
     """An error code string: `.code` when it is a string (OpenAI's `insufficient_quota`), the
-    Anthropic body's error type (`overloaded_error`), else the errno's name (`ECONNREFUSED`)."""
+    Anthropic body's error type (`overloaded_error`), else the errno's name (`ECONNREFUSED`) of an
+    OS error, or Node's name for a failed DNS lookup (`ENOTFOUND`, `EAI_AGAIN`)."""
     code = _attr(e, "code")
     if isinstance(code, str) and code.strip():
         return code.strip()
@@ -276,7 +289,13 @@ def _code(e: BaseException) -> str:
                 if isinstance(value, str) and value.strip():
                     return value.strip()
     err = _attr(e, "errno")
-    if isinstance(err, int) and not isinstance(err, bool):
+    if not isinstance(err, int) or isinstance(err, bool):
+        return ""
+    if isinstance(e, socket.gaierror):
+        return _DNS_CODES.get(err, "")
+    # ssl.SSLError is an OSError whose errno is OpenSSL's error number: SSL_ERROR_SSL (1) read as
+    # an errno is EPERM, and the sidecar would escalate a TLS failure as permission_denied.
+    if isinstance(e, OSError) and not isinstance(e, ssl.SSLError):
         return errno_names.errorcode.get(err, "")
     return ""
 
@@ -313,8 +332,9 @@ def _retry_headers(headers: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         if isinstance(name, bytes):
             name = name.decode("latin-1")
         if isinstance(name, str) and name.strip().lower() in RETRY_HEADERS:
-            text = _text(value)
+            text = _clean(_text(value))
             if text:
+                # The name is one of RETRY_HEADERS, so plain ASCII.
                 yield name.strip().lower(), text
 
 
@@ -369,6 +389,14 @@ def _text(value: Any) -> str:
     if value is None or isinstance(value, float) and math.isnan(value):
         return ""
     return str(value)
+
+
+def _clean(text: str) -> str:
+    """`text` with each lone surrogate written U+FFFD, as Go's strings.ToValidUTF8 and JavaScript's
+    toWellFormed write invalid text. Process output decoded with errors="surrogateescape" and file
+    names from os.fsdecode carry them, and protobuf refuses any text that is not valid UTF-8, so one
+    stray byte in a tool's output would otherwise fail the report instead of being judged."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _cut_head(text: str, limit: int) -> str:

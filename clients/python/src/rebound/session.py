@@ -151,7 +151,10 @@ class _State:
         self.core.fell_back()
         # The sidecar may have restarted and forgotten the session.
         self.lost()
-        v = self.core.policy.decide(o, consecutive, now=self.core.clock(), random=self.core.random())
+        # A repeated call id gets its earlier verdict, as the sidecar would answer it.
+        v = self.local.recall(o)
+        if v is None:
+            v = self.core.policy.decide(o, consecutive, now=self.core.clock(), random=self.core.random())
         self.local.record(o, v)
         return Verdict(v, fallback=True)
 
