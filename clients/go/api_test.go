@@ -173,6 +173,44 @@ func TestDoGivesUpAfterMaxAttempts(t *testing.T) {
 	}
 }
 
+// Each attempt of Do is a call of its own: one call id for all of them had the
+// sidecar replay the first retry verdict until WithMaxAttempts, and a fixed
+// attempt number froze the retry count. Do refuses both, before calling fn.
+func TestDoRefusesItsOwnOptions(t *testing.T) {
+	tl := newTools()
+	c := dial(t)
+	s := openSession(t, c)
+	for _, tt := range []struct {
+		option string
+		opt    ReportOption
+	}{
+		{"WithCallID", WithCallID("call-1")},
+		{"WithAttempt", WithAttempt(1)},
+		{"WithAttempt", WithAttempt(0)},
+		{"WithCallID", func(o *reboundpb.Outcome) error { o.CallId = ""; return nil }},
+	} {
+		var calls int
+		err := s.Do(context.Background(), tl.search, func(context.Context) error { calls++; return rateLimited() },
+			WithDuration(time.Millisecond), tt.opt)
+		if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), tt.option) {
+			t.Errorf("Do with %s = %v after %d calls, want ErrInvalidInput naming %s", tt.option, err, calls, tt.option)
+		}
+		if calls != 0 {
+			t.Errorf("Do with %s ran fn %d times, want none", tt.option, calls)
+		}
+	}
+	// The same 503 without them is retried, then escalated at the third failure in a row.
+	var calls int
+	err := s.Do(context.Background(), tl.fetch, func(context.Context) error {
+		calls++
+		return &HTTPError{StatusCode: 503, Header: http.Header{"Retry-After-Ms": {"20"}}}
+	}, WithDuration(time.Millisecond))
+	var esc *EscalationError
+	if !errors.As(err, &esc) || calls != 3 {
+		t.Errorf("Do = %v after %d calls, want *EscalationError after 3", err, calls)
+	}
+}
+
 func TestSessionDeclarationContextAndEnd(t *testing.T) {
 	tl := newTools()
 	c := dial(t)

@@ -3,6 +3,7 @@ package rebound
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -241,6 +242,62 @@ func TestFailOpenWhenNothingListens(t *testing.T) {
 	sum, err := s.End(context.Background())
 	if err != nil || sum.GetCalls() != 1 || sum.GetRetries() != 1 {
 		t.Errorf("End = %v, %v; want the local summary", sum, err)
+	}
+}
+
+// A call id reported again counts once, with the sidecar down as with it up:
+// the fallback answers it with the first verdict, and neither the failures in
+// a row nor the summary count it twice.
+func TestRepeatedCallIDCountsOnce(t *testing.T) {
+	ctx := context.Background()
+	down, err := Dial(ctx, refusedAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	tool := newTools().search
+	// Exported fields, so that fmt prints the action's name.
+	type step struct {
+		Action      Action
+		Consecutive uint32
+		Replayed    bool
+	}
+	run := func(c *Client) ([]step, *reboundpb.SessionSummary) {
+		s, err := c.Session(sessionID(t, "s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var steps []step
+		for _, id := range []string{"call-1", "call-1", "call-1", "call-2"} {
+			v, err := s.Report(ctx, tool, &HTTPError{StatusCode: 503, Body: "Service Unavailable"}, WithCallID(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps = append(steps, step{v.Action, v.GetBreaker().GetConsecutiveFailures(), v.GetReplayed()})
+		}
+		sum, err := s.End(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return steps, sum
+	}
+	local, localSum := run(down)
+	if down.Fallbacks() == 0 {
+		t.Fatal("the fallback did not answer")
+	}
+	want := []step{{ActionRetry, 1, false}, {ActionRetry, 1, true}, {ActionRetry, 1, true}, {ActionRetry, 2, false}}
+	if fmt.Sprint(local) != fmt.Sprint(want) {
+		t.Errorf("fallback (action, failures in a row, replayed) = %v, want %v", local, want)
+	}
+	if localSum.GetCalls() != 2 || localSum.GetErrors() != 2 || localSum.GetRetries() != 2 {
+		t.Errorf("fallback summary = %v, want 2 calls, 2 errors, 2 retries", localSum)
+	}
+	live, liveSum := run(dial(t))
+	if fmt.Sprint(live) != fmt.Sprint(local) {
+		t.Errorf("the sidecar says %v; the fallback %v", live, local)
+	}
+	if liveSum.GetCalls() != localSum.GetCalls() || liveSum.GetErrors() != localSum.GetErrors() {
+		t.Errorf("the sidecar's summary %v; the fallback's %v", liveSum, localSum)
 	}
 }
 

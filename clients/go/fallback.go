@@ -170,7 +170,7 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 		v.Breaker.Reason = reboundpb.Reason_REASON_RETRIES_EXHAUSTED
 		return
 	}
-	if said, ok := header(o.GetHeaders(), "x-should-retry"); ok && strings.EqualFold(strings.TrimSpace(said), "false") {
+	if said, ok := header(o.GetHeaders(), "x-should-retry"); ok && foldsTo(said, "false") {
 		// The provider says not to retry, as OpenAI's and Anthropic's SDKs read it (the sidecar heeds it too).
 		v.Action = ActionRecover
 		v.Breaker.Reason = reboundpb.Reason_REASON_SERVER_PUSHBACK
@@ -259,31 +259,78 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 	return reboundpb.Category_CATEGORY_UNKNOWN, "fallback.default"
 }
 
+// maxProviderWait bounds a provider's delay: anything above a day is nonsense
+// (and escalates under any sane MaxProviderDelay), and clamping keeps the
+// Duration, jitter included, from overflowing.
+const maxProviderWait = 24 * time.Hour
+
 // providerDelay reads the Retry-After family the fallback honours:
-// retry-after-ms (milliseconds) and Retry-After (seconds or an HTTP date).
+// retry-after-ms (milliseconds) and Retry-After (seconds or an HTTP date),
+// in the sidecar's grammar (src/backoff.rs), so that both read a header alike.
 func providerDelay(headers map[string]string, now time.Time) (time.Duration, bool) {
 	if v, ok := header(headers, "retry-after-ms"); ok {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-			return time.Duration(ms * float64(time.Millisecond)), true
+		if ms, ok := parseNumber(v); ok {
+			return time.Duration(math.Min(ms, float64(maxProviderWait/time.Millisecond)) * float64(time.Millisecond)), true
 		}
 	}
 	if v, ok := header(headers, "retry-after"); ok {
-		v = strings.TrimSpace(v)
-		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && !math.IsInf(s, 0) {
-			// Anything above a day is nonsense; clamping keeps the Duration from overflowing.
-			return time.Duration(math.Min(s, 86400) * float64(time.Second)), true
+		if s, ok := parseNumber(v); ok {
+			return time.Duration(math.Min(s, maxProviderWait.Seconds()) * float64(time.Second)), true
 		}
-		if at, err := http.ParseTime(v); err == nil {
-			return max(at.Sub(now), 0), true
+		if at, ok := parseHTTPDate(strings.TrimSpace(v)); ok {
+			return min(max(at.Sub(now), 0), maxProviderWait), true
 		}
 	}
 	return 0, false
 }
 
-// header looks a header up case-insensitively, as HTTP does.
+// parseNumber reads a header's number of seconds or milliseconds as the
+// sidecar does (Rust's f64 grammar): finite and not negative. strconv.ParseFloat
+// also takes Go's literal forms, hex floats (0x1p4) and digit underscores (1_0),
+// which the sidecar refuses.
+func parseNumber(v string) (float64, bool) {
+	v = strings.TrimSpace(v)
+	if strings.ContainsAny(v, "xX_") {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0, false
+	}
+	return f, true
+}
+
+// httpDates are the three forms of an HTTP date (RFC 9110 section 5.6.7), GMT
+// only, with asctime's day padded either way, as the sidecar's parser (the
+// httpdate crate) reads them.
+var httpDates = []string{http.TimeFormat, "Monday, 02-Jan-06 15:04:05 GMT", time.ANSIC, "Mon Jan 02 15:04:05 2006"}
+
+// parseHTTPDate reads an HTTP date as strictly as the sidecar. time.Parse
+// takes more (any zone in the RFC 850 form, +0000 or UTC; a wrong weekday;
+// names in any case; a one-digit hour; fractional seconds), so a date counts
+// only when it reads back the same. As in httpdate, a two-digit year below 70
+// is 20yy, and no date before 1970 counts.
+func parseHTTPDate(v string) (time.Time, bool) {
+	for _, layout := range httpDates {
+		at, err := time.Parse(layout, v)
+		if err != nil {
+			continue
+		}
+		if at.Year() < 1970 {
+			// Go reads the two-digit year 69 as 1969; a four-digit one no longer reads back.
+			at = at.AddDate(100, 0, 0)
+		}
+		if at.Year() >= 1970 && at.Format(layout) == v {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// header looks a header up as the sidecar does: the name trimmed, in any ASCII case.
 func header(headers map[string]string, name string) (string, bool) {
 	for k, v := range headers {
-		if strings.EqualFold(k, name) {
+		if foldsTo(k, name) {
 			return v, true
 		}
 	}

@@ -1,7 +1,10 @@
 package rebound
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,6 +67,15 @@ func TestFallbackDecide(t *testing.T) {
 		{name: "x-should-retry: false is not retried, whatever else the headers say",
 			outcome: &reboundpb.Outcome{Tool: "llm", HttpStatus: 529,
 				Headers: map[string]string{"X-Should-Retry": "false", "retry-after": "2"}},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNAVAILABLE, retryable: true,
+			reason: reboundpb.Reason_REASON_SERVER_PUSHBACK},
+		{name: "a huge retry-after-ms escalates, as the sidecar does",
+			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"retry-after-ms": "1e13"}},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_RATE_LIMITED, retryable: true,
+			reason: reboundpb.Reason_REASON_DELAY_TOO_LONG},
+		{name: "x-should-retry is read with spaces around its name, as the sidecar reads it",
+			outcome: &reboundpb.Outcome{Tool: "llm", HttpStatus: 529,
+				Headers: map[string]string{"x-should-retry ": "false", "retry-after": "2"}},
 			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNAVAILABLE, retryable: true,
 			reason: reboundpb.Reason_REASON_SERVER_PUSHBACK},
 		{name: "Retry-After of 5 minutes is waited for",
@@ -257,6 +269,26 @@ func TestProviderDelay(t *testing.T) {
 		{map[string]string{"Retry-After": "later"}, 0, false},
 		{map[string]string{"X-Other": "7"}, 0, false},
 		{nil, 0, false},
+		// Clamped at a day: no Duration overflow, and a wait that long escalates.
+		{map[string]string{"retry-after-ms": "1e13"}, 24 * time.Hour, true},
+		{map[string]string{"Retry-After": "1e13"}, 24 * time.Hour, true},
+		{map[string]string{"Retry-After": "Sun, 14 Mar 2123 12:00:00 GMT"}, 24 * time.Hour, true},
+		// The sidecar's grammar, not Go's: no hex floats, no digit underscores.
+		{map[string]string{"retry-after-ms": "0x1p4"}, 0, false},
+		{map[string]string{"Retry-After": "0x1p4"}, 0, false},
+		{map[string]string{"Retry-After": "1_0"}, 0, false},
+		{map[string]string{" Retry-After ": " 7 "}, 7 * time.Second, true},
+		// The three HTTP date forms, GMT only, the weekday right, names as written.
+		{map[string]string{"Retry-After": "Friday, 14-Mar-25 12:01:00 GMT"}, time.Minute, true},
+		{map[string]string{"Retry-After": "Fri Mar 14 12:01:00 2025"}, time.Minute, true},
+		{map[string]string{"Retry-After": "Mon Mar  3 12:00:00 2025"}, 0, true},
+		{map[string]string{"Retry-After": "Friday, 14-Mar-25 12:01:00 +0000"}, 0, false},
+		{map[string]string{"Retry-After": "Friday, 14-Mar-25 12:01:00 UTC"}, 0, false},
+		{map[string]string{"Retry-After": "Fri, 14 Mar 2025 12:01:00 +0000"}, 0, false},
+		{map[string]string{"Retry-After": "Thu, 14 Mar 2025 12:01:00 GMT"}, 0, false},
+		{map[string]string{"Retry-After": "fri, 14 mar 2025 12:01:00 GMT"}, 0, false},
+		{map[string]string{"Retry-After": "Fri, 14 Mar 2025 12:01:00.5 GMT"}, 0, false},
+		{map[string]string{"Retry-After": "Fri, 14 Mar 1969 12:01:00 GMT"}, 0, false},
 	}
 	for _, tt := range tests {
 		got, ok := providerDelay(tt.headers, now)
@@ -264,6 +296,91 @@ func TestProviderDelay(t *testing.T) {
 			t.Errorf("providerDelay(%v) = %s, %v; want %s, %v", tt.headers, got, ok, tt.want, tt.ok)
 		}
 	}
+}
+
+// The fallback reads the Retry-After family as the sidecar does: each header
+// value here goes through `rebound replay` and the fallback policy, and both
+// must agree on retrying with the provider's delay, backoff, or escalating.
+func TestProviderDelayReadsLikeTheSidecar(t *testing.T) {
+	headers := []map[string]string{
+		{"retry-after-ms": "250"},
+		{"retry-after-ms": "1e13"},
+		{"retry-after-ms": "0x1p4"},
+		{"retry-after-ms": "-1", "retry-after": "2"},
+		{"Retry-After": "7"},
+		{"Retry-After": "1e13"},
+		{"Retry-After": "0x1p4"},
+		{"Retry-After": "0X10"},
+		{"Retry-After": "1_0"},
+		{"Retry-After": "inf"},
+		{"Retry-After": "+2"},
+		{"Retry-After": ".5"},
+		{" Retry-After ": "2"},
+		{"x-should-retry ": "false"},
+		{"X-Should-Retry": " FALSE ", "retry-after": "2"},
+		{"Retry-After": "Fri, 14 Mar 2025 11:00:00 GMT"},
+		{"Retry-After": "Fri, 15 Mar 2041 12:00:30 GMT"},
+		{"Retry-After": "Fri, 15 Mar 2041 12:00:30 +0000"},
+		{"Retry-After": "Friday, 15-Mar-41 12:00:30 GMT"},
+		{"Retry-After": "Friday, 15-Mar-41 12:00:30 +0000"},
+		{"Retry-After": "Friday, 15-Mar-41 12:00:30 UTC"},
+		{"Retry-After": "Thu, 15 Mar 2041 12:00:30 GMT"},
+		{"Retry-After": "fri, 15 mar 2041 12:00:30 GMT"},
+		{"Retry-After": "Fri Mar 15 12:00:30 2041"},
+		{"Retry-After": "Fri Mar 01 12:00:30 2041"},
+		{"Retry-After": "Fri Mar  1 12:00:30 2041"},
+		{"Retry-After": "Thu, 15 Mar 2069 12:00:30 GMT"},
+		{"Retry-After": "Friday, 15-Mar-69 12:00:30 GMT"},
+		{"Retry-After": "Fri, 15 Mar 2041 2:00:30 GMT"},
+		{"Retry-After": "Fri, 15 Mar 2041 12:00:30.5 GMT"},
+	}
+	var input strings.Builder
+	for i, h := range headers {
+		line, err := json.Marshal(map[string]any{"session_id": "s" + strconv.Itoa(i), "tool": "t" + strconv.Itoa(i),
+			"http_status": 503, "headers": h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		input.Write(append(line, '\n'))
+	}
+	cmd := exec.Command(sidecarBin, "replay", "-")
+	cmd.Stdin = strings.NewReader(input.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rebound replay: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(headers) {
+		t.Fatalf("rebound replay gave %d verdicts for %d outcomes:\n%s", len(lines), len(headers), out)
+	}
+	for i, h := range headers {
+		var sidecar struct {
+			Action        string `json:"action"`
+			ProviderDelay *bool  `json:"provider_delay"`
+			Breaker       struct {
+				Reason *string `json:"reason"`
+			} `json:"breaker"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &sidecar); err != nil {
+			t.Fatalf("verdict %d: %v: %s", i, err, lines[i])
+		}
+		v := DefaultFallbackPolicy().decide(&reboundpb.Outcome{Tool: "t", HttpStatus: 503, Headers: h},
+			fallbackInput{consecutive: 1, now: time.Now()})
+		got := fmt.Sprintf("%s, reason %q, provider delay %v", strings.ToLower(strings.TrimPrefix(v.GetAction().String(), "ACTION_")),
+			strings.ToLower(strings.TrimPrefix(v.GetBreaker().GetReason().String(), "REASON_")), v.GetRetry().GetProviderDelay())
+		want := fmt.Sprintf("%s, reason %q, provider delay %v", sidecar.Action,
+			deref(sidecar.Breaker.Reason, "unspecified"), deref(sidecar.ProviderDelay, false))
+		if got != want {
+			t.Errorf("headers %q: the fallback says %s; the sidecar %s", h, got, want)
+		}
+	}
+}
+
+func deref[T any](p *T, none T) T {
+	if p == nil {
+		return none
+	}
+	return *p
 }
 
 func TestFallbackSnippetShape(t *testing.T) {

@@ -6,12 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
 
 // localState is what a session remembers on the client side, always, so that
 // the fallback policy can carry on where the sidecar left off: failures in a
-// row per tool, unresolved errors for the context, and the summary counters.
+// row per tool, unresolved errors for the context, the summary counters, and
+// the latest call ids with their verdicts.
 type localState struct {
 	mu          sync.Mutex
 	started     time.Time
@@ -19,7 +22,20 @@ type localState struct {
 	// unresolved holds the latest error of each tool whose last call failed, oldest first.
 	unresolved []localError
 	summary    counters
+	// recent holds the latest call ids, oldest first. As on the sidecar, a
+	// call id reported again is counted once and answered with its first verdict.
+	recent []recentCall
 }
+
+// recentCall is a call id and its verdict, nil until it is judged.
+type recentCall struct {
+	id      string
+	verdict *reboundpb.Verdict
+}
+
+// recentCalls is how many call ids a session remembers, as the sidecar's
+// default (sessions.idempotency_window).
+const recentCalls = 16
 
 // counters are the summary's numbers (a plain struct: a protobuf message must not be copied or embedded).
 type counters struct {
@@ -46,10 +62,19 @@ func newLocalState(now time.Time) *localState {
 }
 
 // observe counts an outcome before it is judged and returns the failures of
-// its tool in a row, this one included.
+// its tool in a row, this one included. A call id seen before counts nothing.
 func (l *localState) observe(o *reboundpb.Outcome) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.find(o.GetCallId()) >= 0 {
+		return l.consecutive[o.GetTool()]
+	}
+	if id := o.GetCallId(); id != "" {
+		if len(l.recent) >= recentCalls {
+			l.recent = l.recent[1:]
+		}
+		l.recent = append(l.recent, recentCall{id: id})
+	}
 	l.summary.Calls++
 	l.summary.Cost += o.GetCost()
 	tool := o.GetTool()
@@ -94,10 +119,45 @@ func (l *localState) state() reboundpb.SessionState {
 	return l.summary.State
 }
 
-// record counts what a verdict decided.
+// find returns the index of a call id in recent, or -1; an empty id is never found.
+func (l *localState) find(id string) int {
+	if id == "" {
+		return -1
+	}
+	for i := range l.recent {
+		if l.recent[i].id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// replay returns the verdict a call id already had, for the fallback to give
+// again (marked replayed, as the sidecar marks it), or nil.
+func (l *localState) replay(o *reboundpb.Outcome) *reboundpb.Verdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := l.find(o.GetCallId())
+	if i < 0 || l.recent[i].verdict == nil {
+		return nil
+	}
+	v := proto.Clone(l.recent[i].verdict).(*reboundpb.Verdict)
+	v.CallId, v.SessionId, v.Replayed = o.GetCallId(), o.GetSessionId(), true
+	return v
+}
+
+// record counts what a verdict decided, once per call id: a repeated call's
+// verdict (the sidecar's replay, or a second answer to a call still in flight)
+// counts nothing.
 func (l *localState) record(o *reboundpb.Outcome, v *reboundpb.Verdict) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if i := l.find(o.GetCallId()); i >= 0 {
+		if l.recent[i].verdict != nil {
+			return
+		}
+		l.recent[i].verdict = v
+	}
 	switch v.GetAction() {
 	case ActionRetry:
 		l.summary.Retries++

@@ -92,7 +92,7 @@ func WithHTTPStatus(code int) ReportOption {
 	}
 }
 
-// WithHeaders adds response headers (Retry-After and friends).
+// WithHeaders adds response headers: only the Retry-After family the sidecar reads (see retryHeaders).
 func WithHeaders(h http.Header) ReportOption {
 	return func(o *reboundpb.Outcome) error {
 		addHeaders(o, h)
@@ -100,7 +100,7 @@ func WithHeaders(h http.Header) ReportOption {
 	}
 }
 
-// WithResponse takes the status and headers of a failed response.
+// WithResponse takes the status and headers (the Retry-After family) of a failed response.
 func WithResponse(resp *http.Response) ReportOption {
 	return func(o *reboundpb.Outcome) error {
 		if resp == nil {
@@ -192,10 +192,11 @@ func WithDuration(d time.Duration) ReportOption {
 	}
 }
 
-// WithAttempt sets which attempt this was: 1 for the first call, 2 for the first retry.
+// WithAttempt sets which attempt this was: 1 for the first call, 2 for the first retry
+// (not for Session.Do, which numbers its attempts itself).
 func WithAttempt(n int) ReportOption {
 	return func(o *reboundpb.Outcome) error {
-		if n < 0 || n > math.MaxUint32 {
+		if n < 0 || uint64(n) > math.MaxUint32 {
 			return fmt.Errorf("%w: attempt %d: must be 0 to %d", ErrInvalidInput, n, uint32(math.MaxUint32))
 		}
 		o.Attempt = uint32(n)
@@ -203,7 +204,8 @@ func WithAttempt(n int) ReportOption {
 	}
 }
 
-// WithCallID sets the idempotency key: reporting the same call id again returns the first verdict.
+// WithCallID sets the idempotency key: reporting the same call id again returns the first verdict
+// (not for Session.Do, which gives each attempt a call id of its own).
 func WithCallID(id string) ReportOption {
 	return func(o *reboundpb.Outcome) error {
 		if err := checkID("call id", id); err != nil {
@@ -336,15 +338,53 @@ func typeName(err error) string {
 	return name
 }
 
-// addHeaders flattens an http.Header into the outcome, joining repeated values as HTTP does.
+// retryHeaders are the response headers the sidecar reads, the same list as
+// PROVIDER_HEADERS in src/backoff.rs (a test keeps the two equal). The sidecar
+// drops any other; the client does not send them in the first place, so that
+// cookies and tokens (Set-Cookie, Authorization) never leave the process.
+var retryHeaders = []string{
+	"retry-after",
+	"retry-after-ms",
+	"grpc-retry-pushback-ms",
+	"x-ratelimit-reset",
+	"x-ratelimit-reset-requests",
+	"x-ratelimit-reset-tokens",
+	"x-ratelimit-remaining",
+	"x-ratelimit-remaining-requests",
+	"x-ratelimit-remaining-tokens",
+	"x-should-retry",
+}
+
+// isRetryHeader says whether a header is one of retryHeaders, matched as the
+// sidecar matches it: spaces around the name trimmed, ASCII case ignored.
+func isRetryHeader(name string) bool {
+	for _, h := range retryHeaders {
+		if foldsTo(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// foldsTo says whether s, trimmed, is want (lowercase ASCII) in any ASCII
+// case, as the sidecar compares header names and values. Equal lengths keep
+// strings.EqualFold to ASCII: a rune it folds onto an ASCII letter (the Kelvin
+// sign K) is longer than one byte, and the sidecar would not take it for one.
+func foldsTo(s, want string) bool {
+	s = strings.TrimSpace(s)
+	return len(s) == len(want) && strings.EqualFold(s, want)
+}
+
+// addHeaders flattens the Retry-After family of an http.Header into the
+// outcome, joining repeated values as HTTP does.
 func addHeaders(o *reboundpb.Outcome, h http.Header) {
-	if len(h) == 0 {
-		return
-	}
-	if o.Headers == nil {
-		o.Headers = make(map[string]string, len(h))
-	}
 	for k, vs := range h {
+		if !isRetryHeader(k) {
+			continue
+		}
+		if o.Headers == nil {
+			o.Headers = make(map[string]string, 2)
+		}
 		o.Headers[k] = strings.Join(vs, ", ")
 	}
 }
@@ -381,6 +421,11 @@ func checkOutcome(o *reboundpb.Outcome) error {
 	o.ExceptionType = cleanText(o.ExceptionType)
 	o.Code = cleanText(o.Code)
 	for k, v := range o.Headers {
+		if !isRetryHeader(k) {
+			// An outcome built by hand may carry any header; only the Retry-After family is sent.
+			delete(o.Headers, k)
+			continue
+		}
 		ck, cv := cleanText(k), cleanText(v)
 		if ck != k || cv != v {
 			delete(o.Headers, k)

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +81,7 @@ func TestOutcomeFromRealErrors(t *testing.T) {
 	}
 	rateLimited := func() error {
 		return fmt.Errorf("calling the API: %w", &HTTPError{StatusCode: 429,
-			Header: http.Header{"Retry-After": {"7"}, "X-Multi": {"a", "b"}}, Body: "slow down"})
+			Header: http.Header{"Retry-After": {"7"}, "Set-Cookie": {"a=1", "b=2"}}, Body: "slow down"})
 	}
 	grpcUnavailable := func() error {
 		return fmt.Errorf("lookup: %w", status.Error(codes.Unavailable, "connection refused"))
@@ -125,7 +127,7 @@ func TestOutcomeFromRealErrors(t *testing.T) {
 		{"HTTP 429 with headers", rateLimited, func(t *testing.T, o *reboundpb.Outcome) {
 			want(t, "status", o.GetHttpStatus(), int32(429))
 			want(t, "Retry-After", o.GetHeaders()["Retry-After"], "7")
-			want(t, "X-Multi", o.GetHeaders()["X-Multi"], "a, b")
+			want(t, "headers kept", len(o.GetHeaders()), 1)
 			want(t, "type", o.GetExceptionType(), "rebound.HTTPError")
 		}},
 		{"gRPC status", grpcUnavailable, func(t *testing.T, o *reboundpb.Outcome) {
@@ -190,6 +192,80 @@ func TestOutcomeOptionsOverrideTheError(t *testing.T) {
 	ok, err := OutcomeFromError("search", nil)
 	if err != nil || !ok.GetOk() || ok.GetMessage() != "" {
 		t.Errorf("nil error: %v, %v; want a bare success", ok, err)
+	}
+}
+
+// Only the Retry-After family the sidecar reads leaves the process: cookies
+// and tokens in the other headers of a failed response stay behind.
+func TestOnlyTheRetryHeadersAreSent(t *testing.T) {
+	// Headers of a real 429 from api.openai.com, with a cookie and a token added.
+	h := http.Header{
+		"Retry-After":                    {"20"},
+		"X-Ratelimit-Remaining-Requests": {"0"},
+		"X-Ratelimit-Reset-Requests":     {"20s"},
+		"X-Should-Retry":                 {"true"},
+		"Set-Cookie":                     {"__cf_bm=secret; path=/; HttpOnly"},
+		"Authorization":                  {"Bearer sk-proj-secret"},
+		"X-Request-Id":                   {"req_1"},
+		"Content-Type":                   {"application/json"},
+	}
+	h[" retry-after-ms "] = []string{"20000"}           // matched trimmed, as the sidecar matches it
+	h["X-Ratelimit-Reset-To\u212Aens"] = []string{"1s"} // a Kelvin sign is no ASCII k to the sidecar
+	kept := map[string]string{"Retry-After": "20", "X-Ratelimit-Remaining-Requests": "0",
+		"X-Ratelimit-Reset-Requests": "20s", "X-Should-Retry": "true", " retry-after-ms ": "20000"}
+	for name, opt := range map[string]ReportOption{"WithHeaders": WithHeaders(h),
+		"WithResponse": WithResponse(&http.Response{StatusCode: 429, Header: h})} {
+		o, err := OutcomeFromError("llm", &HTTPError{StatusCode: 429, Header: h}, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(o.GetHeaders()) != len(kept) {
+			t.Errorf("%s: headers = %v, want %v", name, o.GetHeaders(), kept)
+		}
+		for k, v := range kept {
+			want(t, name+": "+k, o.GetHeaders()[k], v)
+		}
+	}
+	// An outcome built by hand is held to the same list when it is sent.
+	o := &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Headers: map[string]string{"retry-after": "1", "Cookie": "id=secret"}}
+	if err := checkOutcome(o); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.GetHeaders()) != 1 || o.GetHeaders()["retry-after"] != "1" {
+		t.Errorf("hand-built outcome: headers = %v, want retry-after alone", o.GetHeaders())
+	}
+}
+
+// The client's list must be the sidecar's PROVIDER_HEADERS: a header added
+// there and not here would never reach it.
+func TestRetryHeadersMatchSidecar(t *testing.T) {
+	path := filepath.Join("..", "..", "src", "backoff.rs")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, listed, ok := strings.Cut(string(data), "pub const PROVIDER_HEADERS")
+	listed, _, _ = strings.Cut(listed, "];")
+	sidecar := map[string]bool{}
+	for _, line := range strings.Split(listed, "\n")[1:] {
+		if name := strings.Trim(strings.TrimSpace(line), `",`); name != "" {
+			sidecar[name] = true
+		}
+	}
+	if !ok || len(sidecar) < 10 {
+		t.Fatalf("%s: cannot read PROVIDER_HEADERS (found %v)", path, sidecar)
+	}
+	client := map[string]bool{}
+	for _, h := range retryHeaders {
+		client[h] = true
+		if !sidecar[h] {
+			t.Errorf("the client sends %q; the sidecar does not read it", h)
+		}
+	}
+	for h := range sidecar {
+		if !client[h] {
+			t.Errorf("the sidecar reads %q; the client drops it", h)
+		}
 	}
 }
 

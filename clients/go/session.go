@@ -148,7 +148,7 @@ func WithTools(names ...string) SessionOption {
 // WithStepLimit caps the outcomes the session may report; 0 keeps the sidecar's default.
 func WithStepLimit(n int) SessionOption {
 	return func(r *reboundpb.StartSessionRequest) error {
-		if n < 0 || n > math.MaxUint32 {
+		if n < 0 || uint64(n) > math.MaxUint32 {
 			return fmt.Errorf("%w: step limit %d: must be 0 to %d", ErrInvalidInput, n, uint32(math.MaxUint32))
 		}
 		r.StepLimit = uint32(n)
@@ -170,7 +170,7 @@ func WithCostLimit(cost float64) SessionOption {
 // WithErrorLimit sets how many errors escalate the session; 0 keeps the sidecar's default.
 func WithErrorLimit(n int) SessionOption {
 	return func(r *reboundpb.StartSessionRequest) error {
-		if n < 0 || n > math.MaxUint32 {
+		if n < 0 || uint64(n) > math.MaxUint32 {
 			return fmt.Errorf("%w: error limit %d: must be 0 to %d", ErrInvalidInput, n, uint32(math.MaxUint32))
 		}
 		r.ErrorLimit = uint32(n)
@@ -361,6 +361,10 @@ func (s *Session) fallback(o *reboundpb.Outcome, consecutive int) *Verdict {
 	s.c.fallbacks.Add(1)
 	// The sidecar may have restarted and forgotten the session.
 	s.declared.lost()
+	if pv := s.local.replay(o); pv != nil {
+		// A call id reported again gets its first verdict, as from the sidecar.
+		return &Verdict{Verdict: pv, Fallback: true}
+	}
 	pv := s.c.cfg.policy.decide(o, fallbackInput{
 		consecutive: consecutive,
 		now:         s.c.cfg.now(),
@@ -375,12 +379,17 @@ func (s *Session) fallback(o *reboundpb.Outcome, consecutive int) *Verdict {
 // early with ctx's error when ctx is done), and returns nil once a call
 // succeeds. Otherwise it returns a *RecoverError (recover, replan,
 // reclassify: give its Snippet to the LLM), an *EscalationError or an
-// *AbortError, each wrapping fn's error. opts apply to every outcome.
+// *AbortError, each wrapping fn's error. opts apply to every outcome, but
+// WithCallID and WithAttempt are refused (ErrInvalidInput, before fn runs):
+// each attempt is a call of its own, which Do numbers and gives its own call id.
 func (s *Session) Do(ctx context.Context, tool string, fn func(ctx context.Context) error, opts ...ReportOption) error {
 	if fn == nil {
 		return fmt.Errorf("%w: Do(%q) with a nil function", ErrInvalidInput, tool)
 	}
 	if err := checkID("tool", tool); err != nil {
+		return err
+	}
+	if err := checkDoOptions(tool, opts); err != nil {
 		return err
 	}
 	for attempt := 1; ; attempt++ {
@@ -391,7 +400,7 @@ func (s *Session) Do(ctx context.Context, tool string, fn func(ctx context.Conte
 		callErr := fn(ctx)
 		elapsed := time.Since(start)
 
-		// The caller's options come last so that they can override the attempt and duration.
+		// The caller's options come last so that they can override the duration.
 		v, err := s.Report(ctx, tool, callErr, append([]ReportOption{WithAttempt(attempt), WithDuration(elapsed)}, opts...)...)
 		if err != nil {
 			return errors.Join(err, callErr)
@@ -419,6 +428,34 @@ func (s *Session) Do(ctx context.Context, tool string, fn func(ctx context.Conte
 			return &RecoverError{Tool: tool, Action: v.Action, Snippet: v.Snippet, Verdict: v, Err: callErr}
 		}
 	}
+}
+
+// checkDoOptions refuses the options that would set what Do sets for each
+// attempt. One call id for all attempts has the sidecar replay the first
+// verdict (retry) to every later one, so a failing tool is retried until
+// WithMaxAttempts instead of escalating; a fixed attempt number freezes the
+// retry count likewise. The options are tried on two scratch outcomes whose
+// call ids and attempts differ: an option that sets either changes one of them.
+func checkDoOptions(tool string, opts []ReportOption) error {
+	for _, o := range []*reboundpb.Outcome{{Tool: tool}, {Tool: tool, CallId: "\x00", Attempt: 1}} {
+		callID, attempt := o.CallId, o.Attempt
+		for _, opt := range opts {
+			if opt == nil {
+				return fmt.Errorf("%w: nil ReportOption", ErrInvalidInput)
+			}
+			if err := opt(o); err != nil {
+				return err
+			}
+		}
+		if o.CallId != callID {
+			return fmt.Errorf("%w: Do(%q) with WithCallID: Do gives each attempt a call id of its own "+
+				"(with one id for all, the sidecar would answer every retry with the first verdict)", ErrInvalidInput, tool)
+		}
+		if o.Attempt != attempt {
+			return fmt.Errorf("%w: Do(%q) with WithAttempt: Do numbers the attempts itself", ErrInvalidInput, tool)
+		}
+	}
+	return nil
 }
 
 // sleep waits for d or until ctx is done, whichever comes first.
@@ -475,7 +512,7 @@ type ContextOption func(*reboundpb.ContextRequest) error
 // WithMaxTokens sets a token budget for the context text; the oldest errors go first to fit.
 func WithMaxTokens(n int) ContextOption {
 	return func(r *reboundpb.ContextRequest) error {
-		if n < 0 || n > math.MaxUint32 {
+		if n < 0 || uint64(n) > math.MaxUint32 {
 			return fmt.Errorf("%w: max tokens %d: must be 0 to %d", ErrInvalidInput, n, uint32(math.MaxUint32))
 		}
 		r.MaxTokens = uint32(n)
