@@ -341,6 +341,9 @@ impl ToolBreaker {
 #[derive(Debug)]
 pub struct ToolBreakers {
     shards: Vec<std::sync::Mutex<foldhash::HashMap<String, ToolBreaker>>>,
+    /// Picks a tool's shard, seeded per process: names cannot be chosen to land in
+    /// one shard and push a tool's breaker out.
+    picker: foldhash::fast::RandomState,
     per_shard: usize,
 }
 
@@ -363,6 +366,7 @@ impl ToolBreakers {
         let shards = max_tools.clamp(1, 16);
         ToolBreakers {
             shards: (0..shards).map(|_| std::sync::Mutex::new(foldhash::HashMap::default())).collect(),
+            picker: Default::default(),
             per_shard: max_tools / shards,
         }
     }
@@ -373,7 +377,8 @@ impl ToolBreakers {
     /// (an id in each) without a breaker until the sidecar restarts. An open or half
     /// open breaker is never dropped; a shard full of them breaks no new tool.
     fn with<R>(&self, tool: &str, now_ms: u64, create: bool, f: impl FnOnce(&mut ToolBreaker) -> R) -> Option<R> {
-        let index = (crate::session::id_hash(tool) % self.shards.len() as u64) as usize;
+        use std::hash::BuildHasher as _;
+        let index = (self.picker.hash_one(tool) % self.shards.len() as u64) as usize;
         let mut shard = self.shards[index].lock().unwrap_or_else(|p| p.into_inner());
         if let Some(b) = shard.get_mut(tool) {
             b.last_used_ms = now_ms;

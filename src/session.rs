@@ -336,7 +336,7 @@ pub struct Details {
     pub snippet: SnippetRecipe,
 }
 
-/// FNV-1a of an id (a call_id in the idempotency window, a session_id or a tool for its shard).
+/// FNV-1a of an id (a call_id in the idempotency window).
 pub(crate) fn id_hash(id: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in id.as_bytes() {
@@ -381,28 +381,39 @@ pub enum Removal {
 /// foldhash (seeded per process), cheaper than std's SipHash on every outcome.
 type Shard = LruCache<String, Session, foldhash::fast::RandomState>;
 
+/// The fewest sessions a shard is made for. Each shard evicts on its own once it
+/// holds its share of the capacity: with a few sessions each, chance alone fills one
+/// shard while others are empty (a capacity of 100 in 64 shards evicted 2 sessions of 40).
+pub const MIN_SESSIONS_PER_SHARD: usize = 256;
+
 /// The sessions, sharded by id so unrelated sessions never wait on one lock.
 #[derive(Debug)]
 pub struct SessionStore {
     shards: Vec<Mutex<Shard>>,
+    /// Picks a session's shard, seeded per process: ids cannot be chosen to land in
+    /// one shard and push another agent's session out long before the store is full.
+    picker: foldhash::fast::RandomState,
     idle_ms: u64,
     len: AtomicUsize,
 }
 
 impl SessionStore {
-    /// A store of at most `capacity` sessions in `shards` shards.
+    /// A store of at most `capacity` sessions in `shards` shards (fewer when the
+    /// capacity is small: see [`MIN_SESSIONS_PER_SHARD`]).
     pub fn new(capacity: usize, shards: usize, idle_ms: u64) -> Self {
-        let shards = shards.clamp(1, capacity.max(1));
+        let shards = shards.clamp(1, (capacity / MIN_SESSIONS_PER_SHARD).max(1));
         let per_shard = NonZeroUsize::new(capacity.div_ceil(shards).max(1)).expect("at least one");
         SessionStore {
             shards: (0..shards).map(|_| Mutex::new(LruCache::with_hasher(per_shard, Default::default()))).collect(),
+            picker: Default::default(),
             idle_ms,
             len: AtomicUsize::new(0),
         }
     }
 
     fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
-        let shard = &self.shards[(id_hash(id) % self.shards.len() as u64) as usize];
+        use std::hash::BuildHasher as _;
+        let shard = &self.shards[(self.picker.hash_one(id) % self.shards.len() as u64) as usize];
         // A panic while holding a shard would be a bug; keep serving the other sessions.
         shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -529,6 +540,18 @@ mod tests {
         assert!(matches!(store.remove("c", 1600), Removal::Ended(_)));
         assert!(matches!(store.remove("c", 1600), Removal::Missing));
         assert!(store.is_empty());
+    }
+
+    #[test]
+    fn a_small_capacity_holds_that_many_sessions_whatever_the_shards() {
+        // 64 shards of 2 used to push sessions out by chance long before 100 were held.
+        let store = SessionStore::new(100, 64, 1000);
+        for i in 0..100 {
+            let (_, _, evictions) = store.with_session(&format!("run-{i}"), 0, || new_session(0), |_| ());
+            assert!(evictions.is_empty(), "session {i} pushed one out");
+        }
+        assert_eq!(store.len(), 100);
+        assert_eq!(SessionStore::new(100_000, 64, 1000).shards.len(), 64, "a large store keeps its shards");
     }
 
     #[test]
