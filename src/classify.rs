@@ -421,7 +421,7 @@ impl Classifier {
         let text = match_text(outcome, self.text_limit);
         // From a trace: the first type some rule knows (a root cause may be too generic to).
         let derived = if outcome.exception_type.trim().is_empty() {
-            let names = exceptions_in_trace(&outcome.detail);
+            let names = exceptions_in_trace(trace_text(outcome));
             names.iter().copied().find(|n| self.index.knows(n)).or(names.first().copied())
         } else {
             None
@@ -599,14 +599,35 @@ fn type_named_by(line: &str) -> Option<&str> {
     (looks_like_type && (rest.is_empty() || rest.starts_with(':'))).then_some(name)
 }
 
-/// The text message rules look at: a bounded prefix of the message, and the
-/// head and tail of the detail (a Python traceback ends with its exception).
-fn match_text(outcome: &Outcome, limit: usize) -> std::borrow::Cow<'_, str> {
-    let message = prefix(&outcome.message, limit);
-    if outcome.detail.is_empty() {
-        return std::borrow::Cow::Borrowed(message);
+/// Where a stack trace may be: the detail, or else a message of more than one
+/// line (agents send `traceback.format_exc()` or `err.stack` as the message).
+fn trace_text(outcome: &Outcome) -> &str {
+    match outcome.detail.is_empty() && outcome.message.contains('\n') {
+        true => &outcome.message,
+        false => &outcome.detail,
     }
+}
+
+/// The text message rules look at: a bounded prefix of the message, and the
+/// head and tail of the detail (a Python traceback ends with its exception). A
+/// long message of many lines with no detail is read as a detail would be.
+fn match_text(outcome: &Outcome, limit: usize) -> std::borrow::Cow<'_, str> {
     let half = limit / 2;
+    let head_and_tail = |text: &mut String, long: &str| {
+        text.push_str(prefix(long, half));
+        text.push('\n');
+        text.push_str(suffix(long, half));
+    };
+    if outcome.detail.is_empty() {
+        let message = &outcome.message;
+        if message.len() <= limit || !message.contains('\n') {
+            return std::borrow::Cow::Borrowed(prefix(message, limit));
+        }
+        let mut text = String::with_capacity(limit + 1);
+        head_and_tail(&mut text, message);
+        return std::borrow::Cow::Owned(text);
+    }
+    let message = prefix(&outcome.message, limit);
     let detail = &outcome.detail;
     let mut text = String::with_capacity(message.len() + limit + 2);
     text.push_str(message);
@@ -614,9 +635,7 @@ fn match_text(outcome: &Outcome, limit: usize) -> std::borrow::Cow<'_, str> {
     if detail.len() <= limit {
         text.push_str(detail);
     } else {
-        text.push_str(prefix(detail, half));
-        text.push('\n');
-        text.push_str(suffix(detail, half));
+        head_and_tail(&mut text, detail);
     }
     std::borrow::Cow::Owned(text)
 }

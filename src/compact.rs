@@ -328,7 +328,11 @@ const HEADLINE_CHARS: usize = 200;
 /// stack trace in the detail, or else the failure lines of tool output; prefixed
 /// with the exception type when the text does not name it.
 pub fn headline(message: &str, exception_type: &str, detail: &str) -> String {
-    let trace = if message.trim().is_empty() { crate::trace::collapse(detail, 0) } else { None };
+    let trace = match (message.trim().is_empty(), detail.trim().is_empty()) {
+        (true, _) => crate::trace::collapse(detail, 0),
+        (false, true) => crate::trace::collapse(message, 0),
+        (false, false) => None,
+    };
     headline_with(message, exception_type, detail, trace.as_ref()).into_owned()
 }
 
@@ -339,12 +343,17 @@ fn headline_with<'a>(
     trace: Option<&crate::trace::Collapsed>,
 ) -> Cow<'a, str> {
     let message = message.trim();
-    let base = if !message.is_empty() {
-        Cow::Borrowed(message)
-    } else if let Some(trace) = trace {
-        Cow::Owned(trace.exception.clone())
-    } else {
-        Cow::Owned(failure_lines(detail, HEADLINE_CHARS))
+    // With no detail, a stack trace sent as the message (`traceback.format_exc()`,
+    // `err.stack`) gives its exception line, and long tool output sent as the message
+    // its failure lines, as each would from the detail.
+    let no_detail = detail.trim().is_empty();
+    let base = match trace {
+        Some(trace) if no_detail || message.is_empty() => Cow::Owned(trace.exception.clone()),
+        _ if no_detail && message.len() > HEADLINE_CHARS && message.contains('\n') => {
+            Cow::Owned(failure_lines(message, HEADLINE_CHARS))
+        }
+        _ if !message.is_empty() => Cow::Borrowed(message),
+        _ => Cow::Owned(failure_lines(detail, HEADLINE_CHARS)),
     };
     let short_type = exception_type.trim().rsplit('.').next().unwrap_or("");
     if !short_type.is_empty() && !base.contains(short_type) {
@@ -684,6 +693,8 @@ mod tests {
     fn headline_falls_back_to_the_traceback_and_names_the_type() {
         let detail = "Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: bad\n";
         assert_eq!(headline("", "", detail), "ValueError: bad");
+        // The same traceback sent as the message, as `traceback.format_exc()` is.
+        assert_eq!(headline(detail, "", ""), "ValueError: bad");
         assert_eq!(headline("bad input", "builtins.ValueError", ""), "builtins.ValueError: bad input");
         assert_eq!(headline("ValueError: bad input", "ValueError", ""), "ValueError: bad input");
         assert_eq!(headline("", "", ""), "(no message)");
