@@ -189,19 +189,30 @@ pub struct Headers(BTreeMap<String, String>);
 
 impl Headers {
     /// Builds the map, lowercasing keys. Of two names that differ only in case (or
-    /// spaces around them), the one that sorts last as sent (then by value) wins:
-    /// a protobuf map arrives in no fixed order, and the same outcome must get the
-    /// same verdict every time, from the server and from `replay` alike.
+    /// spaces around them), the greater value (in byte order) is kept: a protobuf map
+    /// arrives in no fixed order, and the same outcome must get the same verdict every
+    /// time, from the server and from `replay` alike.
     pub fn new<I, K, V>(pairs: I) -> Self
     where
         I: IntoIterator<Item = (K, V)>,
         K: AsRef<str>,
         V: Into<String>,
     {
-        let mut pairs: Vec<(String, String)> =
-            pairs.into_iter().map(|(k, v)| (k.as_ref().to_string(), v.into())).collect();
-        pairs.sort_unstable();
-        Headers(pairs.into_iter().map(|(k, v)| (k.trim().to_ascii_lowercase(), v)).collect())
+        let mut map = BTreeMap::new();
+        for (k, v) in pairs {
+            let v = v.into();
+            match map.entry(k.as_ref().trim().to_ascii_lowercase()) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(v);
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => {
+                    if v > *e.get() {
+                        e.insert(v);
+                    }
+                }
+            }
+        }
+        Headers(map)
     }
 
     /// The value of a header, by any case of its name.
@@ -427,7 +438,7 @@ mod tests {
         orders.push(pairs.iter().rev().copied().collect());
         orders.push(vec![pairs[1], pairs[0], pairs[2]]);
         for order in orders {
-            assert_eq!(Headers::new(order.clone()).get("retry-after"), Some("1"), "{order:?}");
+            assert_eq!(Headers::new(order.clone()).get("retry-after"), Some("30"), "{order:?}");
         }
     }
 }
