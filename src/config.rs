@@ -108,6 +108,9 @@ pub struct SessionsConfig {
     pub idle_expiry_ms: u64,
     /// The most sessions kept; past it the least recently used is evicted.
     pub capacity: usize,
+    /// The most bytes the sessions may hold together (as the store estimates them);
+    /// past it the least recently used are evicted.
+    pub max_bytes: u64,
     /// Lock shards of the session store.
     pub shards: usize,
     /// How many recent verdicts a session keeps for repeated call_ids.
@@ -118,7 +121,14 @@ pub struct SessionsConfig {
 
 impl Default for SessionsConfig {
     fn default() -> Self {
-        SessionsConfig { idle_expiry_ms: 3_600_000, capacity: 100_000, shards: 64, idempotency_window: 16, history: 10 }
+        SessionsConfig {
+            idle_expiry_ms: 3_600_000,
+            capacity: 100_000,
+            max_bytes: 512 << 20,
+            shards: 64,
+            idempotency_window: 16,
+            history: 10,
+        }
     }
 }
 

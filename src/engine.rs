@@ -126,6 +126,8 @@ pub struct EngineSettings {
     pub shards: usize,
     /// Idle expiry.
     pub idle_expiry_ms: u64,
+    /// The most bytes the sessions may hold together.
+    pub max_bytes: usize,
     /// Verdicts remembered per session for repeated call_ids.
     pub idempotency_window: usize,
     /// Errors remembered per session.
@@ -148,6 +150,7 @@ impl EngineSettings {
             capacity: sessions.capacity,
             shards: sessions.shards,
             idle_expiry_ms: sessions.idle_expiry_ms,
+            max_bytes: usize::try_from(sessions.max_bytes).unwrap_or(usize::MAX),
             idempotency_window: sessions.idempotency_window,
             history: sessions.history,
             seed,
@@ -183,7 +186,12 @@ impl Engine {
     pub fn new(policy: Policy, settings: EngineSettings, clock: Arc<dyn Clock>, metrics: Arc<Metrics>) -> Self {
         Engine {
             policy: RwLock::new(Arc::new(policy)),
-            sessions: SessionStore::new(settings.capacity, settings.shards, settings.idle_expiry_ms),
+            sessions: SessionStore::new(
+                settings.capacity,
+                settings.shards,
+                settings.idle_expiry_ms,
+                settings.max_bytes,
+            ),
             clock,
             metrics,
             tools: ToolBreakers::new(settings.max_tools),
@@ -251,7 +259,7 @@ impl Engine {
             self.metrics.evicted(*e, 1);
         }
         if !evictions.is_empty() {
-            self.metrics.sessions_active(self.sessions.len());
+            self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
         }
     }
 
@@ -325,12 +333,12 @@ impl Engine {
             || self.new_session(&policy, &req.session_id, now),
             |s| {
                 s.limits = limits;
-                s.setup = Some(Box::new(Setup { tools, profile: req.profile.clone(), labels: req.labels.clone() }));
+                s.setup = Some(Box::new(Setup::new(tools, req.profile.clone(), req.labels.clone())));
             },
         );
         self.count_evictions(&evictions);
         if created {
-            self.metrics.sessions_active(self.sessions.len());
+            self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
         }
         Ok(SessionInfo { created, limits })
     }
@@ -384,7 +392,7 @@ impl Engine {
         );
         self.count_evictions(&evictions);
         if created {
-            self.metrics.sessions_active(self.sessions.len());
+            self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
         }
         if fresh {
             self.record(label, &verdict);
@@ -630,7 +638,7 @@ impl Engine {
             }
             Removal::Missing => return Ok(None),
         };
-        self.metrics.sessions_active(self.sessions.len());
+        self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
         Ok(summary)
     }
 
@@ -639,8 +647,9 @@ impl Engine {
         let n = self.sessions.expire_idle(self.clock.now_ms());
         if n > 0 {
             self.metrics.evicted(Eviction::Idle, n as u64);
-            self.metrics.sessions_active(self.sessions.len());
         }
+        // Every sweep: the sessions' bytes change with every outcome, not only as sessions come and go.
+        self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
         n
     }
 }

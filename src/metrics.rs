@@ -17,6 +17,8 @@ pub const RETRY_DELAY_SECONDS: &str = "rebound_retry_delay_seconds";
 pub const ESCALATIONS_TOTAL: &str = "rebound_escalations_total";
 /// Sessions held.
 pub const SESSIONS_ACTIVE: &str = "rebound_sessions_active";
+/// Gauge: the bytes the sessions hold, as the store estimates them for `sessions.max_bytes`.
+pub const SESSIONS_BYTES: &str = "rebound_sessions_bytes";
 /// Sessions dropped without EndSession, by reason (idle, capacity).
 pub const SESSIONS_EVICTED_TOTAL: &str = "rebound_sessions_evicted_total";
 /// RPC durations by method, in seconds.
@@ -102,6 +104,11 @@ fn describe() {
     metrics::describe_histogram!(RETRY_DELAY_SECONDS, metrics::Unit::Seconds, "Retry delays given.");
     metrics::describe_counter!(ESCALATIONS_TOTAL, "Escalations answered, by reason.");
     metrics::describe_gauge!(SESSIONS_ACTIVE, "Sessions held in memory.");
+    metrics::describe_gauge!(
+        SESSIONS_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes the sessions hold, as estimated for sessions.max_bytes (resident memory runs about a fifth above)."
+    );
     metrics::describe_counter!(SESSIONS_EVICTED_TOTAL, "Sessions dropped without EndSession, by reason.");
     metrics::describe_histogram!(RPC_DURATION_SECONDS, metrics::Unit::Seconds, "RPC handling time, by method.");
     metrics::describe_histogram!(SNIPPET_BYTES, metrics::Unit::Bytes, "Sizes of the snippets returned.");
@@ -154,7 +161,9 @@ pub struct Metrics {
     escalations: HashMap<Reason, Counter>,
     evicted_idle: Counter,
     evicted_capacity: Counter,
+    evicted_memory: Counter,
     sessions_active: Gauge,
+    sessions_bytes: Gauge,
     retry_delay: Histogram,
     snippet_bytes: Histogram,
     streams_active: Gauge,
@@ -183,7 +192,9 @@ impl Metrics {
                 .collect(),
             evicted_idle: metrics::counter!(SESSIONS_EVICTED_TOTAL, "reason" => "idle"),
             evicted_capacity: metrics::counter!(SESSIONS_EVICTED_TOTAL, "reason" => "capacity"),
+            evicted_memory: metrics::counter!(SESSIONS_EVICTED_TOTAL, "reason" => "memory"),
             sessions_active: metrics::gauge!(SESSIONS_ACTIVE),
+            sessions_bytes: metrics::gauge!(SESSIONS_BYTES),
             retry_delay: metrics::histogram!(RETRY_DELAY_SECONDS),
             snippet_bytes: metrics::histogram!(SNIPPET_BYTES),
             streams_active: metrics::gauge!(STREAMS_ACTIVE),
@@ -247,12 +258,14 @@ impl Metrics {
         match reason {
             crate::session::Eviction::Idle => self.evicted_idle.increment(n),
             crate::session::Eviction::Capacity => self.evicted_capacity.increment(n),
+            crate::session::Eviction::Memory => self.evicted_memory.increment(n),
         }
     }
 
-    /// Sets the active session gauge.
-    pub fn sessions_active(&self, n: usize) {
-        self.sessions_active.set(n as f64);
+    /// Sets the gauges of the sessions held and of their bytes.
+    pub fn sessions(&self, held: usize, bytes: usize) {
+        self.sessions_active.set(held as f64);
+        self.sessions_bytes.set(bytes as f64);
     }
 
     /// Records a snippet's size.

@@ -240,7 +240,7 @@ fn profiles(config: &Config) -> Result<BTreeMap<String, Arc<Policy>>, PolicyErro
 /// `check-config` and a reload refuse them too.
 fn check_transport(config: &Config) -> Result<(), PolicyError> {
     let s = &config.server;
-    let ranges: [(&str, u64, u64, u64); 11] = [
+    let ranges: [(&str, u64, u64, u64); 12] = [
         ("server.shutdown_delay_ms", s.shutdown_delay_ms, 0, 600_000),
         ("server.keepalive_timeout_ms", s.keepalive_timeout_ms, 100, 600_000),
         ("server.max_message_bytes", s.max_message_bytes as u64, 1024, 64 << 20),
@@ -249,6 +249,7 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
         ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
         ("server.worker_threads", u64::from(s.worker_threads), 0, 256),
         ("sessions.capacity", config.sessions.capacity as u64, 1, 100_000_000),
+        ("sessions.max_bytes", config.sessions.max_bytes, 1 << 20, 1 << 40),
         ("sessions.shards", config.sessions.shards as u64, 1, 4096),
         ("sessions.idle_expiry_ms", config.sessions.idle_expiry_ms, 1000, 30 * 24 * 3_600_000),
         ("sessions.history", config.sessions.history as u64, 1, 1000),

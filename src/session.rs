@@ -94,6 +94,10 @@ pub struct Session {
     pub recent: VecDeque<Remembered>,
     /// Jitter source.
     pub rng: Rng,
+    /// The bytes of the tool names in `tool_stats` (kept as they change: a session may count a thousand).
+    tool_name_bytes: usize,
+    /// What the store's byte budget last counted for this session (see [`Session::weight`]).
+    charged: usize,
 }
 
 /// What StartSession declared besides limits.
@@ -105,6 +109,22 @@ pub struct Setup {
     pub profile: String,
     /// Free labels.
     pub labels: BTreeMap<String, String>,
+    /// About how many bytes all this holds (see [`Setup::new`]).
+    pub bytes: usize,
+}
+
+impl Setup {
+    /// A setup, with what it holds counted once: each string by its length and the
+    /// room its handle takes.
+    pub fn new(tools: Arc<[String]>, profile: String, labels: BTreeMap<String, String>) -> Setup {
+        const STRING: usize = std::mem::size_of::<String>();
+        // A label is two strings and its place in the map's node.
+        let bytes = std::mem::size_of::<Setup>()
+            + tools.iter().map(|t| STRING + t.len()).sum::<usize>()
+            + profile.len()
+            + labels.iter().map(|(k, v)| 2 * STRING + 16 + k.len() + v.len()).sum::<usize>();
+        Setup { tools, profile, labels, bytes }
+    }
 }
 
 impl Session {
@@ -129,7 +149,34 @@ impl Session {
             dropped_unresolved: 0,
             recent: VecDeque::new(),
             rng,
+            tool_name_bytes: 0,
+            charged: 0,
         }
+    }
+
+    /// About how many bytes the session holds: its place in the store and what it points
+    /// to, text counted by its length. What the store's byte budget counts. Shared text (a
+    /// tool's name, a declared tool list that other sessions share) is counted as if the
+    /// session's own, so the figure is on the high side. The allocator's own overhead is
+    /// not in it: resident memory runs about a fifth above.
+    pub fn weight(&self, id: &str) -> usize {
+        // The store's entry: the key, the session, the list links and the table's slot.
+        const ENTRY: usize = std::mem::size_of::<Session>() + 48;
+        const REMEMBERED: usize = std::mem::size_of::<Remembered>();
+        // A boxed Details, and a little for what its strings hold.
+        const DETAILS: usize = std::mem::size_of::<Details>() + 64;
+        let history: usize =
+            self.history.iter().map(|e| std::mem::size_of::<HistoryEntry>() + 16 + e.message.len()).sum();
+        let details = self.recent.iter().filter(|r| r.details.is_some()).count();
+        ENTRY
+            + id.len()
+            + self.setup.as_ref().map_or(0, |s| s.bytes)
+            + self.errors_by_category.capacity() * std::mem::size_of::<(Category, u32)>()
+            + self.tool_stats.capacity() * (std::mem::size_of::<ToolStats>() + 16)
+            + self.tool_name_bytes
+            + history
+            + self.recent.capacity() * REMEMBERED
+            + details * DETAILS
     }
 
     /// Counts a failure of `category`.
@@ -171,10 +218,12 @@ impl Session {
             // Make room: a tool whose counters are as a new tool's loses nothing; failing that, the oldest goes.
             let idle =
                 self.tool_stats.iter().position(|t| (t.consecutive_failures, t.retries, t.last_delay_ms) == (0, 0, 0));
-            self.tool_stats.remove(idle.unwrap_or(0));
+            let gone = self.tool_stats.remove(idle.unwrap_or(0));
+            self.tool_name_bytes -= gone.tool.len();
         } else if self.tool_stats.len() < 8 {
             self.tool_stats.reserve_exact(1);
         }
+        self.tool_name_bytes += name.len();
         self.tool_stats.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
         self.tool_stats.last_mut().expect("just pushed")
     }
@@ -353,6 +402,8 @@ pub enum Eviction {
     Idle,
     /// Pushed out by the capacity cap.
     Capacity,
+    /// Pushed out by the byte budget (`sessions.max_bytes`).
+    Memory,
 }
 
 impl Eviction {
@@ -361,6 +412,7 @@ impl Eviction {
         match self {
             Eviction::Idle => "idle",
             Eviction::Capacity => "capacity",
+            Eviction::Memory => "memory",
         }
     }
 }
@@ -395,27 +447,93 @@ pub struct SessionStore {
     picker: foldhash::fast::RandomState,
     idle_ms: u64,
     len: AtomicUsize,
+    /// The most bytes the sessions may hold together, as [`Session::weight`] counts them.
+    max_bytes: usize,
+    /// What they hold now.
+    bytes: AtomicUsize,
+    /// Where the next shedding in other shards starts.
+    next_shed: AtomicUsize,
 }
 
 impl SessionStore {
     /// A store of at most `capacity` sessions in `shards` shards (fewer when the
-    /// capacity is small: see [`MIN_SESSIONS_PER_SHARD`]).
-    pub fn new(capacity: usize, shards: usize, idle_ms: u64) -> Self {
+    /// capacity is small: see [`MIN_SESSIONS_PER_SHARD`]), holding at most about
+    /// `max_bytes` together.
+    pub fn new(capacity: usize, shards: usize, idle_ms: u64, max_bytes: usize) -> Self {
         let shards = shards.clamp(1, (capacity / MIN_SESSIONS_PER_SHARD).max(1));
-        let per_shard = NonZeroUsize::new(capacity.div_ceil(shards).max(1)).expect("at least one");
+        // The capacity shared out exactly: the first shards take one more of what does not divide.
+        let share = |i: usize| NonZeroUsize::new((capacity / shards + usize::from(i < capacity % shards)).max(1));
         SessionStore {
-            shards: (0..shards).map(|_| Mutex::new(LruCache::with_hasher(per_shard, Default::default()))).collect(),
+            shards: (0..shards)
+                .map(|i| Mutex::new(LruCache::with_hasher(share(i).expect("at least one"), Default::default())))
+                .collect(),
             picker: Default::default(),
             idle_ms,
             len: AtomicUsize::new(0),
+            max_bytes,
+            bytes: AtomicUsize::new(0),
+            next_shed: AtomicUsize::new(0),
         }
     }
 
-    fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
+    /// About how many bytes the sessions hold together (see [`Session::weight`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts what `session` holds now, after a change.
+    fn charge(&self, id: &str, session: &mut Session) {
+        let weight = session.weight(id);
+        if weight >= session.charged {
+            self.bytes.fetch_add(weight - session.charged, Ordering::Relaxed);
+        } else {
+            self.bytes.fetch_sub(session.charged - weight, Ordering::Relaxed);
+        }
+        session.charged = weight;
+    }
+
+    /// Forgets what a session that left the store held.
+    fn discharge(&self, session: &Session) {
+        self.bytes.fetch_sub(session.charged, Ordering::Relaxed);
+    }
+
+    /// Past the byte budget: the shard's least recently used sessions go, until the
+    /// store is within it or the shard holds no more than `keep` (1 for the shard of
+    /// the session just used: that one stays).
+    fn shed(&self, shard: &mut Shard, keep: usize, evictions: &mut Vec<Eviction>) {
+        while self.bytes() > self.max_bytes && shard.len() > keep {
+            let Some((_, old)) = shard.pop_lru() else { break };
+            self.discharge(&old);
+            self.len.fetch_sub(1, Ordering::Relaxed);
+            evictions.push(Eviction::Memory);
+        }
+    }
+
+    /// Still past the byte budget once the shard `used` has shed what it could: the
+    /// other shards shed theirs, one lock at a time (never two held at once), starting
+    /// at a shard that moves on each time, so no one shard's sessions always go first.
+    fn shed_elsewhere(&self, used: usize, evictions: &mut Vec<Eviction>) {
+        let start = self.next_shed.fetch_add(1, Ordering::Relaxed);
+        for i in (0..self.shards.len()).map(|k| (start + k) % self.shards.len()) {
+            if self.bytes() <= self.max_bytes {
+                return;
+            }
+            if i != used {
+                let mut shard = self.shards[i].lock().unwrap_or_else(|p| p.into_inner());
+                self.shed(&mut shard, 0, evictions);
+            }
+        }
+    }
+
+    /// The index of the shard that holds (or would hold) `id`.
+    fn shard_of(&self, id: &str) -> usize {
         use std::hash::BuildHasher as _;
-        let shard = &self.shards[(self.picker.hash_one(id) % self.shards.len() as u64) as usize];
+        (self.picker.hash_one(id) % self.shards.len() as u64) as usize
+    }
+
+    fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
         // A panic while holding a shard would be a bug; keep serving the other sessions.
-        shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.shards[self.shard_of(id)].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// How many sessions are held.
@@ -439,32 +557,46 @@ impl SessionStore {
         f: impl FnOnce(&mut Session) -> R,
     ) -> (R, bool, Vec<Eviction>) {
         let mut evictions = Vec::new();
-        let mut shard = self.shard(id);
+        let index = self.shard_of(id);
+        let mut shard = self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // One lookup for a session that exists, however it goes on.
-        if let Some(session) = shard.get_mut(id) {
+        let (result, created) = if let Some(session) = shard.get_mut(id) {
             let expired = now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms;
             if expired {
                 // Idle past expiry: a new session takes its place (and its place in the order).
+                self.discharge(session);
                 *session = create();
                 evictions.push(Eviction::Idle);
             }
             session.last_seen_ms = now_ms;
-            return (f(session), expired, evictions);
-        }
-        if let Some((_, old)) = shard.push(id.to_string(), create()) {
-            // The least recently used may have been idle past expiry, waiting for the sweep.
-            let idle = now_ms.saturating_sub(old.last_seen_ms) >= self.idle_ms;
-            evictions.push(if idle { Eviction::Idle } else { Eviction::Capacity });
+            let result = f(session);
+            self.charge(id, session);
+            (result, expired)
         } else {
-            self.len.fetch_add(1, Ordering::Relaxed);
+            if let Some((_, old)) = shard.push(id.to_string(), create()) {
+                // The least recently used may have been idle past expiry, waiting for the sweep.
+                let idle = now_ms.saturating_sub(old.last_seen_ms) >= self.idle_ms;
+                evictions.push(if idle { Eviction::Idle } else { Eviction::Capacity });
+                self.discharge(&old);
+            } else {
+                self.len.fetch_add(1, Ordering::Relaxed);
+            }
+            let session = shard.get_mut(id).expect("present: just inserted");
+            session.last_seen_ms = now_ms;
+            let result = f(session);
+            self.charge(id, session);
+            (result, true)
+        };
+        self.shed(&mut shard, 1, &mut evictions);
+        drop(shard);
+        if self.bytes() > self.max_bytes {
+            self.shed_elsewhere(index, &mut evictions);
         }
-        let session = shard.get_mut(id).expect("present: just inserted");
-        session.last_seen_ms = now_ms;
-        (f(session), true, evictions)
+        (result, created, evictions)
     }
 
     /// Runs `f` on the session if it exists (and is not idle past expiry), without creating it.
-    pub fn with_existing<R>(&self, id: &str, now_ms: u64, f: impl FnOnce(&mut Session) -> R) -> Option<R> {
+    pub fn with_existing<R>(&self, id: &str, now_ms: u64, f: impl FnOnce(&Session) -> R) -> Option<R> {
         let mut shard = self.shard(id);
         let session = shard.get_mut(id)?;
         if now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms {
@@ -480,6 +612,7 @@ impl SessionStore {
             return Removal::Missing;
         };
         self.len.fetch_sub(1, Ordering::Relaxed);
+        self.discharge(&removed);
         if now_ms.saturating_sub(removed.last_seen_ms) >= self.idle_ms {
             return Removal::Expired;
         }
@@ -496,7 +629,9 @@ impl SessionStore {
                 if now_ms.saturating_sub(s.last_seen_ms) < self.idle_ms {
                     break;
                 }
-                shard.pop_lru();
+                if let Some((_, gone)) = shard.pop_lru() {
+                    self.discharge(&gone);
+                }
                 dropped += 1;
             }
         }
@@ -516,7 +651,7 @@ mod tests {
 
     #[test]
     fn capacity_evicts_the_least_recently_used() {
-        let store = SessionStore::new(2, 1, 1000);
+        let store = SessionStore::new(2, 1, 1000, usize::MAX);
         store.with_session("a", 0, || new_session(0), |_| ());
         store.with_session("b", 1, || new_session(1), |_| ());
         store.with_session("a", 2, || new_session(2), |s| s.steps = 7);
@@ -530,7 +665,7 @@ mod tests {
 
     #[test]
     fn a_session_idle_past_expiry_is_gone_before_the_sweep_drops_it() {
-        let store = SessionStore::new(2, 1, 1000);
+        let store = SessionStore::new(2, 1, 1000, usize::MAX);
         store.with_session("a", 0, || new_session(0), |_| ());
         store.with_session("b", 1, || new_session(1), |_| ());
         // At capacity, pushed out after its expiry: counted as idle, not as the cap's.
@@ -545,18 +680,67 @@ mod tests {
     #[test]
     fn a_small_capacity_holds_that_many_sessions_whatever_the_shards() {
         // 64 shards of 2 used to push sessions out by chance long before 100 were held.
-        let store = SessionStore::new(100, 64, 1000);
+        let store = SessionStore::new(100, 64, 1000, usize::MAX);
         for i in 0..100 {
             let (_, _, evictions) = store.with_session(&format!("run-{i}"), 0, || new_session(0), |_| ());
             assert!(evictions.is_empty(), "session {i} pushed one out");
         }
         assert_eq!(store.len(), 100);
-        assert_eq!(SessionStore::new(100_000, 64, 1000).shards.len(), 64, "a large store keeps its shards");
+        assert_eq!(SessionStore::new(100_000, 64, 1000, usize::MAX).shards.len(), 64, "a large store keeps its shards");
+        // Shared out exactly: never more than the capacity in all.
+        let store = SessionStore::new(1000, 8, 1000, usize::MAX);
+        let caps: usize = store.shards.iter().map(|s| s.lock().unwrap().cap().get()).sum();
+        assert_eq!((store.shards.len(), caps), (3, 1000));
+    }
+
+    /// What the store's sessions weigh, added up one by one.
+    fn weights(store: &SessionStore) -> usize {
+        store.shards.iter().map(|s| s.lock().unwrap().iter().map(|(id, s)| s.weight(id)).sum::<usize>()).sum()
+    }
+
+    fn big_setup(n: usize) -> Box<Setup> {
+        let tools: Vec<String> = (0..1000).map(|i| format!("{n:05}-{i:04}-{}", "x".repeat(245))).collect();
+        let labels = (0..64).map(|i| (format!("{n:05}-{i:02}-{}", "k".repeat(240)), "v".repeat(1024))).collect();
+        Box::new(Setup::new(tools.into(), String::new(), labels))
+    }
+
+    #[test]
+    fn past_the_byte_budget_the_least_recently_used_go_and_the_count_stays_exact() {
+        // StartSession's largest setup is about 340 KB: a few hundred of them took 377 MB, with
+        // room in the capacity for a hundred thousand.
+        let max = 4 << 20;
+        let store = SessionStore::new(100_000, 4, 1_000_000, max);
+        let mut memory = 0;
+        for n in 0..100 {
+            let (_, _, ev) = store.with_session(
+                &format!("big-{n}"),
+                n as u64,
+                || new_session(0),
+                |s| {
+                    s.setup = Some(big_setup(n));
+                },
+            );
+            memory += ev.iter().filter(|e| **e == Eviction::Memory).count();
+            let one = store.with_existing(&format!("big-{n}"), n as u64, |s| s.weight("big-00")).unwrap();
+            assert!(store.bytes() <= max + one, "{} bytes held past a budget of {max}", store.bytes());
+            assert_eq!(store.bytes(), weights(&store), "the running count is the sum of the weights");
+        }
+        assert!(memory > 80, "{memory} evicted for memory");
+        assert_eq!(memory + store.len(), 100);
+        // A small session keeps its place among big ones only while it is used.
+        let (_, _, ev) = store.with_session("small", 200, || new_session(200), |s| s.steps = 1);
+        assert!(ev.iter().all(|e| *e == Eviction::Memory));
+        // Every way out gives back its count.
+        for n in 0..100 {
+            store.remove(&format!("big-{n}"), 300);
+        }
+        store.expire_idle(10_000_000);
+        assert_eq!((store.len(), store.bytes()), (0, 0));
     }
 
     #[test]
     fn idle_sessions_expire() {
-        let store = SessionStore::new(10, 2, 1000);
+        let store = SessionStore::new(10, 2, 1000, usize::MAX);
         store.with_session("a", 0, || new_session(0), |_| ());
         store.with_session("b", 900, || new_session(900), |_| ());
         assert_eq!(store.expire_idle(1000), 1);

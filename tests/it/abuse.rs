@@ -100,6 +100,36 @@ async fn a_flood_of_distinct_failing_tools_leaves_the_tools_named_after_it_guard
 }
 
 #[tokio::test]
+async fn sessions_that_declare_all_they_may_are_held_within_the_byte_budget() {
+    // Found by review: each StartSession may declare 1,000 tools of 256 bytes and 64 labels of
+    // over a kilobyte (about 340 KB a session); a few hundred took 377 MB, with room in the
+    // capacity for a hundred thousand.
+    const BUDGET: u64 = 16 << 20;
+    let (sidecar, _dir) = Sidecar::with_config(&format!("[sessions]\nmax_bytes = {BUDGET}\n"));
+    let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
+    let before = rss_kib(sidecar.child.id());
+    for s in 0..400 {
+        let request = pb::StartSessionRequest {
+            session_id: format!("declares-{s}"),
+            tools: (0..1000).map(|i| format!("{s:05}-{i:04}-{}", "x".repeat(245))).collect(),
+            labels: (0..64).map(|i| (format!("{s:05}-{i:02}-{}", "k".repeat(240)), "v".repeat(1024))).collect(),
+            ..Default::default()
+        };
+        client.start_session(request).await.unwrap();
+    }
+    let grown = rss_kib(sidecar.child.id()).saturating_sub(before);
+    // 400 such sessions held would be 136 MB; the budget keeps 16 MiB of them, with the
+    // allocator's overhead and the requests' buffers on top.
+    assert!(grown < 64 * 1024, "RSS grew by {grown} KiB for a byte budget of {} KiB", BUDGET / 1024);
+    let page = http_get(&sidecar.metrics, "/metrics").await;
+    let evicted = labelled(&page, "rebound_sessions_evicted_total", "reason=\"memory\"");
+    assert!(evicted >= 300.0, "{evicted} sessions evicted for memory");
+    let bytes = gauge(&page, rebound::metrics::SESSIONS_BYTES);
+    assert!(bytes <= (BUDGET + 400_000) as f64, "{bytes} bytes held past a budget of {BUDGET}");
+    still_answers(&mut client).await;
+}
+
+#[tokio::test]
 async fn a_header_map_of_ten_thousand_entries_is_answered_and_harms_no_one() {
     let (sidecar, _dir) = capped_sidecar();
     let mut client = ReboundClient::new(connect(&sidecar.grpc).await)
