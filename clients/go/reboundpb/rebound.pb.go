@@ -1668,9 +1668,11 @@ func (x *ContextRequest) GetMaxTokens() uint32 {
 // The error context for the next LLM turn.
 type ContextResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The text to put into the prompt (empty when there is nothing unresolved).
+	// The text to put into the prompt (empty when there is nothing unresolved, or when a token
+	// budget leaves no room for any of the newest error's message).
 	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
-	// How many errors are shown as blocks (a block cut to fit a token budget counts).
+	// How many errors are shown as blocks (a block cut to fit a token budget counts while it
+	// keeps some of its message).
 	ErrorsShown uint32 `protobuf:"varint,2,opt,name=errors_shown,json=errorsShown,proto3" json:"errors_shown,omitempty"`
 	// How many unresolved errors are not shown as blocks: counted in the summary line, or,
 	// when a token budget leaves room for the newest block alone, left out with the line.

@@ -449,9 +449,15 @@ export interface ContextRequest {
 
 /** The error context for the next LLM turn. */
 export interface ContextResponse {
-  /** The text to put into the prompt (empty when there is nothing unresolved). */
+  /**
+   * The text to put into the prompt (empty when there is nothing unresolved, or when a token
+   * budget leaves no room for any of the newest error's message).
+   */
   text: string;
-  /** How many errors are shown as blocks (a block cut to fit a token budget counts). */
+  /**
+   * How many errors are shown as blocks (a block cut to fit a token budget counts while it
+   * keeps some of its message).
+   */
   errorsShown: number;
   /**
    * How many unresolved errors are not shown as blocks: counted in the summary line, or,
