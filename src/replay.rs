@@ -363,9 +363,16 @@ fn replay_line(bytes: &[u8], engine: &Engine, clock: &ManualClock) -> Result<Opt
             "not a JSON object: a line is one outcome, {{\"session_id\": ...}}; this one starts {start:?}"
         ));
     }
-    // serde_json counts lines within the text it was given, always one here.
+    // serde_json counts lines within the text it was given, always one here. A value the
+    // field cannot hold (`"attempt": -1`, `"cost": 1e400`) is told with the field's name.
     let json: OutcomeJson =
-        serde_json::from_str(text).map_err(|e| e.to_string().replace(" at line 1 column ", " at column "))?;
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)).map_err(|e| {
+            let message = e.inner().to_string().replace(" at line 1 column ", " at column ");
+            match e.path().to_string().as_str() {
+                "." => message,
+                field => format!("`{field}`: {message}"),
+            }
+        })?;
     match json.at_ms {
         Some(at) => clock.set(at),
         None => clock.advance(json.duration_ms),
@@ -437,7 +444,7 @@ mod tests {
     #[test]
     fn bad_lines_are_named_by_number() {
         let err = run("\n{\"session_id\":\"s\",\"tool\":\"t\"}\n{\"tool\": 3}\n", 1).unwrap_err().to_string();
-        assert!(err.contains("\nline 3: invalid type"), "{err}");
+        assert!(err.contains("\nline 3: `tool`: invalid type"), "{err}");
         let err = run("{\"session_id\":\"s\",\"tool\":\"t\",\"kind\":\"nope\"}\n", 1).unwrap_err().to_string();
         assert!(err.contains("\nline 1: ") && err.contains("nope"), "{err}");
         let err = run("{\"session_id\":\"s\",\"tool\":\"\"}\n", 1).unwrap_err().to_string();
@@ -513,6 +520,19 @@ mod tests {
             .collect();
         assert_eq!(ids, ["1", "3", "5"]);
         assert!(err.to_string().starts_with("3 lines skipped, 3 outcomes answered\nline 2: not UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn a_value_its_field_cannot_hold_is_told_with_the_field() {
+        for (line, field) in [
+            (r#"{"session_id":"s","tool":"t","cost":1e400}"#, "`cost`"),
+            (r#"{"session_id":"s","tool":"t","attempt":-1}"#, "`attempt`"),
+            (r#"{"session_id":"s","tool":"t","exit_code":4294967296}"#, "`exit_code`"),
+            (r#"{"session_id":"s","tool":"t","http_status":70000}"#, "`http_status`"),
+        ] {
+            let err = run(&format!("{line}\n"), 1).unwrap_err().to_string();
+            assert!(err.contains(&format!("line 1: {field}: ")), "{line}: {err}");
+        }
     }
 
     #[test]
