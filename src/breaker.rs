@@ -235,6 +235,17 @@ impl ToolBreaker {
         self.state
     }
 
+    /// True while the breaker keeps its tool fenced off: open, or half open with probes
+    /// out, as its next use would find it. One that is closed, whose open period is
+    /// over, or whose probes never reported back says nothing a new breaker would not.
+    fn fencing(&self, now_ms: u64) -> bool {
+        match self.state {
+            BreakerState::Closed => false,
+            BreakerState::Open => now_ms < self.open_until_ms,
+            BreakerState::HalfOpen => now_ms.saturating_sub(self.half_open_since_ms) < PROBE_TIMEOUT_MS,
+        }
+    }
+
     /// When an open breaker lets probes through again (engine clock ms).
     pub fn open_until_ms(&self) -> u64 {
         self.open_until_ms
@@ -363,7 +374,9 @@ pub struct ToolView {
 impl ToolBreakers {
     /// An empty set tracking at most `max_tools` tools.
     pub fn new(max_tools: usize) -> Self {
-        let shards = max_tools.clamp(1, 16);
+        // Shares of at least 64: with a share of one, two tools of one shard would keep
+        // dropping each other's breaker and never count five failures in a row.
+        let shards = (max_tools / 64).clamp(1, 16);
         ToolBreakers {
             shards: (0..shards).map(|_| std::sync::Mutex::new(foldhash::HashMap::default())).collect(),
             picker: Default::default(),
@@ -372,11 +385,15 @@ impl ToolBreakers {
     }
 
     /// Runs `f` on `tool`'s breaker, made first when `create` says so. A shard at its
-    /// share of the cap makes room by dropping its closed breaker named longest ago:
-    /// refusing instead would leave every tool named after a flood of distinct names
-    /// (an id in each) without a breaker until the sidecar restarts. An open or half
-    /// open breaker is never dropped; a shard full of them breaks no new tool.
+    /// share of the cap makes room by dropping, of the first `EVICTION_SAMPLE` it holds,
+    /// the breaker named longest ago that is closed or whose open period (or probes'
+    /// wait) is over: refusing instead would leave every tool named after a flood of
+    /// distinct names (an id in each) without a breaker until the sidecar restarts. A
+    /// breaker still fencing its tool off is never dropped; while a sample holds only
+    /// those, no new tool is broken.
     fn with<R>(&self, tool: &str, now_ms: u64, create: bool, f: impl FnOnce(&mut ToolBreaker) -> R) -> Option<R> {
+        /// Looked at when making room: a bounded step, under the shard's lock, however many it holds.
+        const EVICTION_SAMPLE: usize = 64;
         use std::hash::BuildHasher as _;
         let index = (self.picker.hash_one(tool) % self.shards.len() as u64) as usize;
         let mut shard = self.shards[index].lock().unwrap_or_else(|p| p.into_inner());
@@ -390,7 +407,8 @@ impl ToolBreakers {
         if shard.len() >= self.per_shard {
             let oldest = shard
                 .iter()
-                .filter(|(_, b)| b.state == BreakerState::Closed)
+                .take(EVICTION_SAMPLE)
+                .filter(|(_, b)| !b.fencing(now_ms))
                 .min_by_key(|(_, b)| b.last_used_ms)
                 .map(|(name, _)| name.clone())?;
             shard.remove(&oldest);
@@ -447,8 +465,12 @@ pub struct OpenNotes(std::sync::Mutex<foldhash::HashMap<Box<str>, Note>>);
 type Note = (u64, std::sync::Arc<str>);
 
 impl OpenNotes {
-    /// The note for `tool`, open for about `seconds` more. Holds one per tool,
-    /// and only tools with a breaker (at most `max_tools` of them) are open.
+    /// The most notes kept. Breakers come and go at the cap, so the tools ever seen open
+    /// are not bounded: past this, the notes are dropped all at once and made again as
+    /// asked for (a sentence each).
+    const MAX: usize = 1024;
+
+    /// The note for `tool`, open for about `seconds` more.
     pub fn get(&self, tool: &str, seconds: u64) -> std::sync::Arc<str> {
         let mut notes = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((said, note)) = notes.get_mut(tool) {
@@ -457,6 +479,9 @@ impl OpenNotes {
                 *note = open_note(tool, seconds);
             }
             return note.clone();
+        }
+        if notes.len() >= Self::MAX {
+            notes.clear();
         }
         let note = open_note(tool, seconds);
         notes.insert(tool.into(), (seconds, note.clone()));
@@ -548,6 +573,18 @@ mod tool_tests {
     }
 
     #[test]
+    fn open_notes_are_shared_while_they_say_the_same_and_bounded_in_number() {
+        let notes = OpenNotes::default();
+        let a = notes.get("search", 30);
+        assert!(std::sync::Arc::ptr_eq(&a, &notes.get("search", 30)));
+        assert!(notes.get("search", 29).contains("about 29s"));
+        for i in 0..10_000 {
+            notes.get(&format!("junk-{i}"), 30);
+        }
+        assert!(notes.0.lock().unwrap().len() <= OpenNotes::MAX);
+    }
+
+    #[test]
     fn at_the_cap_the_closed_breaker_named_longest_ago_makes_room_and_open_ones_stay() {
         let p = ToolBreakerPolicy::default();
         let set = ToolBreakers::new(32);
@@ -569,6 +606,27 @@ mod tool_tests {
         assert!(matches!(set.admit("search", 20_010, &p).0, Gate::Denied { .. }), "a new tool is still broken");
         assert!(matches!(set.admit("down", 20_010, &p).0, Gate::Denied { .. }), "an open breaker is never dropped");
         assert!(count(&set) <= 32);
+
+        // A flood whose names each fail five times leaves breakers open: none is dropped while
+        // it fences its tool off, and each may be once its period is over.
+        let set = ToolBreakers::new(64);
+        let mut now = 0;
+        for i in 0..1000 {
+            for _ in 0..5 {
+                set.record(&format!("junk-{i}"), now, FAIL, &p);
+            }
+            now += 1;
+        }
+        assert!(count(&set) <= 64);
+        for t in 0..5 {
+            set.record("search", now + t, FAIL, &p);
+        }
+        assert_eq!(set.admit("search", now + 10, &p).0, Gate::Allowed, "every breaker still fences its tool off");
+        now += 30_000; // the junk's open periods are over
+        for t in 0..5 {
+            set.record("search", now + t, FAIL, &p);
+        }
+        assert!(matches!(set.admit("search", now + 10, &p).0, Gate::Denied { .. }), "a stale open breaker made room");
         // No cap, no breakers.
         let none = ToolBreakers::new(0);
         for t in 0..5 {

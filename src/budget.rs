@@ -75,15 +75,19 @@ impl RetryBudgets {
         }
     }
 
-    /// Room for a bucket of `tokens`: at the cap, the fullest bucket goes if it is at
-    /// least as full (it says least: a missing bucket is a full one). Refusing new tools
-    /// instead would leave every tool named after a flood of distinct names (an id in
-    /// each) without a budget until the sidecar restarts. False when there is no room.
+    /// Room for a bucket of `tokens`: at the cap, the fullest of the first
+    /// `EVICTION_SAMPLE` buckets goes if it is at least as full (it says least: a missing
+    /// bucket is a full one). Refusing new tools instead would leave every tool named
+    /// after a flood of distinct names (an id in each) without a budget until the sidecar
+    /// restarts. False when there is no room.
     fn make_room(&self, buckets: &mut HashMap<String, f64>, tokens: f64) -> bool {
+        /// Looked at when making room: a bounded step under the lock, however many buckets there are.
+        const EVICTION_SAMPLE: usize = 64;
         if buckets.len() < self.max_tools {
             return true;
         }
-        let fullest = buckets.iter().max_by(|a, b| a.1.total_cmp(b.1)).filter(|(_, t)| **t >= tokens);
+        let fullest =
+            buckets.iter().take(EVICTION_SAMPLE).max_by(|a, b| a.1.total_cmp(b.1)).filter(|(_, t)| **t >= tokens);
         match fullest.map(|(tool, _)| tool.clone()) {
             Some(tool) => buckets.remove(&tool).is_some(),
             None => false,
