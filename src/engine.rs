@@ -1441,6 +1441,32 @@ mod tests {
     }
 
     #[test]
+    fn a_sessions_byte_count_follows_its_history_and_verdicts_as_they_come_and_go() {
+        // Escalations remember a report each; repeats fold; the history and the window drop their oldest.
+        let mut config = crate::config::Config::default();
+        config.breakers.session_errors = 1000;
+        config.breakers.tool_consecutive_failures = 2;
+        config.breakers.identical_errors = 1000;
+        let (e, _) = engine();
+        e.set_policy(Policy::from_config(&config).unwrap());
+        for i in 0..200 {
+            let message =
+                if i % 3 == 0 { "same failure".to_string() } else { format!("failure {i} {}", "x".repeat(i)) };
+            let o = Outcome { call_id: format!("c{i}"), ..fail("s", &format!("tool{}", i % 7), &message) };
+            e.report(&o).unwrap();
+            if i % 5 == 0 {
+                e.report(&Outcome { call_id: format!("ok{i}"), ..ok("s", "tool1") }).unwrap();
+            }
+            let exact = e.sessions.with_existing("s", e.clock.now_ms(), |s| s.held_sums_are_exact()).unwrap();
+            assert!(exact, "after outcome {i}");
+        }
+        let escalated = e.sessions.with_existing("s", e.clock.now_ms(), |s| {
+            s.recent.iter().filter(|r| r.details.as_ref().is_some_and(|d| d.escalation.is_some())).count()
+        });
+        assert!(escalated.unwrap() > 0, "the window holds escalations with their reports");
+    }
+
+    #[test]
     fn a_context_budget_drops_the_oldest_errors_then_cuts() {
         let mut config = crate::config::Config::default();
         config.snippet.context_errors = 10;

@@ -55,6 +55,13 @@ pub struct HistoryEntry {
     pub resolved: bool,
 }
 
+impl HistoryEntry {
+    /// The bytes it points to: its message (as if its own; the tool and suggestion are shared).
+    fn held_bytes(&self) -> usize {
+        16 + self.message.len()
+    }
+}
+
 /// One agent run.
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -96,6 +103,10 @@ pub struct Session {
     pub rng: Rng,
     /// The bytes of the tool names in `tool_stats` (kept as they change: a session may count a thousand).
     tool_name_bytes: usize,
+    /// The bytes the history's entries point to (see [`HistoryEntry::held_bytes`]).
+    history_bytes: usize,
+    /// The bytes the remembered verdicts point to (see [`Remembered::held_bytes`]).
+    recent_bytes: usize,
     /// What the store's byte budget last counted for this session (see [`Session::weight`]).
     charged: usize,
 }
@@ -150,6 +161,8 @@ impl Session {
             recent: VecDeque::new(),
             rng,
             tool_name_bytes: 0,
+            history_bytes: 0,
+            recent_bytes: 0,
             charged: 0,
         }
     }
@@ -159,24 +172,29 @@ impl Session {
     /// tool's name, a declared tool list that other sessions share) is counted as if the
     /// session's own, so the figure is on the high side. The allocator's own overhead is
     /// not in it: resident memory runs about a fifth above.
+    /// Counted in a few steps, from sums kept as the session changes: it is asked after every outcome.
     pub fn weight(&self, id: &str) -> usize {
         // The store's entry: the key, the session, the list links and the table's slot.
         const ENTRY: usize = std::mem::size_of::<Session>() + 48;
-        const REMEMBERED: usize = std::mem::size_of::<Remembered>();
-        // A boxed Details, and a little for what its strings hold.
-        const DETAILS: usize = std::mem::size_of::<Details>() + 64;
-        let history: usize =
-            self.history.iter().map(|e| std::mem::size_of::<HistoryEntry>() + 16 + e.message.len()).sum();
-        let details = self.recent.iter().filter(|r| r.details.is_some()).count();
         ENTRY
             + id.len()
             + self.setup.as_ref().map_or(0, |s| s.bytes)
             + self.errors_by_category.capacity() * std::mem::size_of::<(Category, u32)>()
             + self.tool_stats.capacity() * (std::mem::size_of::<ToolStats>() + 16)
             + self.tool_name_bytes
-            + history
-            + self.recent.capacity() * REMEMBERED
-            + details * DETAILS
+            + self.history.capacity() * std::mem::size_of::<HistoryEntry>()
+            + self.history_bytes
+            + self.recent.capacity() * std::mem::size_of::<Remembered>()
+            + self.recent_bytes
+    }
+
+    /// True when the sums kept as the session changes equal what its history and
+    /// remembered verdicts hold, counted afresh.
+    #[cfg(test)]
+    pub(crate) fn held_sums_are_exact(&self) -> bool {
+        self.history_bytes == self.history.iter().map(HistoryEntry::held_bytes).sum::<usize>()
+            && self.recent_bytes == self.recent.iter().map(Remembered::held_bytes).sum::<usize>()
+            && self.tool_name_bytes == self.tool_stats.iter().map(|t| t.tool.len()).sum::<usize>()
     }
 
     /// Counts a failure of `category`.
@@ -245,7 +263,9 @@ impl Session {
             return;
         }
         if self.recent.len() >= window {
-            self.recent.pop_front();
+            if let Some(old) = self.recent.pop_front() {
+                self.recent_bytes -= old.held_bytes();
+            }
         }
         let tool = self.tool_mut(tool).tool.clone();
         if self.recent.len() == self.recent.capacity() {
@@ -270,7 +290,7 @@ impl Session {
                 snippet,
             })
         });
-        self.recent.push_back(Remembered {
+        let remembered = Remembered {
             call: id_hash(call_id),
             tool,
             action: verdict.action,
@@ -280,7 +300,9 @@ impl Session {
             shadow_reason: verdict.shadow_reason,
             snippet_tokens: verdict.snippet_tokens,
             details,
-        });
+        };
+        self.recent_bytes += remembered.held_bytes();
+        self.recent.push_back(remembered);
     }
 
     /// Adds an error to the history, folding a repeat of the newest unresolved one.
@@ -288,6 +310,7 @@ impl Session {
         if let Some(last) = self.history.back_mut() {
             if !last.resolved && last.tool == entry.tool && last.fingerprint == entry.fingerprint {
                 last.count += 1;
+                self.history_bytes = self.history_bytes - last.held_bytes() + entry.held_bytes();
                 last.message = entry.message;
                 last.at_ms = entry.at_ms;
                 last.action = entry.action;
@@ -296,12 +319,14 @@ impl Session {
         }
         while self.history.len() >= capacity.max(1) {
             if let Some(old) = self.history.pop_front() {
+                self.history_bytes -= old.held_bytes();
                 if !old.resolved {
                     self.dropped_unresolved += old.count;
                 }
             }
         }
         self.history.reserve_exact(1);
+        self.history_bytes += entry.held_bytes();
         self.history.push_back(entry);
     }
 
@@ -370,6 +395,26 @@ pub struct Remembered {
     /// The rest, which a plain success's verdict does not have (boxed: most
     /// calls succeed, and the window holds their verdicts in 72 bytes each).
     pub details: Option<Box<Details>>,
+}
+
+impl Remembered {
+    /// The bytes it points to: its details, with an escalation's report and the snippet's
+    /// own text (the message is the history's, counted there).
+    fn held_bytes(&self) -> usize {
+        let Some(d) = &self.details else { return 0 };
+        let snippet = match &d.snippet {
+            SnippetRecipe::Text(text) => text.len(),
+            SnippetRecipe::Block { location, .. } => location.len(),
+        };
+        let report = d.escalation.as_ref().map_or(0, |r| {
+            std::mem::size_of::<EscalationReport>()
+                + 16
+                + r.summary.capacity()
+                + r.history.capacity() * std::mem::size_of::<crate::model::ErrorRecord>()
+                + r.errors_by_category.capacity() * std::mem::size_of::<(Category, u32)>()
+        });
+        std::mem::size_of::<Details>() + 16 + snippet + report
+    }
 }
 
 /// What a remembered verdict holds beyond a plain success's.
@@ -484,7 +529,9 @@ impl SessionStore {
     /// Counts what `session` holds now, after a change.
     fn charge(&self, id: &str, session: &mut Session) {
         let weight = session.weight(id);
-        if weight >= session.charged {
+        if weight == session.charged {
+            // The shared count is written only when it changes.
+        } else if weight > session.charged {
             self.bytes.fetch_add(weight - session.charged, Ordering::Relaxed);
         } else {
             self.bytes.fetch_sub(session.charged - weight, Ordering::Relaxed);
