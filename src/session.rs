@@ -496,8 +496,6 @@ pub struct SessionStore {
     max_bytes: usize,
     /// What they hold now.
     bytes: AtomicUsize,
-    /// Where the next shedding in other shards starts.
-    next_shed: AtomicUsize,
 }
 
 impl SessionStore {
@@ -517,7 +515,6 @@ impl SessionStore {
             len: AtomicUsize::new(0),
             max_bytes,
             bytes: AtomicUsize::new(0),
-            next_shed: AtomicUsize::new(0),
         }
     }
 
@@ -544,30 +541,30 @@ impl SessionStore {
         self.bytes.fetch_sub(session.charged, Ordering::Relaxed);
     }
 
-    /// Past the byte budget: the shard's least recently used sessions go, until the
-    /// store is within it or the shard holds no more than `keep` (1 for the shard of
-    /// the session just used: that one stays).
-    fn shed(&self, shard: &mut Shard, keep: usize, evictions: &mut Vec<Eviction>) {
-        while self.bytes() > self.max_bytes && shard.len() > keep {
-            let Some((_, old)) = shard.pop_lru() else { break };
-            self.discharge(&old);
-            self.len.fetch_sub(1, Ordering::Relaxed);
-            evictions.push(Eviction::Memory);
-        }
-    }
-
-    /// Still past the byte budget once the shard `used` has shed what it could: the
-    /// other shards shed theirs, one lock at a time (never two held at once), starting
-    /// at a shard that moves on each time, so no one shard's sessions always go first.
-    fn shed_elsewhere(&self, used: usize, evictions: &mut Vec<Eviction>) {
-        let start = self.next_shed.fetch_add(1, Ordering::Relaxed);
-        for i in (0..self.shards.len()).map(|k| (start + k) % self.shards.len()) {
-            if self.bytes() <= self.max_bytes {
-                return;
-            }
-            if i != used {
-                let mut shard = self.shards[i].lock().unwrap_or_else(|p| p.into_inner());
-                self.shed(&mut shard, 0, evictions);
+    /// Past the byte budget: the least recently used sessions of the whole store go,
+    /// until it is within it, never `keep` (the session just used). Each round looks
+    /// at every shard's least recently used, one lock at a time (never two held at
+    /// once), and drops the one used longest ago: a step per shard for each session
+    /// dropped, taken only past the budget.
+    fn shed(&self, keep: &str, evictions: &mut Vec<Eviction>) {
+        while self.bytes() > self.max_bytes {
+            let lock = |i: usize| self.shards[i].lock().unwrap_or_else(|p| p.into_inner());
+            let oldest = (0..self.shards.len())
+                .filter_map(|i| {
+                    let shard = lock(i);
+                    let (id, s) = shard.peek_lru()?;
+                    (id != keep).then_some((s.last_seen_ms, i))
+                })
+                .min();
+            let Some((_, i)) = oldest else { return };
+            let mut shard = lock(i);
+            // Another thread may have used it meanwhile: its least recently used now goes.
+            if shard.peek_lru().is_some_and(|(id, _)| id != keep) {
+                if let Some((_, old)) = shard.pop_lru() {
+                    self.discharge(&old);
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    evictions.push(Eviction::Memory);
+                }
             }
         }
     }
@@ -604,8 +601,7 @@ impl SessionStore {
         f: impl FnOnce(&mut Session) -> R,
     ) -> (R, bool, Vec<Eviction>) {
         let mut evictions = Vec::new();
-        let index = self.shard_of(id);
-        let mut shard = self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut shard = self.shard(id);
         // One lookup for a session that exists, however it goes on.
         let (result, created) = if let Some(session) = shard.get_mut(id) {
             let expired = now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms;
@@ -634,10 +630,9 @@ impl SessionStore {
             self.charge(id, session);
             (result, true)
         };
-        self.shed(&mut shard, 1, &mut evictions);
         drop(shard);
         if self.bytes() > self.max_bytes {
-            self.shed_elsewhere(index, &mut evictions);
+            self.shed(id, &mut evictions);
         }
         (result, created, evictions)
     }
@@ -777,6 +772,15 @@ mod tests {
         // A small session keeps its place among big ones only while it is used.
         let (_, _, ev) = store.with_session("small", 200, || new_session(200), |s| s.steps = 1);
         assert!(ev.iter().all(|e| *e == Eviction::Memory));
+        // Those that go are the least recently used of the whole store, whatever their shard.
+        let small = SessionStore::new(100_000, 8, 1_000_000, 50 * new_session(0).weight("run-00"));
+        for i in 0..100u64 {
+            small.with_session(&format!("run-{i:02}"), i, || new_session(i), |_| ());
+        }
+        let held: Vec<u64> =
+            (0..100u64).filter(|i| small.with_existing(&format!("run-{i:02}"), 100, |_| ()).is_some()).collect();
+        assert!(held.len() >= 45 && held.len() <= 50, "{held:?}");
+        assert_eq!(held, (100 - held.len() as u64..100).collect::<Vec<_>>(), "the newest are kept");
         // Every way out gives back its count.
         for n in 0..100 {
             store.remove(&format!("big-{n}"), 300);
