@@ -604,8 +604,11 @@ impl Engine {
                     let newest = &views[views.len() - 1];
                     let (block, _, _) = compact::context_text(std::slice::from_ref(newest), 0, &shape);
                     let (text, tokens) = tokenizer.fit(&block, budget);
+                    // Where the message starts: after the block's first line (its tag), where
+                    // a word such as "error" or "timeout" cannot be mistaken for it.
                     let head = crate::classify::prefix(newest.message, 32);
-                    let message_at = (!head.is_empty()).then(|| block.find(head)).flatten();
+                    let body = block.find('\n').map_or(0, |at| at + 1);
+                    let message_at = (!head.is_empty()).then(|| block[body..].find(head).map(|at| body + at)).flatten();
                     let kept = text.trim_end_matches('…');
                     if kept.trim().is_empty() || message_at.is_some_and(|at| kept.len() <= at) {
                         // Hidden counts occurrences, as the summary line does: a repeat counts its times.
@@ -1501,6 +1504,18 @@ mod tests {
             }
         }
         assert_eq!(e.context("s", Some(5)).unwrap().errors_shown, 0);
+        // A message that the tag itself spells (`<error`, `type="timeout"`) is not found in it.
+        for message in ["error", "timeout"] {
+            let (e, _) = engine();
+            e.report(&Outcome { kind: Some(OutcomeKind::Timeout), ..fail("t", "search", message) }).unwrap();
+            for budget in 1..=12 {
+                let c = e.context("t", Some(budget)).unwrap();
+                match c.errors_shown {
+                    0 => assert_eq!(c.text, "", "{message} {budget}"),
+                    _ => assert!(c.text.contains(&format!(">\n{}", &message[..1])), "{message} {budget}: {:?}", c.text),
+                }
+            }
+        }
         // The newest error repeated twice more: hidden counts its three times, as the summary would.
         for _ in 0..2 {
             e.report(&fail("s", "tool5", "failure number 5 of the inventory service")).unwrap();
