@@ -165,8 +165,14 @@ pub fn with_policy(config: Config, path: Option<&Path>) -> anyhow::Result<(Confi
     match Policy::from_config(&merged) {
         Ok(policy) => Ok((merged, policy)),
         Err(e) => {
-            let origin = blame(&config, &vars)
-                .unwrap_or_else(|| path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string()));
+            let origin = blame(&config, &vars).unwrap_or_else(|| {
+                let file = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
+                // Refused only with the variables: their values together (or with the file's).
+                match Policy::from_config(&config) {
+                    Ok(_) => format!("{file} with the REBOUND_* environment"),
+                    Err(_) => file,
+                }
+            });
             Err(anyhow!("{origin}: {e}"))
         }
     }
@@ -183,15 +189,15 @@ fn blame(config: &Config, vars: &[(String, String)]) -> Option<String> {
 }
 
 /// The environment's variables that can override the config, as text. Any other
-/// may hold bytes that are not UTF-8 (a locale's, a neighbour's), which are not ours
-/// to refuse: `std::env::vars` would panic on them. A `REBOUND_*` value that is not
-/// UTF-8 is an error that names the variable.
+/// may hold bytes that are not UTF-8 (a locale's, a neighbour's, the clients'
+/// `REBOUND_ADDR`), which are not ours to refuse: `std::env::vars` would panic on
+/// them. A config variable whose value is not UTF-8 is an error that names it.
 fn config_vars(
     vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> anyhow::Result<Vec<(String, String)>> {
     let mut found = Vec::new();
     for (name, value) in vars {
-        let Some(name) = name.to_str().filter(|n| n.starts_with("REBOUND_")) else {
+        let Some(name) = name.to_str().filter(|n| crate::config::is_config_variable(n)) else {
             continue;
         };
         match value.into_string() {

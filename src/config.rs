@@ -611,6 +611,12 @@ impl EnvOverride {
 /// rebound-metrics gives REBOUND_METRICS_PORT, REBOUND_METRICS_PORT_9464_TCP_ADDR,
 /// REBOUND_METRICS_SERVICE_HOST...; one named rebound-state-redis gives
 /// REBOUND_STATE_REDIS_SERVICE_HOST and REBOUND_STATE_REDIS_PORT).
+/// True when the variable `name` would set a config key (or name an unknown one in a
+/// section): `REBOUND_ADDR` (the clients'), service links and the like do not.
+pub fn is_config_variable(name: &str) -> bool {
+    !env_overrides([(name.to_string(), String::new())]).is_empty()
+}
+
 fn env_overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<EnvOverride> {
     let mut found: Vec<EnvOverride> = vars
         .into_iter()

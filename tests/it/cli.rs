@@ -239,9 +239,12 @@ fn a_variable_that_is_not_utf8_is_no_panic_and_a_rebound_one_is_named() {
             .unwrap();
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    // Someone else's variable (a locale's, a neighbour's) is not ours to refuse: it used to panic.
-    let (code, stderr) = run("SOMEONE_ELSES");
-    assert_eq!(code, Some(0), "{stderr}");
+    // Someone else's variable (a locale's, a neighbour's, the clients' REBOUND_ADDR) is not
+    // ours to refuse: it used to panic.
+    for name in ["SOMEONE_ELSES", "REBOUND_ADDR", "REBOUND_SERVICE_HOST"] {
+        let (code, stderr) = run(name);
+        assert_eq!(code, Some(0), "{name}: {stderr}");
+    }
     let (code, stderr) = run("REBOUND_RETRY_BASE_MS");
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("REBOUND_RETRY_BASE_MS") && stderr.contains("not UTF-8"), "{stderr}");
@@ -396,6 +399,15 @@ fn environment_overrides_apply_and_unknown_keys_fail() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("REBOUND_RETRY_MULTIPLIER=nan: [retry] `multiplier` = NaN"), "{stderr}");
+    // Two that are refused only together are the environment's, not the defaults'.
+    let output = std::process::Command::new(crate::common::binary())
+        .arg("print-config")
+        .env("REBOUND_TOOL_BREAKER_OPEN_BASE_MS", "200000")
+        .env("REBOUND_TOOL_BREAKER_OPEN_MAX_MS", "100000")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("error: defaults with the REBOUND_* environment: "), "{stderr}");
 }
 
 #[test]
