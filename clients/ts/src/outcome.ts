@@ -91,7 +91,10 @@ export interface ReportOptions extends OutcomeFields {
 export class HttpError extends Error {
   /** The response's status, 100 to 599. */
   readonly status: number;
-  /** The response's Retry-After family of headers (those the sidecar reads; no cookies or credentials), keys lowercase. */
+  /**
+   * The response's headers, keys lowercase: the Retry-After family always, the others up to
+   * {@link MAX_ERROR_HEADERS}. Only the family goes into an outcome.
+   */
   readonly headers: Readonly<Record<string, string>>;
   /** The start of the response body. */
   readonly body: string;
@@ -103,7 +106,7 @@ export class HttpError extends Error {
     const text = init.statusText || STATUS_CODES[status] || "";
     super(`HTTP ${status}${text === "" ? "" : ` ${text}`}${body === "" ? "" : `: ${body}`}`);
     this.status = status;
-    this.headers = init.headers === undefined ? {} : headersToRecord(init.headers);
+    this.headers = init.headers === undefined ? {} : headersToRecord(init.headers, { all: true });
     this.body = body;
   }
 
@@ -394,17 +397,25 @@ export const RETRY_HEADERS: ReadonlySet<string> = new Set([
   "x-should-retry",
 ]);
 
+/** How many headers other than the Retry-After family an {@link HttpError} keeps. */
+export const MAX_ERROR_HEADERS = 64;
+
 /**
  * Flattens the {@link RETRY_HEADERS} among `h` into a record, keys lowercase,
- * joining repeated values as HTTP does; each value bounded.
+ * joining repeated values as HTTP does; each value bounded. With `all`, the other
+ * headers too, up to {@link MAX_ERROR_HEADERS} of them (for an {@link HttpError}).
  */
-export function headersToRecord(h: HeadersInput): Record<string, string> {
+export function headersToRecord(h: HeadersInput, { all = false }: { all?: boolean } = {}): Record<string, string> {
   const out: Record<string, string> = {};
+  let others = 0;
   const add = (key: unknown, value: unknown): void => {
     if (typeof key !== "string") return;
     // Picked by name before anything else: a response's other headers, however many, cannot crowd these out.
     const k = key.trim().toLowerCase();
-    if (!RETRY_HEADERS.has(k)) return;
+    if (!RETRY_HEADERS.has(k)) {
+      if (!all || k === "" || (!(k in out) && others >= MAX_ERROR_HEADERS)) return;
+      if (!(k in out)) others++;
+    }
     let v: string;
     if (typeof value === "string") v = value;
     else if (typeof value === "number" && Number.isFinite(value)) v = String(value);

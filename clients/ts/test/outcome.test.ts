@@ -127,7 +127,12 @@ describe("outcomes from real errors", () => {
       res.writeHead(429, { ...others, ...secrets, ...family });
       res.end();
     };
-    const fetched = build(await HttpError.fromResponse(await fetch(base)));
+    const error = await HttpError.fromResponse(await fetch(base));
+    // The error keeps the family and other headers for the caller; only the family goes into the outcome.
+    assert.equal(error.headers["retry-after"], "7");
+    assert.equal(error.headers["x-should-retry"], "true");
+    assert.equal(error.headers["x-amzn-trace-00"], "1");
+    const fetched = build(error);
     assert.deepEqual(fetched.headers, family);
     const axiosError = build(await thrown(() => axios.get(base)));
     assert.deepEqual(axiosError.headers, family);
