@@ -15,7 +15,9 @@ use crate::model::{
 };
 use crate::policy::Policy;
 use crate::rng::Rng;
-use crate::session::{Eviction, HistoryEntry, Remembered, Removal, Session, SessionStore, Setup, SnippetRecipe};
+use crate::session::{
+    Eviction, HistoryEntry, Remembered, Removal, Session, SessionStore, Setup, SnippetRecipe, ToolList,
+};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, Mutex, RwLock};
@@ -173,7 +175,7 @@ pub struct Engine {
     /// Changes waiting to be shared, when state is shared.
     shared: Option<crate::shared::Pending>,
     /// The tool lists declared lately, newest first, shared by the sessions that declare them.
-    declared_tools: Mutex<Vec<Arc<[String]>>>,
+    declared_tools: Mutex<Vec<Arc<ToolList>>>,
 }
 
 /// How many recent tool lists StartSession shares. A fleet's agents declare the
@@ -204,11 +206,11 @@ impl Engine {
     }
 
     /// `tools` as a list shared with the sessions that declared the same lately.
-    fn shared_tools(&self, tools: &[String]) -> Arc<[String]> {
+    fn shared_tools(&self, tools: &[String]) -> Arc<ToolList> {
         let mut recent = self.declared_tools.lock().unwrap_or_else(|p| p.into_inner());
-        let list = match recent.iter().position(|list| **list == *tools) {
+        let list = match recent.iter().position(|list| ***list == *tools) {
             Some(i) => recent.remove(i),
-            None => Arc::from(tools),
+            None => Arc::new(ToolList::new(tools, self.sessions.meter())),
         };
         recent.insert(0, list.clone());
         recent.truncate(DECLARED_TOOL_LISTS);
@@ -1647,7 +1649,7 @@ mod tests {
         let same = declare("c", &["search", "fetch_url"]);
         assert!(Arc::ptr_eq(&first, &same), "the same list is shared");
         assert_eq!(
-            (&*same, &*other),
+            (&same[..], &other[..]),
             (&["search".to_string(), "fetch_url".to_string()][..], &["calculator".to_string()][..])
         );
         // Past the lists kept, a list is made anew (equal, not shared).
@@ -1656,6 +1658,20 @@ mod tests {
         }
         let again = declare("d", &["search", "fetch_url"]);
         assert!(!Arc::ptr_eq(&first, &again) && first == again);
+
+        // A shared list counts into the store's bytes once, however many sessions declare it.
+        let (e, _) = engine();
+        let tools: Vec<String> = (0..100).map(|i| format!("tool_number_{i}")).collect();
+        let start = |session: &str| {
+            let request = StartSession { session_id: session.into(), tools: tools.clone(), ..Default::default() };
+            e.start_session(&request).unwrap();
+            e.sessions.bytes()
+        };
+        let one = start("one");
+        let list =
+            e.sessions.with_existing("one", e.clock.now_ms(), |s| s.setup.as_ref().unwrap().tools.bytes).unwrap();
+        let two = start("two");
+        assert!(list > 2000 && two - one < list / 2, "a second session added {} bytes; the list is {list}", two - one);
     }
 
     #[test]

@@ -112,29 +112,69 @@ pub struct Session {
 }
 
 /// What StartSession declared besides limits.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Setup {
     /// The agent's tools (shared with the sessions that declared the same list lately).
-    pub tools: Arc<[String]>,
+    pub tools: Arc<ToolList>,
     /// The policy profile named.
     pub profile: String,
     /// Free labels.
     pub labels: BTreeMap<String, String>,
-    /// About how many bytes all this holds (see [`Setup::new`]).
+    /// About how many bytes the profile and labels hold (the tools count themselves).
     pub bytes: usize,
 }
 
+const STRING: usize = std::mem::size_of::<String>();
+
 impl Setup {
-    /// A setup, with what it holds counted once: each string by its length and the
-    /// room its handle takes.
-    pub fn new(tools: Arc<[String]>, profile: String, labels: BTreeMap<String, String>) -> Setup {
-        const STRING: usize = std::mem::size_of::<String>();
+    /// A setup, with what it holds counted: each string by its length and the room its
+    /// handle takes. The tool list is counted on its own, once however many share it.
+    pub fn new(tools: Arc<ToolList>, profile: String, labels: BTreeMap<String, String>) -> Setup {
         // A label is two strings and its place in the map's node.
         let bytes = std::mem::size_of::<Setup>()
-            + tools.iter().map(|t| STRING + t.len()).sum::<usize>()
             + profile.len()
             + labels.iter().map(|(k, v)| 2 * STRING + 16 + k.len() + v.len()).sum::<usize>();
         Setup { tools, profile, labels, bytes }
+    }
+}
+
+/// A declared tool list, shared by the sessions that declared the same one lately.
+/// It counts its bytes into the store's count while it lives (see [`SessionStore::meter`]),
+/// once however many sessions hold it: each session charging the whole list would
+/// evict sessions for memory that sharing saves.
+#[derive(Debug)]
+pub struct ToolList {
+    names: Box<[String]>,
+    /// What it counted into `meter`.
+    pub bytes: usize,
+    meter: Arc<AtomicUsize>,
+}
+
+impl ToolList {
+    /// The list `names`, counted into `meter` until it is dropped.
+    pub fn new(names: &[String], meter: Arc<AtomicUsize>) -> ToolList {
+        let bytes = std::mem::size_of::<ToolList>() + 16 + names.iter().map(|t| STRING + t.len()).sum::<usize>();
+        meter.fetch_add(bytes, Ordering::Relaxed);
+        ToolList { names: names.into(), bytes, meter }
+    }
+}
+
+impl std::ops::Deref for ToolList {
+    type Target = [String];
+    fn deref(&self) -> &[String] {
+        &self.names
+    }
+}
+
+impl PartialEq for ToolList {
+    fn eq(&self, other: &ToolList) -> bool {
+        self.names == other.names
+    }
+}
+
+impl Drop for ToolList {
+    fn drop(&mut self) {
+        self.meter.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -212,7 +252,7 @@ impl Session {
 
     /// The agent's tools, as StartSession declared them (none if it was not called).
     pub fn tools(&self) -> &[String] {
-        self.setup.as_ref().map_or(&[], |s| &s.tools)
+        self.setup.as_ref().map_or(&[], |s| &s.tools[..])
     }
 
     /// The counters of one tool, created on first use.
@@ -494,8 +534,8 @@ pub struct SessionStore {
     len: AtomicUsize,
     /// The most bytes the sessions may hold together, as [`Session::weight`] counts them.
     max_bytes: usize,
-    /// What they hold now.
-    bytes: AtomicUsize,
+    /// What they hold now, and the tool lists they declared (see [`ToolList`]).
+    bytes: Arc<AtomicUsize>,
 }
 
 impl SessionStore {
@@ -514,13 +554,18 @@ impl SessionStore {
             idle_ms,
             len: AtomicUsize::new(0),
             max_bytes,
-            bytes: AtomicUsize::new(0),
+            bytes: Arc::new(AtomicUsize::new(0)),
         }
     }
 
     /// About how many bytes the sessions hold together (see [`Session::weight`]).
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The store's count, for a [`ToolList`] to count itself into.
+    pub fn meter(&self) -> Arc<AtomicUsize> {
+        self.bytes.clone()
     }
 
     /// Counts what `session` holds now, after a change.
@@ -735,15 +780,16 @@ mod tests {
         assert_eq!((store.shards.len(), caps), (3, 1000));
     }
 
-    /// What the store's sessions weigh, added up one by one.
+    /// What the store's sessions weigh, added up one by one, with their (unshared) tool lists.
     fn weights(store: &SessionStore) -> usize {
-        store.shards.iter().map(|s| s.lock().unwrap().iter().map(|(id, s)| s.weight(id)).sum::<usize>()).sum()
+        let each = |(id, s): (&String, &Session)| s.weight(id) + s.setup.as_ref().map_or(0, |x| x.tools.bytes);
+        store.shards.iter().map(|s| s.lock().unwrap().iter().map(each).sum::<usize>()).sum()
     }
 
-    fn big_setup(n: usize) -> Box<Setup> {
+    fn big_setup(n: usize, store: &SessionStore) -> Box<Setup> {
         let tools: Vec<String> = (0..1000).map(|i| format!("{n:05}-{i:04}-{}", "x".repeat(245))).collect();
         let labels = (0..64).map(|i| (format!("{n:05}-{i:02}-{}", "k".repeat(240)), "v".repeat(1024))).collect();
-        Box::new(Setup::new(tools.into(), String::new(), labels))
+        Box::new(Setup::new(Arc::new(ToolList::new(&tools, store.meter())), String::new(), labels))
     }
 
     #[test]
@@ -759,11 +805,15 @@ mod tests {
                 n as u64,
                 || new_session(0),
                 |s| {
-                    s.setup = Some(big_setup(n));
+                    s.setup = Some(big_setup(n, &store));
                 },
             );
             memory += ev.iter().filter(|e| **e == Eviction::Memory).count();
-            let one = store.with_existing(&format!("big-{n}"), n as u64, |s| s.weight("big-00")).unwrap();
+            let one = store
+                .with_existing(&format!("big-{n}"), n as u64, |s| {
+                    s.weight("big-00") + s.setup.as_ref().unwrap().tools.bytes
+                })
+                .unwrap();
             assert!(store.bytes() <= max + one, "{} bytes held past a budget of {max}", store.bytes());
             assert_eq!(store.bytes(), weights(&store), "the running count is the sum of the weights");
         }
