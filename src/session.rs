@@ -208,11 +208,11 @@ impl Session {
     }
 
     /// About how many bytes the session holds: its place in the store and what it points
-    /// to, text counted by its length. What the store's byte budget counts. Shared text (a
-    /// tool's name, a declared tool list that other sessions share) is counted as if the
-    /// session's own, so the figure is on the high side. The allocator's own overhead is
-    /// not in it: resident memory runs about a fifth above.
-    /// Counted in a few steps, from sums kept as the session changes: it is asked after every outcome.
+    /// to, text counted by its length. What the store's byte budget counts. A tool's name
+    /// is counted as if the session's own (it is often shared), and a declared tool list
+    /// not at all (it counts itself: see [`ToolList`]). The allocator's own overhead is
+    /// not in it: resident memory runs about a fifth above. Counted in a few steps, from
+    /// sums kept as the session changes: it is asked after every outcome.
     pub fn weight(&self, id: &str) -> usize {
         // The store's entry: the key, the session, the list links and the table's slot.
         const ENTRY: usize = std::mem::size_of::<Session>() + 48;
