@@ -165,23 +165,19 @@ pub fn with_policy(config: Config, path: Option<&Path>) -> anyhow::Result<(Confi
     match Policy::from_config(&merged) {
         Ok(policy) => Ok((merged, policy)),
         Err(e) => {
-            let origin = blame(&config, &vars).unwrap_or_else(|| {
-                let file = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
-                // Refused only with the variables: their values together (or with the file's).
-                match Policy::from_config(&config) {
-                    Ok(_) => format!("{file} with the REBOUND_* environment"),
-                    Err(_) => file,
-                }
-            });
+            let file = path.map_or_else(|| "defaults".to_string(), |p| p.display().to_string());
+            // With the file alone fine, the error is the variables': one of them, or their values together.
+            let origin = match Policy::from_config(&config) {
+                Err(_) => file,
+                Ok(_) => blame(&config, &vars).unwrap_or_else(|| format!("{file} with the REBOUND_* environment")),
+            };
             Err(anyhow!("{origin}: {e}"))
         }
     }
 }
 
-/// The `REBOUND_*` variable that makes a policy of `config` fail, when `config`
-/// alone makes one: the error is then the variable's, not the file's.
+/// The `REBOUND_*` variable that alone makes a policy of `config` (which makes one) fail.
 fn blame(config: &Config, vars: &[(String, String)]) -> Option<String> {
-    Policy::from_config(config).ok()?;
     vars.iter().find_map(|(name, value)| {
         let alone = config.clone().with_env([(name.clone(), value.clone())]).ok()?;
         Policy::from_config(&alone).is_err().then(|| format!("{name}={value}"))

@@ -256,12 +256,17 @@ impl Engine {
         Session::new(now, SessionLimits::from_policy(&policy.limits), Rng::for_session(self.settings.seed, id))
     }
 
+    /// Sets the gauges of the sessions held and of their bytes.
+    fn gauge_sessions(&self) {
+        self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
+    }
+
     fn count_evictions(&self, evictions: &[Eviction]) {
         for e in evictions {
             self.metrics.evicted(*e, 1);
         }
         if !evictions.is_empty() {
-            self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
+            self.gauge_sessions();
         }
     }
 
@@ -340,7 +345,7 @@ impl Engine {
         );
         self.count_evictions(&evictions);
         if created {
-            self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
+            self.gauge_sessions();
         }
         Ok(SessionInfo { created, limits })
     }
@@ -394,7 +399,7 @@ impl Engine {
         );
         self.count_evictions(&evictions);
         if created {
-            self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
+            self.gauge_sessions();
         }
         if fresh {
             self.record(label, &verdict);
@@ -643,7 +648,7 @@ impl Engine {
             }
             Removal::Missing => return Ok(None),
         };
-        self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
+        self.gauge_sessions();
         Ok(summary)
     }
 
@@ -654,7 +659,7 @@ impl Engine {
             self.metrics.evicted(Eviction::Idle, n as u64);
         }
         // Every sweep: the sessions' bytes change with every outcome, not only as sessions come and go.
-        self.metrics.sessions(self.sessions.len(), self.sessions.bytes());
+        self.gauge_sessions();
         n
     }
 }

@@ -614,15 +614,11 @@ impl SessionStore {
         }
     }
 
-    /// The index of the shard that holds (or would hold) `id`.
-    fn shard_of(&self, id: &str) -> usize {
-        use std::hash::BuildHasher as _;
-        (self.picker.hash_one(id) % self.shards.len() as u64) as usize
-    }
-
     fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
+        use std::hash::BuildHasher as _;
+        let shard = &self.shards[(self.picker.hash_one(id) % self.shards.len() as u64) as usize];
         // A panic while holding a shard would be a bug; keep serving the other sessions.
-        self.shards[self.shard_of(id)].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// How many sessions are held.
