@@ -130,13 +130,17 @@ impl BackoffPolicy {
         (jittered.round() as u64).min(self.cap_ms)
     }
 
-    /// A provider delay spread upward by the jitter fraction: never earlier than asked.
+    /// A provider delay spread upward: never earlier than asked, and later by up to the
+    /// jitter fraction of the provider's delay or of the base delay, whichever is longer.
+    /// The base keeps short waits apart: a `Retry-After: 0` (or a date already past)
+    /// sent to a whole fleet at once would otherwise bring every agent back at once.
     pub fn spread_provider_delay(&self, provider_ms: u64, rng: &mut Rng) -> u64 {
         let spread = match self.jitter {
             Jitter::None => 0.0,
             _ => self.jitter_fraction * rng.next_f64(),
         };
-        (provider_ms as f64 * (1.0 + spread)).round() as u64
+        let scale = provider_ms.max(self.base_ms) as f64;
+        (provider_ms as f64 + scale * spread).round() as u64
     }
 }
 
@@ -334,6 +338,22 @@ mod tests {
             let d = p.spread_provider_delay(7000, &mut rng);
             assert!((7000..=8400).contains(&d), "{d}");
         }
+    }
+
+    #[test]
+    fn a_provider_asking_for_no_wait_still_spreads_the_fleet() {
+        // Base 1 s, jitter 0.2: "retry now" spreads over 0 to 200 ms, a short wait by as much.
+        let p = BackoffPolicy::default();
+        let mut rng = Rng::new(9);
+        for provider_ms in [0, 6, 250] {
+            let delays: Vec<u64> = (0..1000).map(|_| p.spread_provider_delay(provider_ms, &mut rng)).collect();
+            assert!(delays.iter().all(|d| (provider_ms..=provider_ms + 200).contains(d)), "{provider_ms}: {delays:?}");
+            let distinct: std::collections::BTreeSet<_> = delays.iter().collect();
+            assert!(distinct.len() > 100, "{provider_ms} ms: only {} distinct delays", distinct.len());
+        }
+        // Asked for no jitter, none is added.
+        let none = BackoffPolicy::try_new(1000, 2.0, 10_000, 3, Jitter::None, 0.2).expect("valid");
+        assert_eq!(none.spread_provider_delay(0, &mut rng), 0);
     }
 
     #[test]

@@ -28,7 +28,8 @@ type FallbackPolicy struct {
 	MaxDelay time.Duration
 	// MaxRetries is how many retries in a row one tool gets before the failure goes to the LLM.
 	MaxRetries int
-	// Jitter spreads backoff delays by ±Jitter (0.2 is ±20 %) and stretches provider delays by up to +Jitter.
+	// Jitter spreads backoff delays by ±Jitter (0.2 is ±20 %) and stretches provider delays by up to +Jitter
+	// of the provider's delay or of BaseDelay, whichever is longer.
 	Jitter float64
 	// MaxConsecutiveFailures of one tool in a session escalate; 0 turns the breaker off.
 	MaxConsecutiveFailures int
@@ -185,8 +186,9 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 				o.GetTool(), provided.Round(time.Second), p.MaxProviderDelay))
 			return
 		}
-		// Never earlier than the provider asked; spread upwards only.
-		delay = time.Duration(float64(provided) * (1 + p.Jitter*in.random))
+		// Never earlier than the provider asked; spread upwards only, over at least the
+		// base delay's jitter, so that "retry now" does not bring a fleet back at once.
+		delay = provided + time.Duration(float64(max(provided, p.BaseDelay))*p.Jitter*in.random)
 	} else {
 		d := math.Min(float64(p.BaseDelay)*math.Pow(p.Multiplier, float64(n-1)), float64(p.MaxDelay))
 		d *= 1 + p.Jitter*(2*in.random-1)

@@ -82,6 +82,15 @@ def test_retry_after_seconds_wins_and_is_only_stretched() -> None:
     assert low.proto.retry.provider_delay
 
 
+def test_retry_after_zero_is_still_spread_over_the_base_delays_jitter() -> None:
+    # As the sidecar does: "retry now" to a whole fleet must not bring it back at once.
+    for random, want in [(0.0, 0), (0.5, 100), (0.999999, 200)]:
+        v = decide(failure(http_status=429, headers={"Retry-After": "0"}), random=random)
+        assert v.action is Action.RETRY and v.delay_ms == want and v.proto.retry.provider_delay
+    short = decide(failure(http_status=429, headers={"retry-after-ms": "6"}), random=0.5)
+    assert short.delay_ms == 106
+
+
 def test_retry_after_ms_wins_over_retry_after() -> None:
     v = decide(failure(http_status=429, headers={"retry-after-ms": "250", "Retry-After": "20"}), random=0.0)
     assert v.delay_ms == 250

@@ -24,7 +24,7 @@ export interface FallbackPolicy {
   maxDelayMs: number;
   /** How many retries in a row one tool gets before the failure goes to the LLM. */
   maxRetries: number;
-  /** Spreads backoff delays by ±jitter (0.2 is ±20 %) and stretches provider delays by up to +jitter. */
+  /** Spreads backoff delays by ±jitter (0.2 is ±20 %) and stretches provider delays by up to +jitter of the provider's delay or of `baseDelayMs`, whichever is longer. */
   jitter: number;
   /** Failures of one tool in a row in a session that escalate; 0 turns this breaker off. */
   maxConsecutiveFailures: number;
@@ -176,8 +176,9 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.Break
       v.escalation = escalation(o, why);
       return;
     }
-    // Never earlier than the provider asked; spread upwards only.
-    delay = provided * (1 + p.jitter * input.random);
+    // Never earlier than the provider asked; spread upwards only, over at least the
+    // base delay's jitter, so that "retry now" does not bring a fleet back at once.
+    delay = provided + Math.max(provided, p.baseDelayMs) * p.jitter * input.random;
   } else {
     const nominal = Math.min(p.baseDelayMs * p.multiplier ** (n - 1), p.maxDelayMs);
     delay = Math.min(nominal * (1 + p.jitter * (2 * input.random - 1)), p.maxDelayMs);

@@ -45,6 +45,16 @@ const CASES: Case[] = [
     random: 0, action: "retry", category: "rate_limited", retryable: true, delayMs: 250, provider: true,
   },
   {
+    name: "Retry-After: 0 is still spread, over the base delay's jitter",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "Retry-After": "0" } },
+    random: 0.5, action: "retry", category: "rate_limited", retryable: true, delayMs: 100, provider: true,
+  },
+  {
+    name: "a short provider wait is spread by as much",
+    outcome: { tool: "llm", httpStatus: 429, headers: { "retry-after-ms": "6" } },
+    random: 0.5, action: "retry", category: "rate_limited", retryable: true, delayMs: 106, provider: true,
+  },
+  {
     name: "Retry-After as an HTTP date",
     outcome: { tool: "llm", httpStatus: 503, headers: { "RETRY-AFTER": "Fri, 14 Mar 2025 12:00:30 GMT" } },
     random: 0, action: "retry", category: "unavailable", retryable: true, delayMs: 30_000, provider: true,

@@ -110,7 +110,8 @@ class FallbackPolicy:
     max_retries: int = 3
     """Retries one call gets before the failure goes to the LLM."""
     jitter: float = 0.2
-    """Backoff delays spread by ±jitter; provider delays stretch by up to +jitter, never shrink."""
+    """Backoff delays spread by ±jitter; provider delays stretch by up to +jitter of the provider's
+    delay or of `base_delay`, whichever is longer, and never shrink."""
     max_consecutive_failures: int = 3
     """Failures of one tool in a row in a session that escalate; 0 turns this breaker off."""
     max_provider_delay: float = 300.0
@@ -198,8 +199,9 @@ class FallbackPolicy:
                 why = f"tool {o.tool!r} asks for a wait of {provided:g} s, longer than {self.max_provider_delay:g} s"
                 _escalation(v, o, why)
                 return
-            # Never earlier than the provider asked; spread upwards only.
-            delay = provided * (1 + self.jitter * random)
+            # Never earlier than the provider asked; spread upwards only, over at least the
+            # base delay's jitter, so that "retry now" does not bring a fleet back at once.
+            delay = provided + max(provided, self.base_delay) * self.jitter * random
         else:
             delay = min(self.base_delay * self.multiplier ** (n - 1), self.max_delay)
             delay = min(delay * (1 + self.jitter * (2 * random - 1)), self.max_delay)
