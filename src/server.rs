@@ -95,8 +95,14 @@ impl Stream for Answers {
                 return Poll::Ready(None);
             }
             Some(Err(status)) => {
+                // The transport refused the next message (too large, or not a valid Outcome).
                 this.done = true;
-                return Poll::Ready(Some(Err(oversize(status))));
+                let status = oversize(status);
+                let index = this.index;
+                return Poll::Ready(Some(Err(Status::new(
+                    status.code(),
+                    format!("outcome #{index}: {}", status.message()),
+                ))));
             }
         };
         let start = Instant::now();

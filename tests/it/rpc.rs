@@ -201,9 +201,15 @@ async fn an_oversized_outcome_is_resource_exhausted_and_the_server_keeps_serving
     let huge = failure("big", "t", &"x".repeat(5 << 20));
     let err = server.client.report(huge.clone()).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
-    let mut verdicts = server.client.observe(tokio_stream::iter(vec![huge])).await.unwrap().into_inner();
+    let stream = vec![success("big", "t"), success("big", "t"), huge];
+    let mut verdicts = server.client.observe(tokio_stream::iter(stream)).await.unwrap().into_inner();
+    for _ in 0..2 {
+        assert_eq!(verdicts.message().await.unwrap().unwrap().action, pb::Action::Continue as i32);
+    }
     let err = verdicts.message().await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    // Which outcome of the stream it was, as for any other refused outcome.
+    assert!(err.message().starts_with("outcome #2: "), "{err:?}");
     let v = server.client.report(success("big", "t")).await.unwrap().into_inner();
     assert_eq!(v.action, pb::Action::Continue as i32);
     server.stop().await;
