@@ -117,6 +117,11 @@ pub struct ClassifyArgs {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> ExitCode {
+    // clap would blame the flag ("a value is required for '--config'"), which was never given.
+    if std::env::var_os("REBOUND_CONFIG_FILE").is_some_and(|v| v.is_empty()) {
+        eprintln!("rebound: error: REBOUND_CONFIG_FILE is set but empty: set it to a config file's path, or unset it");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         None => serve(cli.serve),

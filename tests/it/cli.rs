@@ -252,6 +252,20 @@ fn a_variable_that_is_not_utf8_is_no_panic_and_a_rebound_one_is_named() {
 }
 
 #[test]
+fn an_empty_config_file_variable_is_named_not_the_flag() {
+    // As a manifest's `value: ""` or a shell's `REBOUND_CONFIG_FILE= rebound` sets it.
+    let out = std::process::Command::new(crate::common::binary())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("REBOUND_CONFIG_FILE", "")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("REBOUND_CONFIG_FILE is set but empty"), "{stderr}");
+    assert!(!stderr.contains("--config"), "{stderr}");
+}
+
+#[test]
 fn serve_refuses_a_listen_flag_the_config_would_refuse() {
     // `--listen unix:` used to start a server on an unnamed socket that nothing could dial.
     for (flag, value) in [("--listen", "unix:"), ("--listen", "nowhere"), ("--metrics-listen", "unix:/tmp/m.sock")] {
