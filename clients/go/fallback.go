@@ -16,9 +16,10 @@ import (
 // FallbackPolicy is the local policy that decides when the sidecar cannot be
 // reached within the call deadline. DefaultFallbackPolicy holds the sidecar's
 // seed defaults. It classifies only coarse signals: timeouts, connection
-// errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated), cancellation
-// (aborted), an unknown tool (reclassify: choose another tool); anything else
-// is handed back to the LLM (recover).
+// errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated), the provider
+// codes of a used-up quota (escalated) and of an input too long or filtered
+// (replan), cancellation (aborted), an unknown tool (reclassify: choose another
+// tool); anything else is handed back to the LLM (recover).
 type FallbackPolicy struct {
 	// BaseDelay is the first retry's backoff delay.
 	BaseDelay time.Duration
@@ -100,6 +101,41 @@ var networkCodes = map[string]bool{
 	"ENOTCONN": true, "ENOTFOUND": true, "EAI_AGAIN": true,
 }
 
+// providerClass is what a provider error code means to the fallback: a category and the rule that says so.
+type providerClass struct {
+	category Category
+	rule     string
+}
+
+// providerCodes are the provider error codes that change what to do: a quota
+// is not retried but escalated, an input too long or filtered is replanned.
+// The sidecar's lists are the source of truth (src/defaults/rules.toml, rules
+// code.insufficient_quota, code.context_length and code.content_filter;
+// TestProviderCodesMatchSidecarRules checks for drift). As on the sidecar, a
+// code wins over the HTTP status: OpenAI sends insufficient_quota with a 429.
+// The match is exact, case included.
+var providerCodes = func() map[string]providerClass {
+	table := map[string]providerClass{}
+	for _, rule := range []struct {
+		class providerClass
+		codes []string
+	}{
+		{providerClass{reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"},
+			[]string{"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
+				"QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"}},
+		{providerClass{reboundpb.Category_CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"},
+			[]string{"context_length_exceeded", "string_above_max_length", "max_tokens_exceeded"}},
+		{providerClass{reboundpb.Category_CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"},
+			[]string{"content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety",
+				"PROHIBITED_CONTENT"}},
+	} {
+		for _, code := range rule.codes {
+			table[code] = rule.class
+		}
+	}
+	return table
+}()
+
 // decide is the whole fallback policy: one outcome in, one verdict out.
 func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundpb.Verdict {
 	v := &reboundpb.Verdict{
@@ -128,7 +164,8 @@ func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundp
 	switch {
 	case category == reboundpb.Category_CATEGORY_CANCELLED:
 		p.stop(v, ActionAbort, reboundpb.Reason_REASON_CATEGORY_POLICY)
-	case category == reboundpb.Category_CATEGORY_AUTH || category == reboundpb.Category_CATEGORY_PERMISSION_DENIED:
+	case category == reboundpb.Category_CATEGORY_AUTH || category == reboundpb.Category_CATEGORY_PERMISSION_DENIED ||
+		category == reboundpb.Category_CATEGORY_QUOTA_EXCEEDED:
 		p.stop(v, ActionEscalate, reboundpb.Reason_REASON_CATEGORY_POLICY)
 		v.Escalation = escalation(o, fmt.Sprintf("%s for tool %q needs a human", categoryName(category), o.GetTool()))
 	case p.MaxConsecutiveFailures > 0 && in.consecutive >= p.MaxConsecutiveFailures:
@@ -138,6 +175,8 @@ func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundp
 		p.retry(v, o, in)
 	case category == reboundpb.Category_CATEGORY_UNKNOWN_TOOL:
 		v.Action = ActionReclassify
+	case category == reboundpb.Category_CATEGORY_CONTEXT_LENGTH || category == reboundpb.Category_CATEGORY_CONTENT_FILTER:
+		v.Action = ActionReplan
 	default:
 		v.Action = ActionRecover
 	}
@@ -204,8 +243,12 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 }
 
 // classifyCoarse maps the structured signals a fallback can trust to a
-// category; structured signals win over the exception type's wording.
+// category and a rule id; structured signals win over the exception type's
+// wording, and a provider code over the HTTP status, as on the sidecar.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
+	if c, ok := providerCodes[o.GetCode()]; ok {
+		return c.category, c.rule
+	}
 	switch s := o.GetHttpStatus(); {
 	case s == http.StatusUnauthorized:
 		return reboundpb.Category_CATEGORY_AUTH, "fallback.http_401"
@@ -365,6 +408,7 @@ var instructions = map[Action]string{
 	ActionRetry:      "This is a transient failure; the same call will be retried.",
 	ActionRecover:    "Do not repeat the same call unchanged: check the arguments or choose another approach.",
 	ActionReclassify: "Choose another tool: this one does not exist.",
+	ActionReplan:     "Change the plan: this request cannot succeed as it is.",
 	ActionEscalate:   "This needs a human: stop and report the error.",
 	ActionAbort:      "The run is over: stop.",
 }

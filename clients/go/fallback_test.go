@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,6 +206,135 @@ func TestFallbackDecide(t *testing.T) {
 				t.Errorf("escalation report = %v for action %s", v.GetEscalation(), tt.action)
 			}
 		})
+	}
+}
+
+func TestFallbackQuotaCodeEscalatesEvenWithA429(t *testing.T) {
+	// Real: the OpenAI API's 429 when the account has no credit left (code insufficient_quota).
+	o := &reboundpb.Outcome{Tool: "llm", HttpStatus: 429, Code: "insufficient_quota",
+		Message: "You exceeded your current quota, please check your plan and billing details."}
+	v := DefaultFallbackPolicy().decide(o, fallbackInput{consecutive: 1, now: now})
+	if v.GetAction() != ActionEscalate {
+		t.Errorf("action = %s, want escalate", v.GetAction())
+	}
+	if c := v.GetClassification().GetCategory(); c != reboundpb.Category_CATEGORY_QUOTA_EXCEEDED {
+		t.Errorf("category = %s, want quota_exceeded", c)
+	}
+	if v.GetClassification().GetRetryable() {
+		t.Error("retryable = true, want false")
+	}
+	if r := v.GetClassification().GetRule(); r != "fallback.code_quota" {
+		t.Errorf("rule = %q, want fallback.code_quota", r)
+	}
+	if s := v.GetBreaker().GetSessionState(); s != reboundpb.SessionState_SESSION_STATE_ESCALATED {
+		t.Errorf("session state = %s, want escalated", s)
+	}
+	if v.GetRetry() != nil {
+		t.Errorf("an escalation carries a retry plan %v", v.GetRetry())
+	}
+	if want := `quota_exceeded for tool "llm" needs a human`; !strings.Contains(v.GetEscalation().GetSummary(), want) {
+		t.Errorf("escalation summary = %q, want it to contain %q", v.GetEscalation().GetSummary(), want)
+	}
+}
+
+func TestFallbackReplansAnInputTooLongOrFiltered(t *testing.T) {
+	// Real codes of the OpenAI and Azure OpenAI APIs, sent with a 400.
+	for code, category := range map[string]Category{
+		"context_length_exceeded": reboundpb.Category_CATEGORY_CONTEXT_LENGTH,
+		"content_filter":          reboundpb.Category_CATEGORY_CONTENT_FILTER,
+	} {
+		t.Run(code, func(t *testing.T) {
+			o := &reboundpb.Outcome{Tool: "llm", HttpStatus: 400, Code: code}
+			v := DefaultFallbackPolicy().decide(o, fallbackInput{consecutive: 1, now: now})
+			if v.GetAction() != ActionReplan {
+				t.Errorf("action = %s, want replan", v.GetAction())
+			}
+			if c := v.GetClassification().GetCategory(); c != category {
+				t.Errorf("category = %s, want %s", c, category)
+			}
+			if v.GetClassification().GetRetryable() {
+				t.Error("retryable = true, want false")
+			}
+			if want := "Change the plan: this request cannot succeed as it is."; !strings.HasSuffix(v.GetSnippet(), want) {
+				t.Errorf("snippet = %q, want it to end %q", v.GetSnippet(), want)
+			}
+		})
+	}
+}
+
+// The provider codes the fallback reads must be the sidecar's, so that a code means the same on both.
+func TestProviderCodesMatchSidecarRules(t *testing.T) {
+	path := filepath.Join("..", "..", "src", "defaults", "rules.toml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each [[rules]] block holds one-line keys; id and category are basic strings, code an array of them.
+	type rule struct {
+		category string
+		codes    []string
+	}
+	rules := map[string]*rule{}
+	var id string
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			id = ""
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		str := func() string {
+			quoted, err := strconv.QuotedPrefix(value)
+			if err != nil {
+				t.Fatalf("%s:%d: cannot read %q: %v", path, n+1, line, err)
+			}
+			s, _ := strconv.Unquote(quoted)
+			return s
+		}
+		switch key {
+		case "id":
+			id = str()
+			rules[id] = &rule{}
+		case "category":
+			if id != "" {
+				rules[id].category = str()
+			}
+		case "code":
+			if id != "" {
+				if err := json.Unmarshal([]byte(value), &rules[id].codes); err != nil {
+					t.Fatalf("%s:%d: cannot read %q: %v", path, n+1, line, err)
+				}
+			}
+		}
+	}
+	for id, category := range map[string]Category{
+		"code.insufficient_quota": reboundpb.Category_CATEGORY_QUOTA_EXCEEDED,
+		"code.context_length":     reboundpb.Category_CATEGORY_CONTEXT_LENGTH,
+		"code.content_filter":     reboundpb.Category_CATEGORY_CONTENT_FILTER,
+	} {
+		r, ok := rules[id]
+		if !ok || len(r.codes) == 0 {
+			t.Errorf("%s: no rule %s with codes", path, id)
+			continue
+		}
+		if r.category != categoryName(category) {
+			t.Errorf("rule %s has category %q, want %q", id, r.category, categoryName(category))
+		}
+		var ours []string
+		for code, c := range providerCodes {
+			if c.category == category {
+				ours = append(ours, code)
+			}
+		}
+		slices.Sort(ours)
+		theirs := slices.Sorted(slices.Values(r.codes))
+		if !slices.Equal(ours, theirs) {
+			t.Errorf("the fallback's codes for %s = %q, want the sidecar's rule %s: %q", categoryName(category), ours, id, theirs)
+		}
 	}
 }
 

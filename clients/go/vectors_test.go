@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -20,13 +22,21 @@ type vectorCase struct {
 	Name    string                     `json:"name"`
 	Source  string                     `json:"source"`
 	Outcome map[string]json.RawMessage `json:"outcome"`
-	Expect  struct {
-		Action     string  `json:"action"`
-		Category   string  `json:"category"`
-		Retryable  bool    `json:"retryable"`
-		DelayMsMin *uint64 `json:"delay_ms_min"`
-		DelayMsMax *uint64 `json:"delay_ms_max"`
-	} `json:"expect"`
+	Expect  vectorExpect               `json:"expect"`
+	// Fallback, when present, is what the local fallback answers instead of Expect.
+	Fallback *struct {
+		vectorExpect
+		Why string `json:"why"`
+	} `json:"fallback"`
+}
+
+// vectorExpect is a case's expected verdict.
+type vectorExpect struct {
+	Action     string  `json:"action"`
+	Category   string  `json:"category"`
+	Retryable  bool    `json:"retryable"`
+	DelayMsMin *uint64 `json:"delay_ms_min"`
+	DelayMsMax *uint64 `json:"delay_ms_max"`
 }
 
 func loadVectors(t *testing.T) []vectorCase {
@@ -137,6 +147,47 @@ func TestSharedVectors(t *testing.T) {
 					}
 					checkVector(t, vc, v)
 				})
+			}
+		})
+	}
+}
+
+// Each case through the local fallback alone: its fallback expectation where it
+// has one (the fallback reads fewer signals than the sidecar), else the
+// sidecar's; a failure as its tool's first in a row, at both ends of the jitter.
+func TestSharedVectorsThroughTheFallback(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	for _, vc := range loadVectors(t) {
+		t.Run(vc.Name, func(t *testing.T) {
+			o := vc.outcome(t)
+			expect, why := vc.Expect, ""
+			if vc.Fallback != nil {
+				expect, why = vc.Fallback.vectorExpect, vc.Fallback.Why
+			}
+			consecutive := 1
+			if o.GetOk() {
+				consecutive = 0
+			}
+			for _, random := range []float64{0, 0.999999} {
+				v := &Verdict{Verdict: DefaultFallbackPolicy().decide(o, fallbackInput{consecutive: consecutive, now: at, random: random}),
+					Fallback: true}
+				got := fmt.Sprintf("%s, %s, retryable %v", actionName(v.Action), categoryName(v.Category()), v.Retryable())
+				want := fmt.Sprintf("%s, %s, retryable %v", expect.Action, expect.Category, expect.Retryable)
+				if got != want {
+					t.Errorf("random %v: %s, want %s (rule %s; source: %s; why: %q)",
+						random, got, want, v.GetClassification().GetRule(), vc.Source, why)
+				}
+				lo, hi := uint64(0), uint64(0)
+				if expect.DelayMsMin != nil {
+					lo = *expect.DelayMsMin
+				}
+				if expect.DelayMsMax != nil {
+					hi = *expect.DelayMsMax
+				}
+				if d := v.GetRetry().GetDelayMs(); d < lo || d > hi {
+					t.Errorf("random %v: delay_ms = %d, want it in [%d, %d] (rule %s)", random, d, lo, hi,
+						v.GetClassification().GetRule())
+				}
 			}
 		})
 	}

@@ -21,7 +21,7 @@ else:  # pytest depends on tomli before 3.11; typed where it is installed
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 from rebound import Action, Category, FallbackPolicy, Kind, build_outcome
-from rebound.fallback import _SUGGESTIONS, classify_coarse, provider_delay
+from rebound.fallback import _PROVIDER_CODES, _SUGGESTIONS, classify_coarse, provider_delay
 from rebound.local import CONTEXT_SHOWN, IDEMPOTENCY_WINDOW, LocalState
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Verdict
@@ -30,6 +30,8 @@ from tests.sidecar import REPO, binary
 NOW = 1_700_000_000.0
 CATEGORIES_TOML = Path(__file__).resolve().parents[3] / "src" / "defaults" / "categories.toml"
 """The sidecar's category policies, the source of truth for the suggestions."""
+RULES_TOML = CATEGORIES_TOML.with_name("rules.toml")
+"""The sidecar's default rules, the source of truth for the provider codes the fallback reads."""
 POLICY = FallbackPolicy()
 
 
@@ -182,6 +184,38 @@ def test_auth_escalates_at_once(status: int, category: Category) -> None:
     assert v.escalation is not None and "needs a human" in v.escalation.summary
     assert "Incorrect API key provided" in v.escalation.text
     assert v.breaker.session_state == pb.SESSION_STATE_ESCALATED
+
+
+def test_a_quota_code_escalates_even_with_a_429() -> None:
+    # Real: the OpenAI API's 429 when the account has no credit left (code insufficient_quota).
+    message = "You exceeded your current quota, please check your plan and billing details."
+    v = decide(failure(tool="llm", http_status=429, code="insufficient_quota", message=message))
+    assert (v.action, v.category, v.retryable) == (Action.ESCALATE, Category.QUOTA_EXCEEDED, False)
+    assert v.rule == "fallback.code_quota" and v.breaker.session_state == pb.SESSION_STATE_ESCALATED
+    assert v.escalation is not None and "quota_exceeded for tool 'llm' needs a human" in v.escalation.summary
+
+
+@pytest.mark.parametrize(
+    ("code", "category"),
+    [("context_length_exceeded", Category.CONTEXT_LENGTH), ("content_filter", Category.CONTENT_FILTER)],
+)
+def test_an_input_too_long_or_filtered_is_replanned(code: str, category: Category) -> None:
+    # Real codes of the OpenAI and Azure OpenAI APIs, sent with a 400.
+    v = decide(failure(tool="llm", http_status=400, code=code))
+    assert (v.action, v.category, v.retryable) == (Action.REPLAN, category, False)
+    assert v.snippet.endswith("Change the plan: this request cannot succeed as it is.")
+
+
+def test_provider_codes_are_the_sidecars() -> None:
+    rules = {r["id"]: r for r in tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]}
+    for rule, category in [
+        ("code.insufficient_quota", Category.QUOTA_EXCEEDED),
+        ("code.context_length", Category.CONTEXT_LENGTH),
+        ("code.content_filter", Category.CONTENT_FILTER),
+    ]:
+        assert rules[rule]["category"] == category.label
+        ours = sorted(code for code, (c, _) in _PROVIDER_CODES.items() if c is category)
+        assert ours == sorted(rules[rule]["code"]), rule
 
 
 def test_cancellation_aborts() -> None:

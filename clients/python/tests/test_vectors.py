@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import json_format
 
 import rebound
-from rebound import Kind, Verdict
+from rebound import FallbackPolicy, Kind, Verdict
 from rebound.v1 import rebound_pb2 as pb
 from tests.conftest import LIVE_TIMEOUT, unique
 from tests.sidecar import REPO, Sidecar
@@ -69,6 +69,25 @@ async def report_async(address: str, session_id: str, o: pb.Outcome) -> Verdict:
     async with rebound.AsyncClient(address, timeout=LIVE_TIMEOUT) as client:
         session = client.session(session_id)
         return await session.report_outcome(o)
+
+
+@pytest.mark.parametrize("case", load())
+def test_vector_through_the_fallback(case: dict[str, Any]) -> None:
+    """The case through the local fallback alone: its `fallback` expectation where the case has one
+    (the fallback reads fewer signals than the sidecar), else the sidecar's. Both ends of the jitter."""
+    fields = dict(case["outcome"])
+    if "kind" in fields:
+        fields["kind"] = "OUTCOME_KIND_" + fields["kind"].upper()
+    o = json_format.ParseDict(fields, pb.Outcome())
+    expect = case.get("fallback", case["expect"])
+    for random in (0.0, 0.999999):
+        v = Verdict(FallbackPolicy().decide(o, 0 if o.ok else 1, now=1_700_000_000.0, random=random), fallback=True)
+        assert (v.action.label, v.category.label, v.retryable) == (
+            expect["action"],
+            expect["category"],
+            expect["retryable"],
+        ), f"rule {v.rule}; source: {case.get('source', '')}"
+        assert expect.get("delay_ms_min", 0) <= v.delay_ms <= expect.get("delay_ms_max", 0), f"rule {v.rule}"
 
 
 @pytest.mark.parametrize("mode", MODES)

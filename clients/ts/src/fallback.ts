@@ -12,8 +12,10 @@ import { redact } from "./redact.js";
  * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
  * sidecar's seed defaults. It classifies only coarse signals: timeouts,
  * connection errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated),
- * cancellation (aborted), an unknown tool (reclassify: choose another tool);
- * anything else goes back to the LLM (recover).
+ * the providers' quota codes (escalated, even with a 429), their
+ * context-length and content-filter codes (replan), cancellation (aborted),
+ * an unknown tool (reclassify: choose another tool); anything else goes back
+ * to the LLM (recover).
  */
 export interface FallbackPolicy {
   /** The first retry's backoff delay, in milliseconds. */
@@ -99,6 +101,34 @@ const NETWORK_CODES = new Set([
   "EAI_AGAIN",
 ]);
 
+/**
+ * Provider error codes that change what to do: a quota is not retried but
+ * escalated, an input too long or filtered is replanned. The sidecar's lists
+ * (src/defaults/rules.toml, rules code.insufficient_quota, code.context_length
+ * and code.content_filter: the source of truth; a test fails when the two
+ * drift apart). Matched exactly, case included. As on the sidecar, a code wins
+ * over the HTTP status: OpenAI sends insufficient_quota with a 429.
+ * @internal Exported for that test only.
+ */
+export const PROVIDER_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
+  ...[
+    "insufficient_quota",
+    "billing_hard_limit_reached",
+    "billing_not_active",
+    "quota_exceeded",
+    "QuotaExceeded",
+    "credit_balance_too_low",
+    "ServiceQuotaExceededException",
+    "LimitExceededException",
+  ].map((code) => [code, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"]] as const),
+  ...["context_length_exceeded", "string_above_max_length", "max_tokens_exceeded"].map(
+    (code) => [code, [C.CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"]] as const,
+  ),
+  ...["content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety", "PROHIBITED_CONTENT"].map(
+    (code) => [code, [C.CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"]] as const,
+  ),
+]);
+
 /** The whole fallback policy: one outcome in, one verdict out. */
 export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: FallbackInput): pb.Verdict {
   const v = pb.Verdict.create({
@@ -128,7 +158,7 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
   };
   if (category === C.CATEGORY_CANCELLED) {
     stop(A.ACTION_ABORT, pb.Reason.REASON_CATEGORY_POLICY);
-  } else if (category === C.CATEGORY_AUTH || category === C.CATEGORY_PERMISSION_DENIED) {
+  } else if (category === C.CATEGORY_AUTH || category === C.CATEGORY_PERMISSION_DENIED || category === C.CATEGORY_QUOTA_EXCEEDED) {
     stop(A.ACTION_ESCALATE, pb.Reason.REASON_CATEGORY_POLICY);
     v.escalation = escalation(o, `${categoryName(category)} for tool ${JSON.stringify(o.tool)} needs a human`);
   } else if (policy.maxConsecutiveFailures > 0 && input.consecutive >= policy.maxConsecutiveFailures) {
@@ -138,6 +168,8 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
     planRetry(policy, v, breaker, o, input);
   } else if (category === C.CATEGORY_UNKNOWN_TOOL) {
     v.action = A.ACTION_RECLASSIFY;
+  } else if (category === C.CATEGORY_CONTEXT_LENGTH || category === C.CATEGORY_CONTENT_FILTER) {
+    v.action = A.ACTION_REPLAN;
   } else {
     v.action = A.ACTION_RECOVER;
   }
@@ -192,8 +224,14 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.Break
   });
 }
 
-/** Maps the structured signals a fallback can trust to a category; they win over the exception type's wording. */
+/**
+ * Maps the structured signals a fallback can trust to a category and a rule id;
+ * they win over the exception type's wording. A provider's code comes first, as
+ * on the sidecar, where a code outranks the HTTP status.
+ */
 export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
+  const provider = PROVIDER_CODES.get(o.code);
+  if (provider !== undefined) return [...provider];
   const s = o.httpStatus;
   if (s === 401) return [C.CATEGORY_AUTH, "fallback.http_401"];
   if (s === 403) return [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"];
@@ -326,6 +364,7 @@ const INSTRUCTIONS = new Map<pb.Action, string>([
   [A.ACTION_RETRY, "This is a transient failure; the same call will be retried."],
   [A.ACTION_RECOVER, "Do not repeat the same call unchanged: check the arguments or choose another approach."],
   [A.ACTION_RECLASSIFY, "Choose another tool: this one does not exist."],
+  [A.ACTION_REPLAN, "Change the plan: this request cannot succeed as it is."],
   [A.ACTION_ESCALATE, "This needs a human: stop and report the error."],
   [A.ACTION_ABORT, "The run is over: stop."],
 ]);

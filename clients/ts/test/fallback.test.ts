@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, providerDelayMs, SUGGESTIONS } from "../src/fallback.js";
+import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, PROVIDER_CODES, providerDelayMs, SUGGESTIONS } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { actionName, categoryName, reasonName, type Action, type Category, type Reason } from "../src/names.js";
 import { sidecarBin } from "./sidecar.mjs";
@@ -198,6 +198,37 @@ describe("fallback policy", () => {
     });
   }
 
+  it("escalates a quota code at once, even with a 429", () => {
+    // Real: the OpenAI API's 429 when the account has no credit left (code insufficient_quota).
+    const message = "You exceeded your current quota, please check your plan and billing details.";
+    const o = pb.Outcome.fromPartial({ tool: "llm", httpStatus: 429, code: "insufficient_quota", message });
+    const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
+    assert.equal(actionName(v.action), "escalate");
+    assert.equal(categoryName(v.classification?.category ?? 0), "quota_exceeded");
+    assert.equal(v.classification?.retryable, false);
+    assert.equal(v.classification?.rule, "fallback.code_quota");
+    assert.equal(reasonName(v.breaker?.reason ?? 0), "category_policy");
+    assert.equal(v.breaker?.sessionState, pb.SessionState.SESSION_STATE_ESCALATED);
+    assert.equal(v.retry, undefined);
+    assert.ok(v.escalation?.summary.startsWith('quota_exceeded for tool "llm" needs a human'), v.escalation?.summary);
+  });
+
+  for (const [code, category] of [
+    ["context_length_exceeded", "context_length"],
+    ["content_filter", "content_filter"],
+  ] as const) {
+    it(`replans an input too long or filtered (${code} with a 400)`, () => {
+      // Real codes of the OpenAI and Azure OpenAI APIs, sent with a 400.
+      const o = pb.Outcome.fromPartial({ tool: "llm", httpStatus: 400, code });
+      const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
+      assert.equal(actionName(v.action), "replan");
+      assert.equal(categoryName(v.classification?.category ?? 0), category);
+      assert.equal(v.classification?.retryable, false);
+      assert.equal(v.escalation, undefined);
+      assert.ok(v.snippet.endsWith("\nChange the plan: this request cannot succeed as it is."), v.snippet);
+    });
+  }
+
   it("escalates a wait past maxProviderDelayMs with a report that says how long", () => {
     const o = pb.Outcome.fromPartial({ tool: "llm", httpStatus: 429, headers: { "Retry-After": "3600" } });
     const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
@@ -288,6 +319,37 @@ describe("fallback policy", () => {
     assert.ok(Object.keys(sidecar).length > 0, "no suggestion read from categories.toml: has its format changed?");
     const client = Object.fromEntries([...SUGGESTIONS].map(([c, text]) => [categoryName(c), text]));
     assert.deepEqual(client, sidecar);
+  });
+
+  it("knows the same provider codes as the sidecar's default rules", () => {
+    // This file runs as clients/ts/build/test/fallback.test.js; the rules are the repository's src/defaults.
+    const toml = readFileSync(fileURLToPath(new URL("../../../../src/defaults/rules.toml", import.meta.url)), "utf8");
+    const rules = new Map<string, { codes?: string[]; category?: string }>();
+    for (const block of toml.split(/^\[\[rules\]\]\s*$/m).slice(1)) {
+      const rule: { id?: string; codes?: string[]; category?: string } = {};
+      for (const line of block.split("\n").map((l) => l.trim())) {
+        if (line.startsWith("[")) break;
+        // A TOML array of basic strings, and a basic string, read as JSON reads them.
+        const id = /^id\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
+        if (id !== undefined) rule.id = JSON.parse(id) as string;
+        const codes = /^code\s*=\s*(\[.*\])$/.exec(line)?.[1];
+        if (codes !== undefined) rule.codes = JSON.parse(codes) as string[];
+        const category = /^category\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
+        if (category !== undefined) rule.category = JSON.parse(category) as string;
+      }
+      if (rule.id !== undefined) rules.set(rule.id, rule);
+    }
+    for (const [id, category] of [
+      ["code.insufficient_quota", "quota_exceeded"],
+      ["code.context_length", "context_length"],
+      ["code.content_filter", "content_filter"],
+    ] as const) {
+      const rule = rules.get(id);
+      assert.ok(rule?.codes !== undefined, `no rule ${id} with a code list in rules.toml: has its format changed?`);
+      assert.equal(rule.category, category, id);
+      const ours = [...PROVIDER_CODES].filter(([, [c]]) => categoryName(c) === category).map(([code]) => code);
+      assert.deepEqual(ours.sort(), [...rule.codes].sort(), id);
+    }
   });
 
   it("keeps every backoff delay within base×2^(n-1) ±20 % and under the cap", () => {

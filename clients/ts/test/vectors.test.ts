@@ -5,15 +5,18 @@
 //   error:   an error shaped as libraries shape theirs (name, status, headers,
 //            code, exitCode), every field read from it by outcomeFromError.
 // Each pass has its own tool names: the tool breaker and retry budget are
-// shared across sessions (see tests/vectors/README.md).
+// shared across sessions (see tests/vectors/README.md). A fourth pass runs each
+// case through the local fallback alone, no sidecar: the case's `fallback`
+// expectation where it has one (the fallback reads fewer signals), else `expect`.
 
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 
+import { decide, DEFAULT_FALLBACK_POLICY } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
-import { Client, type OutcomeKind, type ReportOptions, type Verdict } from "../src/index.js";
+import { Client, Verdict, type OutcomeKind, type ReportOptions } from "../src/index.js";
 import { kindName, kindValue } from "../src/names.js";
 import { outcomeFromError } from "../src/outcome.js";
 import { LIVE_TIMEOUT_MS, LogRecorder, sessionId } from "./helpers.js";
@@ -37,11 +40,22 @@ interface VectorOutcome {
   cost?: number;
 }
 
+/** What a verdict must say: its action, category and retryable, and its delay's bounds for a retry. */
+interface VectorExpect {
+  action: string;
+  category: string;
+  retryable: boolean;
+  delay_ms_min?: number;
+  delay_ms_max?: number;
+}
+
 interface VectorCase {
   name: string;
   source: string;
   outcome: VectorOutcome;
-  expect: { action: string; category: string; retryable: boolean; delay_ms_min?: number; delay_ms_max?: number };
+  expect: VectorExpect;
+  /** What the local fallback answers instead, where it reads fewer signals than the sidecar, and why. */
+  fallback?: VectorExpect & { why: string };
 }
 
 const KNOWN_FIELDS = new Set([
@@ -131,6 +145,27 @@ function check(vc: VectorCase, v: Verdict): void {
   if (vc.expect.delay_ms_min !== undefined) assert.ok(v.delayMs >= vc.expect.delay_ms_min, `delay ${v.delayMs} < ${vc.expect.delay_ms_min}`);
   if (vc.expect.delay_ms_max !== undefined) assert.ok(v.delayMs <= vc.expect.delay_ms_max, `delay ${v.delayMs} > ${vc.expect.delay_ms_max}`);
 }
+
+describe("shared vectors, fallback pass (no sidecar)", () => {
+  // A fixed instant: an HTTP-date Retry-After then always means the same wait.
+  const NOW = Date.UTC(2025, 2, 14, 12, 0, 0);
+  for (const vc of cases) {
+    it(vc.name, () => {
+      const expect = vc.fallback ?? vc.expect;
+      const o = pb.Outcome.fromPartial(asProto(vc.outcome, vc.outcome.tool));
+      // Both ends of the jitter; a failure is its tool's first in a row.
+      for (const random of [0, 0.999999]) {
+        const v = new Verdict(decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: o.ok ? 0 : 1, nowMs: NOW, random }), true);
+        const at = `rule ${v.rule}, random ${random}; source: ${vc.source}`;
+        assert.equal(v.action, expect.action, `action (${at})`);
+        assert.equal(v.category, expect.category, `category (${at})`);
+        assert.equal(v.retryable, expect.retryable, `retryable (${at})`);
+        const [lo, hi] = [expect.delay_ms_min ?? 0, expect.delay_ms_max ?? 0];
+        assert.ok(v.delayMs >= lo && v.delayMs <= hi, `delay ${v.delayMs} outside [${lo}, ${hi}] (${at})`);
+      }
+    });
+  }
+});
 
 it("found the shared vectors", () => {
   assert.ok(cases.length >= 20, `only ${cases.length} cases in ${dir}`);

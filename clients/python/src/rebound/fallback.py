@@ -29,6 +29,27 @@ _NETWORK_CODES = frozenset({
     "ENETDOWN", "EHOSTDOWN", "ENOTCONN", "ENOTFOUND", "EAI_AGAIN",
 })
 
+# Provider error codes that change what to do: a quota is not retried but escalated, an input too
+# long or filtered is replanned. The sidecar's lists (src/defaults/rules.toml, rules code.insufficient_quota,
+# code.context_length and code.content_filter; test_fallback checks for drift). As on the sidecar, a
+# code wins over the HTTP status: OpenAI sends insufficient_quota with a 429.
+_PROVIDER_CODES = {
+    **dict.fromkeys(
+        ["insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded", "QuotaExceeded",
+         "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"],
+        (Category.QUOTA_EXCEEDED, "fallback.code_quota"),
+    ),
+    **dict.fromkeys(
+        ["context_length_exceeded", "string_above_max_length", "max_tokens_exceeded"],
+        (Category.CONTEXT_LENGTH, "fallback.code_context_length"),
+    ),
+    **dict.fromkeys(
+        ["content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety",
+         "PROHIBITED_CONTENT"],
+        (Category.CONTENT_FILTER, "fallback.code_content_filter"),
+    ),
+}
+
 # gRPC status codes (fixed by the gRPC spec) the fallback understands.
 _GRPC_CATEGORIES = {
     1: (Category.CANCELLED, "fallback.grpc_cancelled"),
@@ -62,6 +83,7 @@ _INSTRUCTIONS = {
     Action.RETRY: "This is a transient failure; the same call will be retried.",
     Action.RECOVER: "Do not repeat the same call unchanged: check the arguments or choose another approach.",
     Action.RECLASSIFY: "Choose another tool: this one does not exist.",
+    Action.REPLAN: "Change the plan: this request cannot succeed as it is.",
     Action.ESCALATE: "This needs a human: stop and report the error.",
     Action.ABORT: "The run is over: stop.",
 }
@@ -157,7 +179,7 @@ class FallbackPolicy:
 
         if category is Category.CANCELLED:
             self._stop(v, Action.ABORT, pb.REASON_CATEGORY_POLICY)
-        elif category in (Category.AUTH, Category.PERMISSION_DENIED):
+        elif category in (Category.AUTH, Category.PERMISSION_DENIED, Category.QUOTA_EXCEEDED):
             self._stop(v, Action.ESCALATE, pb.REASON_CATEGORY_POLICY)
             _escalation(v, outcome, f"{category.label} for tool {outcome.tool!r} needs a human")
         elif self.max_consecutive_failures and consecutive >= self.max_consecutive_failures:
@@ -167,6 +189,8 @@ class FallbackPolicy:
             self._retry(v, outcome, consecutive, now, random)
         elif category is Category.UNKNOWN_TOOL:
             v.action = Action.RECLASSIFY.proto
+        elif category in (Category.CONTEXT_LENGTH, Category.CONTENT_FILTER):
+            v.action = Action.REPLAN.proto
         else:
             v.action = Action.RECOVER.proto
         v.snippet = _snippet(outcome, category, Action.of(v.action))
@@ -215,6 +239,8 @@ class FallbackPolicy:
 def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     """Maps the structured signals a fallback can trust to a category and a rule id;
     structured signals win over the exception type's wording."""
+    if o.code in _PROVIDER_CODES:
+        return _PROVIDER_CODES[o.code]
     s = o.http_status
     if s == 401:
         return Category.AUTH, "fallback.http_401"
