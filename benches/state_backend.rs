@@ -31,8 +31,10 @@ async fn throughput(config: Config) -> f64 {
         Arc::new(SystemClock::new()),
         Arc::new(Metrics::new(200)),
     ));
-    let sync = (config.state.backend == Backend::Redis)
-        .then(|| tokio::spawn(rebound::shared::run(engine.clone(), config.state.clone())));
+    let sync = (config.state.backend == Backend::Redis).then(|| {
+        let client = rebound::shared::client(&config.state).expect("a usable Redis config");
+        tokio::spawn(rebound::shared::run(engine.clone(), config.state.clone(), client))
+    });
     let listener = Listener::bind("127.0.0.1:0").await.unwrap();
     let addr = format!("http://{}", listener.address());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -112,6 +112,11 @@ mod tests {
 
 // ------------------------------------------------------------------ tool breakers
 
+/// The longest a tool breaker stays open: the most `open_max_ms` may be, and the
+/// longest provider wait (Retry-After) a breaker honours. An open period read from
+/// the fleet's shared state is held to it too.
+pub const LONGEST_OPEN_MS: u64 = 24 * 3_600_000;
+
 /// A tool breaker's settings, validated at load.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolBreakerPolicy {

@@ -415,7 +415,7 @@ impl Engine {
             Some(j) if j.classification.category.is_unhealthy() => Health::Failure {
                 provider_delay_ms: match j.provider {
                     Some(ProviderDelay::After(ms) | ProviderDelay::DoNotRetry { after: Some(ms) }) => {
-                        Some(ms.min(24 * 3_600_000))
+                        Some(ms.min(crate::breaker::LONGEST_OPEN_MS))
                     }
                     _ => None,
                 },
@@ -460,13 +460,22 @@ impl Engine {
         self.shared.as_ref().map(crate::shared::Pending::take).unwrap_or_default()
     }
 
-    /// Opens `tool`'s breaker for `remaining_ms` because another sidecar says it is down.
+    /// Puts back changes taken but not exchanged, for the next exchange.
+    pub fn restore_shared_pending(&self, earlier: Vec<(String, crate::shared::ToolDelta)>) {
+        if let Some(pending) = &self.shared {
+            pending.restore(earlier);
+        }
+    }
+
+    /// Opens `tool`'s breaker for `remaining_ms` (at most [`LONGEST_OPEN_MS`](crate::breaker::LONGEST_OPEN_MS))
+    /// because another sidecar says it is down.
     pub fn open_tool_for(&self, tool: &str, remaining_ms: u64) {
         if self.policy().tool_breaker.is_none() {
             return;
         }
         let now = self.clock.now_ms();
-        let transitions = self.tools.force_open(tool, now, now + remaining_ms);
+        let until = now.saturating_add(remaining_ms.min(crate::breaker::LONGEST_OPEN_MS));
+        let transitions = self.tools.force_open(tool, now, until);
         self.metrics.breaker_transitions(tool, &transitions);
     }
 
@@ -1224,6 +1233,18 @@ mod tests {
 
     fn ok(session: &str, tool: &str) -> Outcome {
         Outcome { session_id: session.into(), tool: tool.into(), ok: true, ..Default::default() }
+    }
+
+    #[test]
+    fn an_open_from_the_fleet_lasts_at_most_a_day() {
+        // Redis may hold anything: an open of u64::MAX ms used to overflow the clock's addition.
+        let (e, clock) = engine();
+        e.open_tool_for("search", u64::MAX);
+        let denied = e.admit("s", "search").unwrap();
+        assert!(!denied.allowed);
+        assert_eq!(denied.retry_after_ms, crate::breaker::LONGEST_OPEN_MS);
+        clock.advance(crate::breaker::LONGEST_OPEN_MS + 1);
+        assert!(e.admit("s", "search").unwrap().allowed, "still fenced off after a day");
     }
 
     #[test]

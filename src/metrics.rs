@@ -44,6 +44,8 @@ pub const ADMIT_TOTAL: &str = "rebound_admit_total";
 
 /// Failed exchanges with the shared state backend (Redis).
 pub const STATE_BACKEND_ERRORS_TOTAL: &str = "rebound_state_backend_errors_total";
+/// 1 while exchanges with the shared state backend succeed, else 0 (absent without one).
+pub const STATE_BACKEND_UP: &str = "rebound_state_backend_up";
 
 /// The value the tool label takes past the cap.
 pub const OTHER_TOOL: &str = "_other";
@@ -123,6 +125,10 @@ fn describe() {
     metrics::describe_counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "Retries refused by the retry budget, by tool.");
     metrics::describe_counter!(ADMIT_TOTAL, "Admit answers, by tool and decision.");
     metrics::describe_counter!(STATE_BACKEND_ERRORS_TOTAL, "Failed exchanges with the shared state backend.");
+    metrics::describe_gauge!(
+        STATE_BACKEND_UP,
+        "1 while exchanges with the shared state backend (Redis) succeed, 0 while they fail."
+    );
 }
 
 /// An outcome counter's labels: tool, category (none for a success), action.
@@ -325,6 +331,11 @@ impl Metrics {
     /// Counts a failed exchange with the shared state backend.
     pub fn backend_error(&self) {
         metrics::counter!(STATE_BACKEND_ERRORS_TOTAL).increment(1);
+    }
+
+    /// Notes whether the shared state backend answers.
+    pub fn backend_up(&self, up: bool) {
+        metrics::gauge!(STATE_BACKEND_UP).set(if up { 1.0 } else { 0.0 });
     }
 
     /// Counts a config reload, and notes whether the config in use is the file's.

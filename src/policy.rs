@@ -277,8 +277,13 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
         if st.timeout_ms < 10 || st.timeout_ms > 60_000 {
             return Err(invalid("state.timeout_ms", st.timeout_ms, "must be between 10 and 60000"));
         }
-        if st.key_prefix.len() > 64 {
-            return Err(invalid("state.key_prefix", format!("{:?}", st.key_prefix), "at most 64 bytes"));
+        if let Err(crate::shared::SharedError::Url(why)) = crate::shared::connection_info(st) {
+            let shown = crate::redact::redact(url).into_owned();
+            return Err(invalid("state.redis_url", format!("{shown:?}"), &format!("does not parse ({why})")));
+        }
+        // Empty, every key would be a bare `open` or `tool:...`, in a Redis other programs may share.
+        if st.key_prefix.is_empty() || st.key_prefix.len() > 64 {
+            return Err(invalid("state.key_prefix", format!("{:?}", st.key_prefix), "must be 1 to 64 bytes"));
         }
     }
     if config.sessions.idempotency_window > 1000 {
@@ -359,7 +364,7 @@ fn tool_breaker(config: &Config) -> Result<Option<ToolBreakerPolicy>, PolicyErro
     if t.open_base_ms == 0 {
         return Err(invalid("tool_breaker.open_base_ms", t.open_base_ms, "must be above 0"));
     }
-    if t.open_max_ms < t.open_base_ms || t.open_max_ms > 24 * 3_600_000 {
+    if t.open_max_ms < t.open_base_ms || t.open_max_ms > crate::breaker::LONGEST_OPEN_MS {
         return Err(invalid("tool_breaker.open_max_ms", t.open_max_ms, "must be between open_base_ms and a day"));
     }
     if t.probes == 0 || t.probes > 100 {
@@ -529,6 +534,20 @@ mod tests {
             let c = Config::parse(&format!("[tool_breaker]\n{toml}\n"), "t").unwrap();
             let err = Policy::from_config(&c).unwrap_err().to_string();
             assert!(err.contains(named), "{toml}: {err}");
+        }
+        // A Redis URL the sidecar could not use fails `check-config`, not only the start
+        // (which used to switch sharing off with one log line); a password in it is not shown.
+        for (toml, named) in [
+            (
+                "redis_url = \"redis://127.0.0.1:notaport\"",
+                "`state.redis_url` = \"redis://127.0.0.1:notaport\": does not parse",
+            ),
+            ("redis_url = \"redis://:hunter2@127.0.0.1:6379/abc\"", "does not parse (Invalid database number"),
+            ("key_prefix = \"\"", "`state.key_prefix` = \"\""),
+        ] {
+            let c = Config::parse(&format!("[state]\nbackend = \"redis\"\n{toml}\n"), "t").unwrap();
+            let err = Policy::from_config(&c).unwrap_err().to_string();
+            assert!(err.contains(named) && !err.contains("hunter2"), "{toml}: {err}");
         }
         let c = Config::parse("[server]\nkeepalive_interval_ms = 0\nkeepalive_timeout_ms = 100\n", "t").unwrap();
         assert!(Policy::from_config(&c).is_ok(), "0 turns the pings off");

@@ -65,8 +65,13 @@ pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> 
     };
     let metrics_task = tokio::spawn(server::serve_metrics(metrics_listener, handle, metrics_stop));
     let reload_task = file.map(|file| tokio::spawn(watch_config(file, engine.clone())));
-    let shared_task = (config.state.backend == crate::config::Backend::Redis)
-        .then(|| tokio::spawn(crate::shared::run(engine.clone(), config.state.clone())));
+    let shared_task = match config.state.backend {
+        crate::config::Backend::Redis => {
+            let client = crate::shared::client(&config.state)?;
+            Some(tokio::spawn(crate::shared::run(engine.clone(), config.state.clone(), client)))
+        }
+        crate::config::Backend::Memory => None,
+    };
 
     // Handlers first: a SIGTERM right after the ready line must drain, not kill.
     let shutdown = termination()?;

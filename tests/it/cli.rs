@@ -266,6 +266,28 @@ fn an_empty_config_file_variable_is_named_not_the_flag() {
 }
 
 #[test]
+fn a_redis_password_variable_that_is_not_set_stops_the_start_and_is_named() {
+    // It used to be ignored: the sidecar then met Redis without a password and said only NOAUTH.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rebound.toml");
+    std::fs::write(&config, "[state]\nbackend = \"redis\"\nredis_password_env = \"REBOUND_TEST_NO_SUCH_PASSWORD\"\n")
+        .unwrap();
+    let out = std::process::Command::new(crate::common::binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .env_remove("REBOUND_TEST_NO_SUCH_PASSWORD")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("state.redis_password_env") && stderr.contains("REBOUND_TEST_NO_SUCH_PASSWORD"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "it said it was ready: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
 fn serve_refuses_a_listen_flag_the_config_would_refuse() {
     // `--listen unix:` used to start a server on an unnamed socket that nothing could dial.
     for (flag, value) in [("--listen", "unix:"), ("--listen", "nowhere"), ("--metrics-listen", "unix:/tmp/m.sock")] {

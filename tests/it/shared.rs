@@ -78,10 +78,14 @@ async fn until_denied(node: &mut Node, tool: &str, limit: Duration) -> Duration 
     start.elapsed()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_sidecars_share_breakers_and_survive_redis_restarts() {
-    let port = free_port();
-    let mut redis = Redis::start(port);
+/// The value of the unlabelled metric `name` on `node`, if it is there.
+async fn metric(node: &Node, name: &str) -> Option<f64> {
+    let body = http_get(&node.sidecar.metrics, "/metrics").await;
+    body.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Two sidecars on the Redis at `port` (sync every 100 ms), and the config's directory.
+async fn pair(port: u16) -> (Node, Node, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("shared.toml");
     std::fs::write(
@@ -89,8 +93,93 @@ async fn two_sidecars_share_breakers_and_survive_redis_restarts() {
         format!("[state]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:{port}\"\nsync_interval_ms = 100\ntimeout_ms = 300\n"),
     )
     .unwrap();
-    let mut a = node(&config).await;
-    let mut b = node(&config).await;
+    (node(&config).await, node(&config).await, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_another_program_writes_into_the_keys_is_replaced_not_trusted() {
+    let port = free_port();
+    let _redis = Redis::start(port);
+    let (mut a, mut b, _dir) = pair(port).await;
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let (seconds, _): (i64, i64) = redis::cmd("TIME").query_async(&mut r).await.unwrap();
+    let now_ms = seconds * 1000;
+    // As a typo, an operator's hand, an older sidecar or another program on the prefix could write them:
+    // an open 31 years long, one without end, a tool key of another type, fields that are no numbers.
+    let _: () = redis::cmd("ZADD")
+        .arg("rebound:open")
+        .arg(now_ms + 1_000_000_000_000)
+        .arg("far_tool")
+        .arg("+inf")
+        .arg("endless_tool")
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("rebound:tool:typed_tool").arg("x").query_async(&mut r).await.unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("rebound:tool:garbage_tool")
+        .arg(&["open_until", "soon", "opens", "x", "consec", "-y", "tokens", "nan"])
+        .query_async(&mut r)
+        .await
+        .unwrap();
+
+    // The bad keys' tools are pushed alongside a tool that trips: the trip still reaches B.
+    for i in 0..5 {
+        fail(&mut a, &format!("t-{i}"), "typed_tool").await;
+        fail(&mut a, &format!("g-{i}"), "garbage_tool").await;
+    }
+    for i in 0..5 {
+        fail(&mut a, &format!("a-{i}"), "tripped_tool").await;
+    }
+    until_denied(&mut b, "tripped_tool", Duration::from_secs(3)).await;
+
+    // The opens no sidecar could have made are dropped, not obeyed.
+    assert!(allowed(&mut b, "far_tool").await, "a 31-year open was obeyed");
+    assert!(allowed(&mut b, "endless_tool").await, "an endless open was obeyed");
+    let far: Option<f64> = redis::cmd("ZSCORE").arg("rebound:open").arg("far_tool").query_async(&mut r).await.unwrap();
+    let endless: Option<f64> =
+        redis::cmd("ZSCORE").arg("rebound:open").arg("endless_tool").query_async(&mut r).await.unwrap();
+    assert_eq!((far, endless), (None, None));
+    // The bad keys are the sidecars' own again: hashes of numbers, with an expiry.
+    for key in ["rebound:tool:typed_tool", "rebound:tool:garbage_tool"] {
+        let fields: std::collections::HashMap<String, String> =
+            redis::cmd("HGETALL").arg(key).query_async(&mut r).await.unwrap();
+        for field in ["open_until", "opens", "consec", "tokens"] {
+            let value = fields.get(field).and_then(|v| v.parse::<f64>().ok());
+            assert!(value.is_some_and(f64::is_finite), "{key} {field}: {fields:?}");
+        }
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query_async(&mut r).await.unwrap();
+        assert!(ttl > 0, "{key} has no expiry ({ttl})");
+    }
+    // A budget of `nan` tokens read back would have refused every retry of the tool for good.
+    let v = fail(&mut b, "budget-1", "nan_budget_tool").await;
+    assert_eq!(v.action, pb::Action::Retry as i32);
+    let _: () = redis::cmd("HSET")
+        .arg("rebound:tool:nan_budget_tool")
+        .arg("tokens")
+        .arg("nan")
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..2 {
+        let _ = b.client.report(crate::common::success(&format!("ok-{i}"), "nan_budget_tool")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let v = fail(&mut b, "budget-2", "nan_budget_tool").await;
+    assert_eq!(v.action, pb::Action::Retry as i32, "the retry budget was emptied by a nan: {v:?}");
+    assert_eq!(metric(&a, "rebound_state_backend_up").await, Some(1.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sidecars_share_breakers_and_survive_redis_restarts() {
+    let port = free_port();
+    let mut redis = Redis::start(port);
+    let (mut a, mut b, _dir) = pair(port).await;
 
     // A trip on A reaches B.
     for i in 0..5 {
@@ -110,6 +199,8 @@ async fn two_sidecars_share_breakers_and_survive_redis_restarts() {
     until_denied(&mut a, "spread_tool", Duration::from_secs(3)).await;
     until_denied(&mut b, "spread_tool", Duration::from_secs(3)).await;
 
+    assert_eq!(metric(&a, "rebound_state_backend_up").await, Some(1.0));
+
     // Redis dies: both keep answering from local state, errors are counted, health stays SERVING.
     redis.kill();
     for i in 0..20 {
@@ -126,6 +217,7 @@ async fn two_sidecars_share_breakers_and_survive_redis_restarts() {
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(0.0);
     assert!(errors > 0.0, "backend errors not counted:\n{body}");
+    assert_eq!(metric(&a, "rebound_state_backend_up").await, Some(0.0));
     let mut health = tonic_health::pb::health_client::HealthClient::new(crate::common::connect(&a.sidecar.grpc).await);
     let status =
         health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap().into_inner();
