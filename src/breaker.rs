@@ -45,6 +45,31 @@ impl SessionLimits {
     }
 }
 
+/// The limits StartSession declared, each over its configured default. One left out is
+/// read from the policy in force when it is needed, so that a config reload changes it
+/// for running sessions too: an operator lowering `cost_limit` in an incident must stop
+/// the runs already spending.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DeclaredLimits {
+    /// Steps before abort.
+    pub step_limit: Option<u32>,
+    /// Cost before abort.
+    pub cost_limit: Option<f64>,
+    /// Errors before escalation.
+    pub error_limit: Option<u32>,
+}
+
+impl DeclaredLimits {
+    /// The limits in force under the configured `defaults`.
+    pub fn under(&self, defaults: &Limits) -> SessionLimits {
+        SessionLimits {
+            step_limit: self.step_limit.or(defaults.step_limit),
+            cost_limit: self.cost_limit.or(defaults.cost_limit),
+            error_limit: self.error_limit.unwrap_or(defaults.session_errors),
+        }
+    }
+}
+
 /// Whether a step or cost limit is reached (checked for successes and failures alike).
 pub fn limit_reached(c: &Counters, limits: &SessionLimits) -> Option<Reason> {
     if limits.step_limit.is_some_and(|max| c.steps >= max) {

@@ -3,7 +3,7 @@
 //! gRPC types; the server and `rebound replay` both drive it.
 
 use crate::backoff::{provider_delay, ProviderDelay};
-use crate::breaker::{self, Counters, Gate, Health, OpenNotes, SessionLimits, ToolBreakers, ToolView};
+use crate::breaker::{self, Counters, DeclaredLimits, Gate, Health, OpenNotes, SessionLimits, ToolBreakers, ToolView};
 use crate::budget::RetryBudgets;
 use crate::clock::Clock;
 use crate::compact::{self, ErrorView};
@@ -252,8 +252,8 @@ impl Engine {
         self.sessions.len()
     }
 
-    fn new_session(&self, policy: &Policy, id: &str, now: u64) -> Session {
-        Session::new(now, SessionLimits::from_policy(&policy.limits), Rng::for_session(self.settings.seed, id))
+    fn new_session(&self, id: &str, now: u64) -> Session {
+        Session::new(now, DeclaredLimits::default(), Rng::for_session(self.settings.seed, id))
     }
 
     /// Sets the gauges of the sessions held and of their bytes.
@@ -327,19 +327,19 @@ impl Engine {
             }
         }
         let now = self.clock.now_ms();
-        let defaults = SessionLimits::from_policy(&policy.limits);
-        let limits = SessionLimits {
-            step_limit: req.step_limit.filter(|n| *n > 0).or(defaults.step_limit),
-            cost_limit: req.cost_limit.filter(|c| *c > 0.0).or(defaults.cost_limit),
-            error_limit: req.error_limit.filter(|n| *n > 0).unwrap_or(defaults.error_limit),
+        // 0 asks for the default, as leaving it out does.
+        let declared = DeclaredLimits {
+            step_limit: req.step_limit.filter(|n| *n > 0),
+            cost_limit: req.cost_limit.filter(|c| *c > 0.0),
+            error_limit: req.error_limit.filter(|n| *n > 0),
         };
         let tools = self.shared_tools(&req.tools);
         let (_, created, evictions) = self.sessions.with_session(
             &req.session_id,
             now,
-            || self.new_session(&policy, &req.session_id, now),
+            || self.new_session(&req.session_id, now),
             |s| {
-                s.limits = limits;
+                s.limits = declared;
                 s.setup = Some(Box::new(Setup::new(tools, req.profile.clone(), req.labels.clone())));
             },
         );
@@ -347,7 +347,7 @@ impl Engine {
         if created {
             self.gauge_sessions();
         }
-        Ok(SessionInfo { created, limits })
+        Ok(SessionInfo { created, limits: declared.under(&policy.limits) })
     }
 
     /// One outcome in, one verdict out.
@@ -383,7 +383,7 @@ impl Engine {
         let ((verdict, fresh), created, evictions) = self.sessions.with_session(
             &outcome.session_id,
             now,
-            || self.new_session(&policy, &outcome.session_id, now),
+            || self.new_session(&outcome.session_id, now),
             |s| {
                 if let Some(earlier) = s.recall(&outcome.call_id) {
                     return (recalled(earlier, &policy), false);
@@ -512,7 +512,7 @@ impl Engine {
             let refusal = if s.state == SessionState::Stopped {
                 Some((Reason::SessionStopped, "the session was aborted; start a new one".to_string()))
             } else {
-                breaker::limit_reached(&counters, &s.limits).map(|reason| match reason {
+                breaker::limit_reached(&counters, &s.limits.under(&policy.limits)).map(|reason| match reason {
                     Reason::StepLimit => (reason, format!("the step limit is reached ({} steps)", s.steps)),
                     _ => (reason, format!("the cost limit is reached ({:.4} spent)", s.cost)),
                 })
@@ -931,7 +931,8 @@ fn decide(
             s.identical = 0;
         }
         let counters = Counters { steps: s.steps, cost: s.cost, ..Default::default() };
-        let guard = breaker::limit_reached(&counters, &s.limits).map(|reason| (Action::Abort, reason));
+        let guard =
+            breaker::limit_reached(&counters, &s.limits.under(&policy.limits)).map(|reason| (Action::Abort, reason));
         let (action, reason) = settle(&mut verdict, policy, guard, (Action::Continue, None));
         if action == Action::Abort {
             s.state = SessionState::Stopped;
@@ -983,7 +984,7 @@ fn decide(
     // escalation: a user's cancel still ends the run, a revoked key still needs a human.
     let tool_open = gate.view.after == BreakerState::Open;
     let stands = matches!(planned.0, Action::Escalate | Action::Abort);
-    let guard = match breaker::on_failure(&counters, &s.limits, &policy.limits) {
+    let guard = match breaker::on_failure(&counters, &s.limits.under(&policy.limits), &policy.limits) {
         Some(trip @ (Action::Abort, _)) => Some(trip),
         _ if planned.0 == Action::Abort => None,
         _ if tool_open && !stands => Some((Action::Reclassify, Reason::ToolBreakerOpen)),
@@ -1282,6 +1283,23 @@ mod tests {
         }
         let v = e.report(&fail("s", "tool9", "the tenth")).unwrap();
         assert_eq!((v.action, v.breaker.reason), (Action::Escalate, Some(Reason::SessionErrors)));
+    }
+
+    #[test]
+    fn a_reload_changes_the_limits_of_running_sessions_but_not_the_declared_ones() {
+        let (e, _) = engine();
+        e.report(&ok("running", "t")).unwrap();
+        let declared = StartSession { session_id: "declared".into(), step_limit: Some(10), ..Default::default() };
+        e.start_session(&declared).unwrap();
+        // An operator lowers the step limit in an incident: the runs already going stop too.
+        let mut config = crate::config::Config::default();
+        config.breakers.step_limit = 3;
+        e.set_policy(Policy::from_config(&config).unwrap());
+        let actions: Vec<Action> = (0..3).map(|_| e.report(&ok("running", "t")).unwrap().action).collect();
+        assert_eq!(actions, [Action::Continue, Action::Abort, Action::Abort]);
+        // A session that declared its own limit keeps it.
+        let actions: Vec<Action> = (0..3).map(|_| e.report(&ok("declared", "t")).unwrap().action).collect();
+        assert_eq!(actions, [Action::Continue; 3]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! sharded store with idle expiry and a capacity cap that evicts the least
 //! recently used.
 
-use crate::breaker::SessionLimits;
+use crate::breaker::DeclaredLimits;
 use crate::model::{
     Action, BreakerStatus, Category, Classification, EscalationReport, OutcomeKind, Reason, RetryPlan, SessionState,
     SessionSummary, Verdict,
@@ -69,8 +69,8 @@ pub struct Session {
     pub created_ms: u64,
     /// When it was last used.
     pub last_seen_ms: u64,
-    /// Limits in force.
-    pub limits: SessionLimits,
+    /// The limits StartSession declared (the others are the policy's, read when needed).
+    pub limits: DeclaredLimits,
     /// What StartSession declared, if it was called (boxed: most sessions start with their first outcome).
     pub setup: Option<Box<Setup>>,
     /// Active, escalated or stopped.
@@ -180,7 +180,7 @@ impl Drop for ToolList {
 
 impl Session {
     /// A new session.
-    pub fn new(now_ms: u64, limits: SessionLimits, rng: Rng) -> Self {
+    pub fn new(now_ms: u64, limits: DeclaredLimits, rng: Rng) -> Self {
         Session {
             created_ms: now_ms,
             last_seen_ms: now_ms,
@@ -726,10 +726,9 @@ impl SessionStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::breaker::SessionLimits;
 
     fn new_session(now: u64) -> Session {
-        Session::new(now, SessionLimits { step_limit: None, cost_limit: None, error_limit: 10 }, Rng::new(1))
+        Session::new(now, DeclaredLimits::default(), Rng::new(1))
     }
 
     #[test]
