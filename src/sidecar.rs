@@ -166,10 +166,18 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
             }
             Err(err) => {
                 engine.metrics().reload(false);
-                tracing::error!(path = %path.display(), error = %format!("{err:#}"), "config reload failed; keeping the old policy");
+                let error = one_line(&format!("{err:#}"));
+                tracing::error!(path = %path.display(), %error, "config reload failed; keeping the old policy");
             }
         }
     }
+}
+
+/// `text` on one line: its lines, trimmed, joined by " | ". toml's and regex's messages span
+/// several lines, the key or pattern at fault named on a later one than the first, and a text
+/// log line that `grep 'config reload failed'` finds must say all of it.
+fn one_line(text: &str) -> String {
+    text.lines().map(str::trim).filter(|line| !line.is_empty()).collect::<Vec<_>>().join(" | ")
 }
 
 /// The config and policy of `bytes`, read from `path` (the bytes compared, not a second read).

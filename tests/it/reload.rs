@@ -1,7 +1,7 @@
 //! Config reload through a Kubernetes-style symlink swap: a good config
 //! changes the rules without a restart; a bad one keeps the old policy.
 
-use crate::common::{failure, http_get, Sidecar};
+use crate::common::{failure, http_get, Log, Sidecar};
 use rebound::pb;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -56,6 +56,19 @@ async fn reloads_reach(sidecar: &Sidecar, result: &str, count: u32) -> bool {
         }
     }
     false
+}
+
+/// The log lines that contain `text`, once there are `count` of them (waiting up to 10 s: the log
+/// comes through a pipe), or those there are by then.
+async fn logged(log: &Log, text: &str, count: usize) -> Vec<String> {
+    let lines = || log.lock().unwrap().iter().filter(|l| l.contains(text)).cloned().collect::<Vec<_>>();
+    for _ in 0..100 {
+        if lines().len() >= count {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    lines()
 }
 
 #[tokio::test]
@@ -128,4 +141,19 @@ async fn a_reload_warns_of_the_settings_only_a_restart_applies_and_of_no_others(
     assert_eq!(warned.len(), 1, "{warned:?}");
     let expected = "WARN rebound::sidecar: changes that take effect only after a restart settings=[state]";
     assert!(warned[0].ends_with(expected), "{warned:?}");
+}
+
+#[tokio::test]
+async fn a_failed_reload_is_logged_on_one_line_that_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    publish(dir.path(), "v1", "# nothing yet\n");
+    let config = dir.path().join("rebound.toml");
+    let (sidecar, log) = Sidecar::spawn_logged(&["--config", config.to_str().unwrap()]);
+    publish(dir.path(), "v2", "[retry]\nbsae_ms = 500\n");
+    assert!(failed_reloads_reach(&sidecar, 1).await, "the misspelt key was not refused");
+    // toml's message takes five lines; the key comes on the last, which `grep` used to leave out.
+    let failed = logged(&log, "config reload failed", 1).await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].contains("TOML parse error at line 2, column 1 | "), "{failed:?}");
+    assert!(failed[0].contains("unknown field `bsae_ms`, expected one of `base_ms`"), "{failed:?}");
 }
