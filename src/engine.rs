@@ -239,7 +239,12 @@ impl Engine {
 
     /// Replaces the policy (config reload); sessions keep their counters.
     pub fn set_policy(&self, policy: Policy) {
+        let breakers_off = policy.tool_breaker.is_none();
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        // After the swap: a transition recorded under the old policy before it is overwritten.
+        if breakers_off {
+            self.metrics.tool_breakers_off();
+        }
     }
 
     /// The metric handles.
@@ -1847,6 +1852,25 @@ mod tests {
         let v = e.report(&ok("p2", "search")).unwrap();
         assert_eq!(v.breaker.tool_state, BreakerState::Closed);
         assert!(e.admit("fresh", "search").unwrap().allowed);
+    }
+
+    #[test]
+    fn a_reload_that_turns_tool_breakers_off_closes_their_gauges() {
+        let handle = crate::metrics::install();
+        let (e, _) = engine();
+        let tool = "gauged_after_reload";
+        for i in 0..5 {
+            e.report(&Outcome { http_status: Some(503), ..fail(&format!("g{i}"), tool, "503 Service Unavailable") })
+                .unwrap();
+        }
+        let gauge = |value| format!("rebound_breaker_state{{tool=\"{tool}\"}} {value}");
+        assert!(handle.render().lines().any(|l| l == gauge(1)), "the breaker did not open");
+        let mut config = crate::config::Config::default();
+        config.tool_breaker.enabled = false;
+        e.set_policy(Policy::from_config(&config).unwrap());
+        // No transition is recorded with breakers off: the gauge held 1, and the alert fired, for good.
+        let text = handle.render();
+        assert!(text.lines().any(|l| l == gauge(0)), "{text}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use metrics::{Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 // Hot-path maps hash with foldhash (seeded per process): std's SipHash cost more than the lookups.
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// Outcomes by tool, category and action.
 pub const OUTCOMES_TOTAL: &str = "rebound_outcomes_total";
@@ -179,6 +179,8 @@ pub struct Metrics {
     rpc: HashMap<&'static str, Histogram>,
     admits: Counters<(Arc<str>, &'static str)>,
     budget_exhausted: Counters<Arc<str>>,
+    /// The breaker-state gauge of every tool label it was set for, so that all can be closed at once.
+    breaker_states: Mutex<HashMap<Arc<str>, Gauge>>,
 }
 
 /// The RPC methods timed in `rebound_rpc_duration_seconds`.
@@ -214,6 +216,7 @@ impl Metrics {
             },
             admits: Counters::new(),
             budget_exhausted: Counters::new(),
+            breaker_states: Mutex::new(HashMap::new()),
             rpc: RPC_METHODS.iter().map(|m| (*m, metrics::histogram!(RPC_DURATION_SECONDS, "method" => *m))).collect(),
         }
     }
@@ -295,21 +298,33 @@ impl Metrics {
         }
     }
 
-    /// Records tool breaker transitions and the state they end in (rare: registered per call).
+    /// Records tool breaker transitions and the state they end in (rare: counters registered per call).
     pub fn breaker_transitions(&self, tool: &str, transitions: &[crate::model::BreakerState]) {
         let Some(last) = transitions.last() else {
             return;
         };
-        let label = self.tool_label(tool).to_string();
+        let label = self.tool_label(tool);
         for to in transitions {
-            metrics::counter!(BREAKER_TRANSITIONS_TOTAL, "tool" => label.clone(), "to" => to.as_str()).increment(1);
+            metrics::counter!(BREAKER_TRANSITIONS_TOTAL, "tool" => label.to_string(), "to" => to.as_str()).increment(1);
         }
         let value = match last {
             crate::model::BreakerState::Closed => 0.0,
             crate::model::BreakerState::Open => 1.0,
             crate::model::BreakerState::HalfOpen => 2.0,
         };
-        metrics::gauge!(BREAKER_STATE, "tool" => label).set(value);
+        let mut gauges = self.breaker_states.lock().unwrap_or_else(|p| p.into_inner());
+        let gauge =
+            gauges.entry(label).or_insert_with_key(|tool| metrics::gauge!(BREAKER_STATE, "tool" => tool.to_string()));
+        gauge.set(value);
+    }
+
+    /// Sets every tool's breaker-state gauge to closed: tool breakers are off. The gauges move only
+    /// on transitions, and with the breakers off there are none, so one left open would say so for
+    /// good (and ReboundToolBreakerOpen would fire on it).
+    pub fn tool_breakers_off(&self) {
+        for gauge in self.breaker_states.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            gauge.set(0.0);
+        }
     }
 
     /// Counts a retry refused by the budget.
