@@ -128,31 +128,28 @@ fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send 
 /// also sees a Kubernetes ConfigMap update, which swaps a symlink.
 async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
     let ConfigFile { path, loaded: started, bytes } = file;
-    // Shared with each check's thread, not copied to it.
-    let mut last: Arc<[u8]> = bytes.into();
+    let mut watch = Watch::new(bytes);
     let mut tick = tokio::time::interval(RELOAD_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        // Off the runtime's threads (one by default): compiling the rules takes milliseconds, which
-        // would hold up every stream's verdicts meanwhile.
-        let changed = {
-            let (path, last) = (path.clone(), last.clone());
-            tokio::task::spawn_blocking(move || {
-                let bytes = crate::config::read_file(&path).ok().filter(|bytes| **bytes != *last)?;
-                let reloaded = reload(&path, &bytes);
-                Some((bytes, reloaded))
-            })
+        // Off the runtime's threads (one by default), as the load is: a read can wait on a slow disk.
+        let read = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || crate::config::read_file(&path))
         };
-        let reloaded = match changed.await {
-            Ok(Some((bytes, reloaded))) => {
-                last = bytes.into();
-                reloaded
-            }
-            Ok(None) => continue,
-            // A panic while loading fails as any other reload does: the old policy stays.
-            Err(error) => Err(anyhow::Error::new(error).context("loading the config panicked")),
+        let read = read.await.unwrap_or_else(|panic| Err(std::io::Error::other(panic)));
+        let Step::Load(bytes) = watch.poll(read) else { continue };
+        // Off the runtime's threads too: compiling the rules takes milliseconds, which would hold
+        // up every stream's verdicts meanwhile.
+        let reloaded = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || reload(&path, &bytes))
         };
+        // A panic while loading fails as any other reload does: the old policy stays.
+        let reloaded = reloaded
+            .await
+            .unwrap_or_else(|panic| Err(anyhow::Error::new(panic).context("loading the config panicked")));
         match reloaded {
             Ok((config, policy)) => {
                 // Against the config the process started with: those settings are still its.
@@ -170,6 +167,50 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
                 tracing::error!(path = %path.display(), %error, "config reload failed; keeping the old policy");
             }
         }
+    }
+}
+
+/// What the watch knows of the config file from one poll to the next: plain state, so that its
+/// rules are tested without files or clocks.
+#[derive(Debug)]
+struct Watch {
+    /// The bytes last loaded, or refused: the file is loaded again when it reads otherwise.
+    current: Arc<[u8]>,
+    /// New bytes the last poll read: loaded only if the next poll reads them too. A file written
+    /// in place (`cat new > rebound.toml`, cp, nano, rsync --inplace) is empty or partial for a
+    /// moment, and an empty file is a valid config: all defaults, the custom rules gone.
+    unsettled: Option<Vec<u8>>,
+}
+
+/// What a poll of the config file calls for.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// Nothing yet.
+    Wait,
+    /// Loading these bytes, which the file has held for two polls in a row.
+    Load(Arc<[u8]>),
+}
+
+impl Watch {
+    /// A watch of the file whose `bytes` the sidecar started with.
+    fn new(bytes: Vec<u8>) -> Self {
+        Watch { current: bytes.into(), unsettled: None }
+    }
+
+    /// What this poll's `read` of the file calls for.
+    fn poll(&mut self, read: std::io::Result<Vec<u8>>) -> Step {
+        let Ok(bytes) = read else { return Step::Wait };
+        if *bytes == *self.current {
+            self.unsettled = None;
+            return Step::Wait;
+        }
+        if self.unsettled.as_ref() != Some(&bytes) {
+            self.unsettled = Some(bytes);
+            return Step::Wait;
+        }
+        self.unsettled = None;
+        self.current = bytes.into();
+        Step::Load(self.current.clone())
     }
 }
 
@@ -215,36 +256,71 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    /// An engine with the policy of `config`'s text.
+    fn engine_of(config: &str) -> Arc<Engine> {
+        let policy = Policy::from_config(&Config::parse(config, "test").unwrap()).unwrap();
+        let settings = EngineSettings::from_config(&Config::default(), 1);
+        Arc::new(Engine::new(policy, settings, Arc::new(SystemClock::new()), Arc::new(Metrics::new(200))))
+    }
+
+    const FROBNICATOR: &str =
+        "[[rules]]\nid = \"acme.frobnicator\"\nmessage = [\"frobnicator declined\"]\ncategory = \"unavailable\"\n";
+
+    // The paused clock moves only when every task waits: a read or a load on the blocking pool
+    // holds it, so each poll is over before the test's next step.
+    #[tokio::test(start_paused = true)]
     async fn a_change_made_after_the_load_and_before_the_watch_began_is_reloaded() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rebound.toml");
         // Loaded from an empty file; the file changed before the watch read it first.
-        std::fs::write(
-            &path,
-            "[[rules]]\nid = \"acme.frobnicator\"\nmessage = [\"frobnicator declined\"]\ncategory = \"unavailable\"\n",
-        )
-        .unwrap();
-        let settings = EngineSettings::from_config(&Config::default(), 1);
-        let engine = Arc::new(Engine::new(
-            Policy::default(),
-            settings,
-            Arc::new(SystemClock::new()),
-            Arc::new(Metrics::new(200)),
-        ));
+        std::fs::write(&path, FROBNICATOR).unwrap();
+        let engine = engine_of("");
         assert_ne!(rule_of(&engine), "acme.frobnicator");
         let file = ConfigFile { path, loaded: Config::default(), bytes: Vec::new() };
         let watch = tokio::spawn(watch_config(file, engine.clone()));
-        // The first check is at once; a missed change would wait for a next one that never comes.
-        let mut reloaded = false;
-        for _ in 0..100 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            if rule_of(&engine) == "acme.frobnicator" {
-                reloaded = true;
-                break;
-            }
-        }
+        // The first poll is at once, the next loads what it read again; a missed change would wait
+        // for a change that never comes.
+        tokio::time::sleep(RELOAD_INTERVAL * 3 / 2).await;
         watch.abort();
-        assert!(reloaded, "the change was never loaded");
+        assert_eq!(rule_of(&engine), "acme.frobnicator", "the change was never loaded");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_written_in_place_is_loaded_whole_never_half_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rebound.toml");
+        std::fs::write(&path, FROBNICATOR).unwrap();
+        let engine = engine_of(FROBNICATOR);
+        let file = ConfigFile { path: path.clone(), loaded: Config::default(), bytes: FROBNICATOR.into() };
+        let watch = tokio::spawn(watch_config(file, engine.clone()));
+        let half_an_interval = RELOAD_INTERVAL / 2;
+        tokio::time::sleep(half_an_interval).await;
+        // `cat new > rebound.toml`: truncated, then written, with a poll in between. An empty file
+        // is a valid config, whose rules are the built-in ones.
+        std::fs::write(&path, "").unwrap();
+        tokio::time::sleep(RELOAD_INTERVAL).await;
+        assert_eq!(rule_of(&engine), "acme.frobnicator", "the file was loaded while empty");
+        let renamed = FROBNICATOR.replace("acme.frobnicator", "acme.frobnicator.v2");
+        std::fs::write(&path, &renamed).unwrap();
+        tokio::time::sleep(RELOAD_INTERVAL).await;
+        assert_eq!(rule_of(&engine), "acme.frobnicator", "loaded before a second poll read it");
+        tokio::time::sleep(RELOAD_INTERVAL).await;
+        watch.abort();
+        assert_eq!(rule_of(&engine), "acme.frobnicator.v2", "the whole file was never loaded");
+    }
+
+    #[test]
+    fn new_bytes_are_loaded_once_two_polls_in_a_row_read_them() {
+        let mut watch = Watch::new(b"old".to_vec());
+        let mut poll = |bytes: &[u8]| watch.poll(Ok(bytes.to_vec()));
+        assert_eq!(poll(b"old"), Step::Wait);
+        assert_eq!(poll(b"ne"), Step::Wait, "half written");
+        assert_eq!(poll(b"new"), Step::Wait, "read once");
+        assert_eq!(poll(b"new"), Step::Load(Arc::from(&b"new"[..])));
+        assert_eq!(poll(b"new"), Step::Wait, "loaded once");
+        // Changed and changed back before a second poll: nothing to load.
+        assert_eq!(poll(b"newer"), Step::Wait);
+        assert_eq!(poll(b"new"), Step::Wait);
+        assert_eq!(poll(b"newer"), Step::Wait);
     }
 }
