@@ -30,7 +30,8 @@ pub const STREAMS_ACTIVE: &str = "rebound_streams_active";
 /// Config reloads by result (ok, error).
 pub const CONFIG_RELOADS_TOTAL: &str = "rebound_config_reloads_total";
 /// 1 while the config in use is the file's (at start, and after a reload that loaded), 0 after a
-/// reload that failed, until one loads: the old policy runs on meanwhile.
+/// reload that failed (or a file that could not be read), until one loads: the old policy runs on
+/// meanwhile.
 pub const CONFIG_LAST_RELOAD_SUCCESSFUL: &str = "rebound_config_last_reload_successful";
 
 /// Tool breaker state by tool: 0 closed, 1 open, 2 half_open.

@@ -124,7 +124,7 @@ fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send 
 }
 
 /// Polls the config file's content; a change that loads replaces the policy,
-/// one that does not keeps the old policy. Polling the content (not inotify)
+/// one that does not, or a file that cannot be read, keeps the old policy. Polling the content (not inotify)
 /// also sees a Kubernetes ConfigMap update, which swaps a symlink.
 async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
     let ConfigFile { path, loaded: started, bytes } = file;
@@ -139,17 +139,19 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
             tokio::task::spawn_blocking(move || crate::config::read_file(&path))
         };
         let read = read.await.unwrap_or_else(|panic| Err(std::io::Error::other(panic)));
-        let Step::Load(bytes) = watch.poll(read) else { continue };
-        // Off the runtime's threads too: compiling the rules takes milliseconds, which would hold
-        // up every stream's verdicts meanwhile.
-        let reloaded = {
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || reload(&path, &bytes))
+        let reloaded = match watch.poll(read) {
+            Step::Wait => continue,
+            // The old policy runs on, but a restart would not start: a failed reload.
+            Step::Unreadable(error) => Err(anyhow::anyhow!("cannot read the file: {error}")),
+            Step::Load(bytes) => {
+                // Off the runtime's threads too: compiling the rules takes milliseconds, which would
+                // hold up every stream's verdicts meanwhile.
+                let path = path.clone();
+                let reloaded = tokio::task::spawn_blocking(move || reload(&path, &bytes)).await;
+                // A panic while loading fails as any other reload does: the old policy stays.
+                reloaded.unwrap_or_else(|panic| Err(anyhow::Error::new(panic).context("loading the config panicked")))
+            }
         };
-        // A panic while loading fails as any other reload does: the old policy stays.
-        let reloaded = reloaded
-            .await
-            .unwrap_or_else(|panic| Err(anyhow::Error::new(panic).context("loading the config panicked")));
         match reloaded {
             Ok((config, policy)) => {
                 // Against the config the process started with: those settings are still its.
@@ -174,12 +176,29 @@ async fn watch_config(file: ConfigFile, engine: Arc<Engine>) {
 /// rules are tested without files or clocks.
 #[derive(Debug)]
 struct Watch {
-    /// The bytes last loaded, or refused: the file is loaded again when it reads otherwise.
-    current: Arc<[u8]>,
-    /// New bytes the last poll read: loaded only if the next poll reads them too. A file written
-    /// in place (`cat new > rebound.toml`, cp, nano, rsync --inplace) is empty or partial for a
-    /// moment, and an empty file is a valid config: all defaults, the custom rules gone.
-    unsettled: Option<Vec<u8>>,
+    /// The bytes last loaded, or refused: the file is loaded again when it reads otherwise. None
+    /// after a read error was reported: the file is loaded when it is back, even with the bytes in
+    /// use. The failure set the gauge to 0, and this load sets it back: to 1, counted ok, when the
+    /// file loads, but left at 0 when it is back with a config that still does not load.
+    current: Option<Arc<[u8]>>,
+    /// What the last poll found, when it called for nothing yet.
+    last_poll: LastPoll,
+    /// The read error reported last, not reported again while it lasts (the watch polls every 2 s).
+    reported: Option<String>,
+}
+
+/// What a poll found that the next one must find again before it counts.
+#[derive(Debug)]
+enum LastPoll {
+    /// Nothing waits on the next poll.
+    Settled,
+    /// New bytes: loaded only if the next poll reads them too. A file written in place (`cat new >
+    /// rebound.toml`, cp, nano, rsync --inplace) is empty or partial for a moment, and an empty
+    /// file is a valid config: all defaults, the custom rules gone.
+    New(Vec<u8>),
+    /// A read error: reported only if the next poll fails too. An editor that saves by deleting
+    /// the file and writing a new one leaves none for a moment.
+    Unreadable,
 }
 
 /// What a poll of the config file calls for.
@@ -189,28 +208,47 @@ enum Step {
     Wait,
     /// Loading these bytes, which the file has held for two polls in a row.
     Load(Arc<[u8]>),
+    /// Reporting this read error, the second in a row.
+    Unreadable(String),
 }
 
 impl Watch {
     /// A watch of the file whose `bytes` the sidecar started with.
     fn new(bytes: Vec<u8>) -> Self {
-        Watch { current: bytes.into(), unsettled: None }
+        Watch { current: Some(bytes.into()), last_poll: LastPoll::Settled, reported: None }
     }
 
     /// What this poll's `read` of the file calls for.
     fn poll(&mut self, read: std::io::Result<Vec<u8>>) -> Step {
-        let Ok(bytes) = read else { return Step::Wait };
-        if *bytes == *self.current {
-            self.unsettled = None;
+        let bytes = match read {
+            Ok(bytes) => bytes,
+            Err(error) => return self.unreadable(error.to_string()),
+        };
+        self.reported = None;
+        if self.current.as_deref() == Some(&bytes[..]) {
+            self.last_poll = LastPoll::Settled;
             return Step::Wait;
         }
-        if self.unsettled.as_ref() != Some(&bytes) {
-            self.unsettled = Some(bytes);
+        if !matches!(&self.last_poll, LastPoll::New(unsettled) if *unsettled == bytes) {
+            self.last_poll = LastPoll::New(bytes);
             return Step::Wait;
         }
-        self.unsettled = None;
-        self.current = bytes.into();
-        Step::Load(self.current.clone())
+        self.last_poll = LastPoll::Settled;
+        let bytes: Arc<[u8]> = bytes.into();
+        self.current = Some(bytes.clone());
+        Step::Load(bytes)
+    }
+
+    /// What a read that failed with `error` calls for.
+    fn unreadable(&mut self, error: String) -> Step {
+        let again = matches!(self.last_poll, LastPoll::Unreadable);
+        self.last_poll = LastPoll::Unreadable;
+        if !again || self.reported.as_ref() == Some(&error) {
+            return Step::Wait;
+        }
+        self.reported = Some(error.clone());
+        self.current = None;
+        Step::Unreadable(error)
     }
 }
 
@@ -307,6 +345,29 @@ mod tests {
         tokio::time::sleep(RELOAD_INTERVAL).await;
         watch.abort();
         assert_eq!(rule_of(&engine), "acme.frobnicator.v2", "the whole file was never loaded");
+    }
+
+    #[test]
+    fn a_read_error_is_reported_once_two_polls_in_a_row_meet_it_and_once_while_it_lasts() {
+        use std::io::{Error, ErrorKind};
+        let mut watch = Watch::new(b"in use".to_vec());
+        let (gone, denied) = (ErrorKind::NotFound, ErrorKind::PermissionDenied);
+        let mut poll = |read: Result<&[u8], ErrorKind>| watch.poll(read.map(<[u8]>::to_vec).map_err(Error::from));
+        // Deleted and written anew (some editors save so): one poll finds no file.
+        assert_eq!(poll(Err(gone)), Step::Wait);
+        assert_eq!(poll(Ok(b"in use")), Step::Wait);
+        // Gone for good.
+        assert_eq!(poll(Err(gone)), Step::Wait);
+        assert_eq!(poll(Err(gone)), Step::Unreadable(Error::from(gone).to_string()));
+        assert_eq!(poll(Err(gone)), Step::Wait, "reported once");
+        // The file has been unreadable since: another error is reported at once.
+        assert_eq!(poll(Err(denied)), Step::Unreadable(Error::from(denied).to_string()));
+        // Back with the bytes in use: loaded again, once settled, for the gauge to say they load.
+        assert_eq!(poll(Ok(b"in use")), Step::Wait);
+        assert_eq!(poll(Ok(b"in use")), Step::Load(Arc::from(&b"in use"[..])));
+        // Gone again after it was back: a new failure, reported.
+        assert_eq!(poll(Err(gone)), Step::Wait);
+        assert_eq!(poll(Err(gone)), Step::Unreadable(Error::from(gone).to_string()));
     }
 
     #[test]

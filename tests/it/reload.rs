@@ -1,5 +1,6 @@
 //! Config reload through a Kubernetes-style symlink swap: a good config
-//! changes the rules without a restart; a bad one keeps the old policy.
+//! changes the rules without a restart; a bad one, or a file that cannot be
+//! read, keeps the old policy.
 
 use crate::common::{failure, http_get, Log, Sidecar};
 use rebound::pb;
@@ -69,6 +70,14 @@ async fn logged(log: &Log, text: &str, count: usize) -> Vec<String> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     lines()
+}
+
+/// The count of reloads with `result` now.
+async fn reload_count(sidecar: &Sidecar, result: &str) -> u64 {
+    let line = format!("rebound_config_reloads_total{{result=\"{result}\"}} ");
+    let body = http_get(&sidecar.metrics, "/metrics").await;
+    let count = body.lines().find_map(|l| l.strip_prefix(&line));
+    count.unwrap_or_else(|| panic!("no {line}in {body}")).parse().unwrap()
 }
 
 #[tokio::test]
@@ -156,4 +165,44 @@ async fn a_failed_reload_is_logged_on_one_line_that_names_the_key() {
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert!(failed[0].contains("TOML parse error at line 2, column 1 | "), "{failed:?}");
     assert!(failed[0].contains("unknown field `bsae_ms`, expected one of `base_ms`"), "{failed:?}");
+}
+
+#[tokio::test]
+async fn a_config_file_that_cannot_be_read_fails_the_reload_until_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule =
+        "[[rules]]\nid = \"acme.frobnicator\"\nmessage = [\"frobnicator declined\"]\ncategory = \"unavailable\"\n";
+    publish(dir.path(), "v1", rule);
+    let config = dir.path().join("rebound.toml");
+    let (sidecar, log) = Sidecar::spawn_logged(&["--config", config.to_str().unwrap()]);
+    let channel = crate::common::connect(&sidecar.grpc).await;
+    let mut client = pb::rebound_client::ReboundClient::new(channel);
+
+    // A ConfigMap version without the key: the kubelet removes the file's symlink. The old policy
+    // runs on, but a restart would not start, and that used to go unsaid.
+    std::fs::remove_file(&config).unwrap();
+    assert!(failed_reloads_reach(&sidecar, 1).await, "the missing file was not counted");
+    assert!(last_reload_successful_is(&sidecar, 0).await, "the missing file left the gauge at 1");
+    assert_eq!(category_of(&mut client, "r1").await, pb::Category::Unavailable as i32, "old policy kept");
+    // Counted once while it lasts, not at each poll (every 2 s).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(reload_count(&sidecar, "error").await, 1);
+    // A directory in its place: another error, counted and logged too.
+    std::fs::create_dir(&config).unwrap();
+    assert!(failed_reloads_reach(&sidecar, 2).await, "the directory was not counted");
+    let failed = logged(&log, "config reload failed", 2).await;
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    let path = format!("path={}", config.display());
+    assert!(failed[0].contains(&path) && failed[0].contains("No such file or directory"), "{failed:?}");
+    assert!(failed[1].contains(&path) && failed[1].contains("Is a directory"), "{failed:?}");
+
+    // Back as it was: loaded again, and the gauge says the file's config is the one in use.
+    std::fs::remove_dir(&config).unwrap();
+    symlink("..data/rebound.toml", &config).unwrap();
+    assert!(reloads_reach(&sidecar, "ok", 1).await, "the file back was not loaded");
+    assert!(last_reload_successful_is(&sidecar, 1).await, "the file back left the gauge at 0");
+    assert_eq!(category_of(&mut client, "r2").await, pb::Category::Unavailable as i32);
+    // Each error counted and logged once.
+    assert_eq!(reload_count(&sidecar, "error").await, 2);
+    assert_eq!(log.lock().unwrap().iter().filter(|l| l.contains("config reload failed")).count(), 2);
 }
