@@ -384,7 +384,13 @@ impl Engine {
         let history = self.settings.history;
         // Looked up once: the outcome is counted under it, and while it is the tool's own
         // name (under the label cap) sessions share it instead of copying the name each.
-        let label = self.metrics.tool_label(&outcome.tool);
+        // A tool that does not exist takes no label of its own (see `existing_tool_label`).
+        let unknown_tool = judged.as_ref().is_some_and(|j| j.classification.category == Category::UnknownTool);
+        let label = if unknown_tool {
+            self.metrics.existing_tool_label(&outcome.tool)
+        } else {
+            self.metrics.tool_label(&outcome.tool)
+        };
         let ((verdict, fresh), created, evictions) = self.sessions.with_session(
             &outcome.session_id,
             now,
@@ -1852,6 +1858,33 @@ mod tests {
         let v = e.report(&ok("p2", "search")).unwrap();
         assert_eq!(v.breaker.tool_state, BreakerState::Closed);
         assert!(e.admit("fresh", "search").unwrap().allowed);
+    }
+
+    #[test]
+    fn made_up_tools_take_no_metric_label_and_tools_past_the_cap_no_breaker_gauge() {
+        let handle = crate::metrics::install();
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let settings = EngineSettings::from_config(&crate::config::Config::default(), 42);
+        let e = Engine::new(Policy::default(), settings, clock, Arc::new(Metrics::new(2)));
+        // Names the model made up, before any real tool: they used to take the cap's two places.
+        for made_up in ["capped_serch", "capped_seach", "capped_sarch"] {
+            let o = Outcome { kind: Some(OutcomeKind::UnknownTool), ..fail("s", made_up, "Tool not found") };
+            assert_eq!(e.report(&o).unwrap().classification.unwrap().category, Category::UnknownTool);
+        }
+        for (i, tool) in ["capped_real_a", "capped_real_b", "capped_real_c"].into_iter().enumerate() {
+            for n in 0..5 {
+                let o =
+                    Outcome { http_status: Some(503), ..fail(&format!("r{i}-{n}"), tool, "503 Service Unavailable") };
+                e.report(&o).unwrap();
+            }
+        }
+        let text = handle.render();
+        let labelled = |tool: &str| text.contains(&format!("tool=\"{tool}\""));
+        assert!(labelled("capped_real_a") && labelled("capped_real_b"), "{text}");
+        assert!(!labelled("capped_serch") && !labelled("capped_real_c"), "{text}");
+        // The third real tool's breaker opened under `_other`: counted, but no gauge says `_other` is open.
+        assert!(text.lines().any(|l| l.starts_with("rebound_breaker_state{tool=\"capped_real_b\"} 1")), "{text}");
+        assert!(!text.contains("rebound_breaker_state{tool=\"_other\"}"), "{text}");
     }
 
     #[test]

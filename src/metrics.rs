@@ -222,6 +222,14 @@ impl Metrics {
         }
     }
 
+    /// The tool's label if it already has one, else `_other`, taking no place under the cap: for
+    /// a tool that does not exist (a name the agent's model made up), which would otherwise keep a
+    /// place for good that a real tool seen later needs.
+    pub fn existing_tool_label(&self, tool: &str) -> Arc<str> {
+        let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+        tools.get(tool).cloned().unwrap_or_else(|| self.other_tool.clone())
+    }
+
     /// The tool's label: its name while under the cap, else `_other`.
     pub fn tool_label(&self, tool: &str) -> Arc<str> {
         if let Some(known) = self.tools.read().unwrap_or_else(|p| p.into_inner()).get(tool) {
@@ -307,6 +315,11 @@ impl Metrics {
         let label = self.tool_label(tool);
         for to in transitions {
             metrics::counter!(BREAKER_TRANSITIONS_TOTAL, "tool" => label.to_string(), "to" => to.as_str()).increment(1);
+        }
+        // Every tool past the cap would set the one `_other` gauge in turn: its value would be
+        // whichever moved last, an open breaker hidden by another's close, or the reverse.
+        if label == self.other_tool {
+            return;
         }
         let value = match last {
             crate::model::BreakerState::Closed => 0.0,
