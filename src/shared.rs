@@ -361,8 +361,8 @@ async fn within<T>(
 }
 
 /// One exchange: push the tools' changes (at most `PUSH_PER_EXCHANGE`, the rest put
-/// back for the next), then pull the tools open anywhere. Each part has its own
-/// `timeout`; the pull runs even when a push failed, unless the connection is gone.
+/// back for the next), then pull the tools open anywhere. Each call to Redis has its own
+/// `timeout_ms`; the pull runs even when a push failed, unless the connection is gone.
 async fn exchange(
     con: &mut redis::aio::ConnectionManager,
     push: &redis::Script,
