@@ -402,6 +402,14 @@ pub struct ToolView {
 }
 
 impl ToolBreakers {
+    /// Forgets every tool's breaker: tool breakers were turned off, and a breaker left open
+    /// would fence its tool off again the moment they are turned back on, however long ago.
+    pub fn clear(&self) {
+        for shard in &self.shards {
+            shard.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+    }
+
     /// An empty set tracking at most `max_tools` tools.
     pub fn new(max_tools: usize) -> Self {
         // Shares of at least 64: with a share of one, two tools of one shard would keep

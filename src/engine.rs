@@ -243,6 +243,7 @@ impl Engine {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
         // After the swap: a transition recorded under the old policy before it is overwritten.
         if breakers_off {
+            self.tools.clear();
             self.metrics.tool_breakers_off();
         }
     }
@@ -1904,6 +1905,9 @@ mod tests {
         // No transition is recorded with breakers off: the gauge held 1, and the alert fired, for good.
         let text = handle.render();
         assert!(text.lines().any(|l| l == gauge(0)), "{text}");
+        // Turned back on, the tool is not fenced off by the breaker it had before they were off.
+        e.set_policy(Policy::default());
+        assert!(e.admit("after", tool).unwrap().allowed, "the old open breaker came back");
     }
 
     #[test]
