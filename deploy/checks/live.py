@@ -165,18 +165,27 @@ def used_names(root):
             | metric_names((root / MONITORING / "rules.yml").read_text(encoding="utf-8")))
 
 
+# Exported only by a sidecar with `[state] backend = "redis"`, which the one checked here is not:
+# each is looked for in the sidecar's source instead, so that a misspelt name still fails.
+REDIS_ONLY = {"rebound_state_backend_up"}
+
+
 def exported(root, metrics_addr):
     """Every Rebound sample name the dashboard and the alerts use is on /metrics."""
     wanted = used_names(root)
     require(len(wanted) >= 10, f"found only {sorted(wanted)} in the dashboard and rules")
+    source = (Path(root) / "src" / "metrics.rs").read_text(encoding="utf-8")
+    for name in sorted(wanted & REDIS_ONLY):
+        require(f'"{name}"' in source, f"{name}: not a metric of src/metrics.rs")
     present = samples(scrape(metrics_addr))
-    missing = sorted(wanted - set(present))
+    missing = sorted(wanted - REDIS_ONLY - set(present))
     if missing:
         print("METRICS USED BY THE DASHBOARD OR ALERTS BUT NOT EXPORTED BY THE SIDECAR:")
         for name in missing:
             print(f"  - {name}")
     require(not missing, f"{len(missing)} metric name(s) not exported: {missing}")
-    print(f"/metrics exports all {len(wanted)} Rebound sample names the dashboard and alerts use")
+    print(f"/metrics exports all {len(wanted - REDIS_ONLY)} Rebound sample names the dashboard and alerts use "
+          f"(and src/metrics.rs has the {len(wanted & REDIS_ONLY)} a Redis backend adds)")
 
 
 def query(prometheus_addr, promql):
