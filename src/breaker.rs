@@ -333,12 +333,14 @@ impl ToolBreaker {
     }
 
     /// Opens the breaker until `until_ms` because another sidecar says the tool is down
-    /// (never shortens an open period already running).
+    /// (never shortens an open period already running). It counts as an open here: a
+    /// probe that fails after it keeps the tool out twice as long, as after a local open.
     pub fn force_open(&mut self, now_ms: u64, until_ms: u64, transitions: &mut Vec<BreakerState>) {
         if until_ms <= now_ms || (self.state == BreakerState::Open && self.open_until_ms >= until_ms) {
             return;
         }
         if self.state != BreakerState::Open {
+            self.opens = self.opens.saturating_add(1);
             transitions.push(BreakerState::Open);
         }
         self.state = BreakerState::Open;
@@ -593,6 +595,21 @@ mod tool_tests {
         }
         record(&mut b, 0, Health::Failure { provider_delay_ms: Some(90_000) });
         assert_eq!(b.open_until_ms(), 90_000);
+    }
+
+    #[test]
+    fn an_open_forced_by_the_fleet_counts_so_a_failed_probe_after_it_doubles_the_period() {
+        let p = ToolBreakerPolicy::default();
+        let mut b = ToolBreaker::default();
+        let mut t = Vec::new();
+        b.force_open(0, 45_000, &mut t);
+        assert_eq!(t, vec![BreakerState::Open]);
+        // Extended while open: the same open, not another.
+        b.force_open(1_000, 50_000, &mut t);
+        assert_eq!(t, vec![BreakerState::Open]);
+        assert_eq!(b.admit(50_000, &p, &mut t), Gate::Probe);
+        record(&mut b, 50_000, FAIL);
+        assert_eq!(b.open_until_ms() - 50_000, 60_000, "the base period doubled once");
     }
 
     #[test]
