@@ -98,6 +98,16 @@ pub fn on_failure(c: &Counters, limits: &SessionLimits, policy: &Limits) -> Opti
     None
 }
 
+/// How many more failures in a row the session breakers let pass before one trips: the
+/// retries a retry verdict can still promise. Each counts as the same error again, which a
+/// retry of the same call most often gives.
+pub fn failures_before_a_trip(c: &Counters, limits: &SessionLimits, policy: &Limits) -> u32 {
+    let left = |limit: u32, count: u32| limit.saturating_sub(count).saturating_sub(1);
+    left(policy.identical_errors, c.identical_errors)
+        .min(left(policy.consecutive_failures, c.consecutive_failures))
+        .min(left(limits.error_limit, c.session_errors))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +131,27 @@ mod tests {
         assert_eq!(on_failure(&c(3, 3, 3), &limits, &policy), Some((Action::Escalate, Reason::ConsecutiveFailures)));
         assert_eq!(on_failure(&c(1, 10, 1), &limits, &policy), Some((Action::Escalate, Reason::SessionErrors)));
         assert_eq!(on_failure(&c(5, 5, 5), &limits, &policy), Some((Action::Abort, Reason::IdenticalErrors)));
+    }
+
+    #[test]
+    fn failures_before_a_trip_counts_to_the_nearest_breaker() {
+        let (limits, policy) = seeds();
+        let c = |consecutive, errors, identical| Counters {
+            steps: 1,
+            cost: 0.0,
+            session_errors: errors,
+            consecutive_failures: consecutive,
+            identical_errors: identical,
+        };
+        // Three in a row escalate: after the first failure one more passes, after the second none.
+        assert_eq!(failures_before_a_trip(&c(1, 1, 1), &limits, &policy), 1);
+        assert_eq!(failures_before_a_trip(&c(2, 2, 2), &limits, &policy), 0);
+        // Nine errors in the session: the tenth escalates.
+        assert_eq!(failures_before_a_trip(&c(1, 9, 1), &limits, &policy), 0);
+        let loose = Limits { consecutive_failures: 10, session_errors: 100, ..policy };
+        let wide = SessionLimits { error_limit: 100, ..limits };
+        assert_eq!(failures_before_a_trip(&c(1, 1, 4), &wide, &loose), 0, "the fifth identical error aborts");
+        assert_eq!(failures_before_a_trip(&c(1, 1, 1), &wide, &loose), 3);
     }
 
     #[test]

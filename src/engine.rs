@@ -916,11 +916,20 @@ fn decide(
         replayed: false,
         snippet_tokens: 0,
     };
+    // Two huge finite costs must not sum to infinity, which JSON cannot carry.
+    s.cost = (s.cost + o.cost).min(f64::MAX);
+    s.steps = s.steps.saturating_add(1);
     if s.state == SessionState::Stopped {
+        // Still counted (above and here): the summary of a run that went on after its
+        // abort shows what it did since, not what it had done when it was told to stop.
+        if let Some(j) = &judged {
+            s.errors = s.errors.saturating_add(1);
+            s.count_error(j.classification.category);
+        }
+        let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures);
+        fill_counters(&mut verdict.breaker, s, consecutive);
         verdict.action = Action::Abort;
         verdict.breaker.reason = Some(Reason::SessionStopped);
-        verdict.breaker.consecutive_failures =
-            s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures);
         verdict.classification = judged.map(|j| j.classification);
         verdict.snippet = "<error>\nThe session was stopped earlier; end the run.\n</error>".into();
         if let (Some(budget), Some(tokenizer)) = (policy.snippet.max_tokens, policy.snippet.tokenizer) {
@@ -929,9 +938,6 @@ fn decide(
         let recipe = SnippetRecipe::Text(verdict.snippet.as_str().into());
         return (verdict, recipe);
     }
-    s.steps += 1;
-    // Two huge finite costs must not sum to infinity, which JSON cannot carry.
-    s.cost = (s.cost + o.cost).min(f64::MAX);
     let Some(j) = judged else {
         let t = s.tool_mut(&o.tool);
         t.consecutive_failures = 0;
@@ -948,11 +954,17 @@ fn decide(
         let (action, reason) = settle(&mut verdict, policy, guard, (Action::Continue, None));
         if action == Action::Abort {
             s.state = SessionState::Stopped;
+            // The run ends on a success: say why, as a failure's abort does.
+            verdict.snippet = limit_snippet(reason);
+            if let (Some(budget), Some(tokenizer)) = (policy.snippet.max_tokens, policy.snippet.tokenizer) {
+                (verdict.snippet, verdict.snippet_tokens) = tokenizer.fit(&verdict.snippet, budget);
+            }
         }
         verdict.action = action;
         verdict.breaker.reason = reason;
         fill_counters(&mut verdict.breaker, s, 0);
-        return (verdict, SnippetRecipe::Text("".into()));
+        let recipe = SnippetRecipe::Text(verdict.snippet.as_str().into());
+        return (verdict, recipe);
     };
 
     let category = j.classification.category;
@@ -1005,7 +1017,13 @@ fn decide(
         None => None,
     };
     let (action, reason) = settle(&mut verdict, policy, guard, planned);
-    if let (Action::Retry, Some(plan)) = (action, plan) {
+    if let (Action::Retry, Some(mut plan)) = (action, plan) {
+        if !policy.shadow {
+            // A retry that fails and trips a session breaker is not retried: promise no more than those left.
+            let limits = s.limits.under(&policy.limits);
+            plan.attempts_left =
+                plan.attempts_left.min(breaker::failures_before_a_trip(&counters, &limits, &policy.limits));
+        }
         let t = s.tool_mut(&o.tool);
         t.retries = plan.attempt;
         t.last_delay_ms = plan.delay_ms;
@@ -1099,6 +1117,15 @@ fn decide(
     (verdict, recipe)
 }
 
+/// The snippet of a success that reached a session limit.
+fn limit_snippet(reason: Option<Reason>) -> String {
+    let limit = match reason {
+        Some(Reason::CostLimit) => "cost",
+        _ => "step",
+    };
+    format!("<error>\nThe session reached its {limit} limit; end the run.\n</error>")
+}
+
 /// The action in force: the guard's when enforcing, the plan's in shadow mode
 /// (where the guard is only reported as what would have happened).
 fn settle(
@@ -1170,7 +1197,10 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
             format!("{consecutive} consecutive failures of tool `{tool}` (last: {category}).")
         }
         Reason::SessionErrors => format!("{} errors in this session (last: {category} from `{tool}`).", s.errors),
-        _ => format!("A {category} error from tool `{tool}` needs a human."),
+        _ => {
+            let article = if category.as_str().starts_with(['a', 'e', 'i', 'o', 'u']) { "An" } else { "A" };
+            format!("{article} {category} error from tool `{tool}` needs a human.")
+        }
     };
     let history: Vec<ErrorRecord> = s
         .history
@@ -1644,6 +1674,67 @@ mod tests {
         let v = e.report(&ok("s", "a")).unwrap();
         assert_eq!((v.action, v.breaker.reason), (Action::Abort, Some(Reason::StepLimit)));
         assert!(!e.admit("s", "a").unwrap().allowed);
+    }
+
+    #[test]
+    fn a_run_that_goes_on_after_its_abort_is_still_counted_and_told_why_it_ended() {
+        let (e, _) = engine();
+        e.start_session(&StartSession { session_id: "s".into(), step_limit: Some(2), ..Default::default() }).unwrap();
+        e.report(&Outcome { cost: 1.0, ..ok("s", "a") }).unwrap();
+        let v = e.report(&Outcome { cost: 1.0, ..ok("s", "a") }).unwrap();
+        assert_eq!((v.action, v.breaker.reason), (Action::Abort, Some(Reason::StepLimit)));
+        assert!(v.snippet.contains("reached its step limit; end the run"), "{:?}", v.snippet);
+        // The agent ignores the abort: two timeouts and a success, 5.0 spent.
+        let timeout = Outcome { kind: Some(OutcomeKind::Timeout), cost: 2.0, ..fail("s", "a", "timed out") };
+        let v = e.report(&timeout).unwrap();
+        assert_eq!((v.action, v.breaker.reason), (Action::Abort, Some(Reason::SessionStopped)));
+        assert_eq!((v.breaker.steps, v.breaker.session_errors), (3, 1));
+        e.report(&timeout).unwrap();
+        e.report(&Outcome { cost: 1.0, ..ok("s", "a") }).unwrap();
+        let summary = e.end_session("s").unwrap().unwrap();
+        assert_eq!((summary.calls, summary.errors, summary.cost), (5, 2, 7.0));
+        assert_eq!(summary.errors_by_category.get("timeout"), Some(&2));
+    }
+
+    #[test]
+    fn an_escalation_summary_reads_as_english() {
+        let (e, _) = engine();
+        let v = e.report(&Outcome { http_status: Some(401), ..fail("s", "crm", "Unauthorized") }).unwrap();
+        assert_eq!(v.escalation.unwrap().summary, "An auth error from tool `crm` needs a human.");
+        let v = e.report(&Outcome { http_status: Some(402), ..fail("t", "crm", "Payment Required") }).unwrap();
+        assert_eq!(v.escalation.unwrap().summary, "A quota_exceeded error from tool `crm` needs a human.");
+    }
+
+    #[test]
+    fn a_cost_limit_reached_on_a_success_says_so() {
+        let (e, _) = engine();
+        e.start_session(&StartSession { session_id: "s".into(), cost_limit: Some(1.5), ..Default::default() }).unwrap();
+        let v = e.report(&Outcome { cost: 2.0, ..ok("s", "a") }).unwrap();
+        assert_eq!((v.action, v.breaker.reason), (Action::Abort, Some(Reason::CostLimit)));
+        assert_eq!(v.snippet, "<error>\nThe session reached its cost limit; end the run.\n</error>");
+    }
+
+    #[test]
+    fn attempts_left_counts_the_session_breakers_that_end_the_retries_first() {
+        let (e, _) = engine();
+        let timeout = |n: u32| Outcome {
+            kind: Some(OutcomeKind::Timeout),
+            attempt: n,
+            ..fail("s", "search", &format!("timed out after {n}.1s"))
+        };
+        // Three retries by the category, but the third failure in a row escalates.
+        let first = e.report(&timeout(1)).unwrap().retry.unwrap();
+        assert_eq!((first.attempt, first.attempts_left), (1, 1));
+        let second = e.report(&timeout(2)).unwrap().retry.unwrap();
+        assert_eq!((second.attempt, second.attempts_left), (2, 0));
+        assert_eq!(e.report(&timeout(3)).unwrap().action, Action::Escalate);
+        // With the breaker further off, the category's own count shows.
+        let (e, _) = engine();
+        let mut policy = Policy::default();
+        policy.limits.consecutive_failures = 10;
+        e.set_policy(policy);
+        let first = e.report(&timeout(1)).unwrap().retry.unwrap();
+        assert_eq!((first.attempt, first.attempts_left), (1, 2));
     }
 
     #[test]

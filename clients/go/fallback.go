@@ -240,6 +240,11 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 		AttemptsLeft:  uint32(p.MaxRetries - n),
 		ProviderDelay: ok,
 	}
+	if p.MaxConsecutiveFailures > 0 {
+		// A retry whose failure escalates is not retried: promise no more than those left.
+		left := max(p.MaxConsecutiveFailures-max(in.consecutive, 1)-1, 0)
+		v.Retry.AttemptsLeft = min(v.Retry.AttemptsLeft, uint32(left))
+	}
 }
 
 // classifyCoarse maps the structured signals a fallback can trust to a

@@ -338,6 +338,25 @@ func TestProviderCodesMatchSidecarRules(t *testing.T) {
 	}
 }
 
+// Three retries, but the third failure in a row escalates: no retry is promised that will not come, as on the sidecar.
+func TestFallbackAttemptsLeftCountsTheFailuresInARowThatEscalateFirst(t *testing.T) {
+	left := func(p FallbackPolicy, n int) *reboundpb.Verdict {
+		return p.decide(&reboundpb.Outcome{Tool: "t", HttpStatus: 503, Attempt: uint32(n)},
+			fallbackInput{consecutive: n, now: now, random: 0.5})
+	}
+	p := DefaultFallbackPolicy()
+	if got := []uint32{left(p, 1).GetRetry().GetAttemptsLeft(), left(p, 2).GetRetry().GetAttemptsLeft()}; !slices.Equal(got, []uint32{1, 0}) {
+		t.Errorf("attempts_left after failures 1 and 2 = %v, want [1 0]", got)
+	}
+	if a := left(p, 3).GetAction(); a != ActionEscalate {
+		t.Errorf("third failure in a row: %v, want escalate", a)
+	}
+	p.MaxConsecutiveFailures = 0
+	if got := left(p, 1).GetRetry().GetAttemptsLeft(); got != 2 {
+		t.Errorf("without the breaker: attempts_left = %d, want 2", got)
+	}
+}
+
 // The delay never leaves [base×mult^(n-1) ×(1±jitter)] and never exceeds the cap, over the whole jitter range.
 func TestFallbackBackoffBounds(t *testing.T) {
 	p := DefaultFallbackPolicy()

@@ -59,8 +59,17 @@ def test_first_retry_is_one_second_with_twenty_percent_jitter(random: float, del
     v = decide(failure(http_status=503), random=random)
     assert v.action is Action.RETRY and v.category is Category.UNAVAILABLE and v.retryable
     assert v.delay_ms == delay_ms
-    assert v.proto.retry.attempt == 1 and v.proto.retry.attempts_left == 2
+    assert v.proto.retry.attempt == 1 and v.proto.retry.attempts_left == 1
     assert not v.proto.retry.provider_delay
+
+
+def test_attempts_left_counts_the_failures_in_a_row_that_escalate_first() -> None:
+    # Three retries, but the third failure in a row escalates: as the sidecar answers.
+    lefts = [decide(failure(http_status=503, attempt=n), consecutive=n).proto.retry.attempts_left for n in (1, 2)]
+    assert lefts == [1, 0]
+    assert decide(failure(http_status=503, attempt=3), consecutive=3).action is Action.ESCALATE
+    loose = FallbackPolicy(max_consecutive_failures=0)
+    assert decide(failure(http_status=503), policy=loose).proto.retry.attempts_left == 2
 
 
 def test_backoff_doubles_per_attempt_then_recovers() -> None:

@@ -222,6 +222,11 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.Break
     attemptsLeft: p.maxRetries - n,
     providerDelay: provided !== undefined,
   });
+  if (p.maxConsecutiveFailures > 0) {
+    // A retry whose failure escalates is not retried: promise no more than those left.
+    const left = Math.max(p.maxConsecutiveFailures - Math.max(input.consecutive, 1) - 1, 0);
+    v.retry.attemptsLeft = Math.min(v.retry.attemptsLeft, left);
+  }
 }
 
 /**

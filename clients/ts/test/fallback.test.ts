@@ -352,6 +352,16 @@ describe("fallback policy", () => {
     }
   });
 
+  it("promises no retry that the third failure in a row would escalate, as the sidecar", () => {
+    const left = (n: number) =>
+      decide(DEFAULT_FALLBACK_POLICY, pb.Outcome.fromPartial({ tool: "t", httpStatus: 503, attempt: n }), { consecutive: n, nowMs: NOW, random: 0.5 });
+    assert.deepEqual([left(1).retry?.attemptsLeft, left(2).retry?.attemptsLeft], [1, 0]);
+    assert.equal(actionName(left(3).action), "escalate");
+    const loose = fallbackPolicy({ maxConsecutiveFailures: 0 });
+    const v = decide(loose, pb.Outcome.fromPartial({ tool: "t", httpStatus: 503 }), { consecutive: 1, nowMs: NOW, random: 0.5 });
+    assert.equal(v.retry?.attemptsLeft, 2);
+  });
+
   it("keeps every backoff delay within base×2^(n-1) ±20 % and under the cap", () => {
     const policy = fallbackPolicy({ maxRetries: 10, maxConsecutiveFailures: 0 });
     for (let n = 1; n <= 10; n++) {

@@ -233,6 +233,10 @@ class FallbackPolicy:
         v.retry.delay_ms = round(delay * 1000)
         v.retry.attempt = n
         v.retry.attempts_left = self.max_retries - n
+        if self.max_consecutive_failures:
+            # A retry whose failure escalates is not retried: promise no more than those left.
+            left = max(self.max_consecutive_failures - max(consecutive, 1) - 1, 0)
+            v.retry.attempts_left = min(v.retry.attempts_left, left)
         v.retry.provider_delay = provided is not None
 
 
