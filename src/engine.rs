@@ -733,24 +733,59 @@ fn validate_outcome(o: &Outcome) -> Result<(), EngineError> {
 /// shard of sessions all along.
 const NEAREST_CHARS: usize = 64;
 
-/// The tools nearest to `wanted` by edit distance (case-insensitive, on their
-/// first `NEAREST_CHARS` characters), nearest first.
+/// The tools nearest to `wanted`, nearest first (by name on a tie): by edit distance,
+/// case-insensitive, on their first `NEAREST_CHARS` characters, as written or with their
+/// words in order (`search_web` for `web_search`), whichever is nearer.
 pub fn nearest_tools<'a>(wanted: &str, tools: &'a [String]) -> Vec<&'a str> {
-    let folded = |name: &str, into: &mut Vec<char>| {
-        into.clear();
-        into.extend(name.chars().flat_map(char::to_lowercase).take(NEAREST_CHARS));
-    };
-    let (mut wanted_chars, mut name, mut row) = (Vec::new(), Vec::new(), Vec::new());
-    folded(wanted, &mut wanted_chars);
-    let mut scored: Vec<(usize, &str)> = tools
-        .iter()
-        .map(|t| {
-            folded(t, &mut name);
-            (edit_distance(&wanted_chars, &name, &mut row), t.as_str())
-        })
-        .collect();
+    let mut scratch = Scratch::default();
+    let wanted = Folded::new(wanted);
+    let mut scored: Vec<(usize, &str)> =
+        tools.iter().map(|t| (wanted.distance(&Folded::new(t), &mut scratch), t.as_str())).collect();
     scored.sort();
     scored.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Whether `tool` is near enough to `wanted` to ask "did you mean": a few edits away (a
+/// third of the name, at least two), or sharing a word of three letters or more with it.
+fn near_enough(wanted: &str, tool: &str) -> bool {
+    let mut scratch = Scratch::default();
+    let (a, b) = (Folded::new(wanted), Folded::new(tool));
+    a.distance(&b, &mut scratch) <= (a.chars.len() / 3).max(2)
+        || a.words().any(|w| w.len() >= 3 && b.words().any(|v| v == w))
+}
+
+/// Space kept between comparisons.
+#[derive(Default)]
+struct Scratch {
+    row: Vec<usize>,
+}
+
+/// A name as the nearest-tool ranking compares it: lower case, cut, and with its words sorted.
+struct Folded {
+    chars: Vec<char>,
+    sorted: Vec<char>,
+}
+
+impl Folded {
+    fn new(name: &str) -> Folded {
+        let chars: Vec<char> = name.chars().flat_map(char::to_lowercase).take(NEAREST_CHARS).collect();
+        let mut words: Vec<&[char]> = chars.split(|c| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        words.sort();
+        let sorted = words.join(&'_');
+        Folded { chars, sorted }
+    }
+
+    fn words(&self) -> impl Iterator<Item = &[char]> {
+        self.chars.split(|c| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+    }
+
+    fn distance(&self, other: &Folded, scratch: &mut Scratch) -> usize {
+        let plain = edit_distance(&self.chars, &other.chars, &mut scratch.row);
+        if plain == 0 || self.sorted == self.chars && other.sorted == other.chars {
+            return plain;
+        }
+        plain.min(edit_distance(&self.sorted, &other.sorted, &mut scratch.row))
+    }
 }
 
 /// Levenshtein distance, in one row (`row` is scratch space, kept between calls).
@@ -777,7 +812,10 @@ fn unknown_tool_suggestion(wanted: &str, tools: &[String], fallback: &str) -> St
     let nearest = nearest_tools(wanted, tools);
     let listed: Vec<String> = nearest.iter().take(20).map(|t| format!("`{t}`")).collect();
     let more = nearest.len().saturating_sub(20);
-    let mut text = format!("Did you mean `{}`? Use one of the available tools: {}", nearest[0], listed.join(", "));
+    // Name one only if it is near: pointing a browser's intent at `write_file` misleads.
+    let mut text =
+        if near_enough(wanted, nearest[0]) { format!("Did you mean `{}`? ", nearest[0]) } else { String::new() };
+    let _ = write!(text, "Use one of the available tools: {}", listed.join(", "));
     if more > 0 {
         let _ = write!(text, " and {more} more");
     }
@@ -2080,6 +2118,26 @@ mod tests {
         assert_eq!(nearest_tools("SEARCH_DOC", &tools)[0], "search_docs");
         let chars = |s: &str| s.chars().collect::<Vec<_>>();
         assert_eq!(edit_distance(&chars("kitten"), &chars("sitting"), &mut Vec::new()), 3);
+    }
+
+    #[test]
+    fn nearest_tools_see_words_in_another_order_and_name_only_a_near_one() {
+        let (e, _) = engine();
+        let tools: Vec<String> =
+            ["web_search", "fetch_url", "read_file", "write_file", "run_python"].map(String::from).into();
+        e.start_session(&StartSession { session_id: "s".into(), tools: tools.clone(), ..Default::default() }).unwrap();
+        let snippet = |tool: &str| {
+            e.report(&Outcome { kind: Some(OutcomeKind::UnknownTool), ..fail("s", tool, "no such tool") })
+                .unwrap()
+                .snippet
+        };
+        assert!(snippet("search_web").contains("Did you mean `web_search`?"), "{}", snippet("search_web"));
+        assert!(snippet("search").contains("Did you mean `web_search`?"), "a shared word");
+        assert!(snippet("readfile").contains("Did you mean `read_file`?"));
+        let far = snippet("browser.open");
+        assert!(!far.contains("Did you mean"), "{far}");
+        assert!(far.contains("Use one of the available tools: `"), "{far}");
+        assert_eq!(nearest_tools("search_web", &tools)[0], "web_search");
     }
 
     #[test]
