@@ -637,7 +637,7 @@ impl Engine {
                     let head = crate::classify::prefix(newest.message, 32);
                     let body = block.find('\n').map_or(0, |at| at + 1);
                     let message_at = (!head.is_empty()).then(|| block[body..].find(head).map(|at| body + at)).flatten();
-                    let kept = text.trim_end_matches('…');
+                    let kept = text.strip_suffix("\n</error>").unwrap_or(&text).trim_end_matches('…');
                     if kept.trim().is_empty() || message_at.is_some_and(|at| kept.len() <= at) {
                         // Hidden counts occurrences, as the summary line does: a repeat counts its times.
                         let errors_hidden = hidden + newest.count.max(1);

@@ -131,6 +131,8 @@ impl Tokenizer {
 
     /// `text` and its token count, cut (with an ellipsis) to the longest head
     /// that fits in `budget` tokens: the last resort when dropping parts was not enough.
+    /// A block the cut leaves open (`<error …>`, `<error_summary>`) is closed, within
+    /// the budget: a prompt should not hold half a tag.
     pub fn fit(&self, text: &str, budget: u32) -> (String, u32) {
         let tokens = self.count(text);
         if tokens <= budget {
@@ -142,7 +144,10 @@ impl Tokenizer {
         let mut best = (String::new(), 0);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
-            let candidate = crate::compact::cut(text, mid);
+            let mut candidate = crate::compact::cut(text, mid);
+            if let Some(tag) = open_tag(&candidate) {
+                candidate = format!("{candidate}\n</{tag}>");
+            }
             let n = self.count(&candidate);
             if n <= budget {
                 best = (candidate, n);
@@ -153,6 +158,18 @@ impl Tokenizer {
         }
         best
     }
+}
+
+/// The name of the block left open at the end of `text`, if one is: the last
+/// `<error` or `<error_summary` tag without its closing tag after it. Tool text
+/// cannot open one: its `<error` is defused before it reaches a block.
+fn open_tag(text: &str) -> Option<&str> {
+    let start = text.rfind("<error")?;
+    let name = text[start + 1..].split([' ', '>']).next()?;
+    if !matches!(name, "error" | "error_summary") {
+        return None;
+    }
+    (!text[start..].contains(&format!("</{name}>"))).then_some(name)
 }
 
 #[cfg(test)]
@@ -195,5 +212,24 @@ mod tests {
         assert_eq!(t.count(&fitted), n);
         assert!(fitted.ends_with('…'));
         assert_eq!(t.fit("short", 30), ("short".to_string(), 1));
+    }
+
+    #[test]
+    fn a_cut_closes_the_block_it_leaves_open_within_the_budget() {
+        let t = Tokenizer::by_name("cl100k_base").unwrap();
+        let block = format!(
+            "<error tool=\"search\" type=\"timeout\">\n{}\nsuggestion: Try a smaller input.\n</error>",
+            "Read timed out after 30 seconds while waiting for the upstream index. ".repeat(4)
+        );
+        let (fitted, n) = t.fit(&block, 25);
+        assert!(n <= 25 && t.count(&fitted) == n, "{n}: {fitted}");
+        assert!(fitted.starts_with("<error tool=") && fitted.ends_with("…\n</error>"), "{fitted}");
+        let two = format!("<error_summary>3 earlier unresolved errors not shown (timeout: 3)</error_summary>\n{block}");
+        let (fitted, _) = t.fit(&two, 12);
+        assert!(fitted.ends_with("…\n</error_summary>"), "{fitted}");
+        let (fitted, _) = t.fit(&two, 40);
+        assert!(fitted.contains("</error_summary>\n<error tool=") && fitted.ends_with("…\n</error>"), "{fitted}");
+        // Text without blocks (a user's template) is cut as it is.
+        assert!(t.fit(&"plain words here ".repeat(20), 10).0.ends_with('…'));
     }
 }
