@@ -1,0 +1,386 @@
+"""Real Python failures for holdout-real.jsonl: each case runs a library against something on
+this machine (a loopback HTTP server started here, a temporary SQLite file, a file path) and
+prints the outcome an agent would report, one JSON line per case, labelled beforehand.
+
+Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
+pydantic, jsonschema, boto3 from PyPI). The random ports are written as 8787 (the server) and
+8799 (a closed port) in the output.
+
+The outcome is read from the exception as the Python client's build_outcome reads it
+(clients/python/src/rebound/outcome.py): `module.QualName` type, `str(exc)`, the HTTP status, an
+error code (`.code`, the body's error code or type, an errno name), a process's exit code;
+without `kind` and the traceback, so the rules must work from the type, the words and the signals.
+"""
+
+import asyncio
+import errno
+import json
+import os
+import socket
+import ssl
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import version
+
+SERVER_PORT_TEXT = "8787"
+CLOSED_PORT_TEXT = "8799"
+
+# Routes of the loopback server: path -> (status, headers, body). The bodies are in the style of
+# the provider each route imitates; the exception texts built from them are the libraries' own.
+OPENAI_BODY = lambda message, typ, code: {"error": {"message": message, "type": typ, "param": None, "code": code}}
+ANTHROPIC_BODY = lambda typ, message: {"type": "error", "error": {"type": typ, "message": message}, "request_id": "req_011CTest"}
+ROUTES = {
+    "/plain/401": (401, {}, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}),
+    "/plain/403": (403, {}, {"message": "Resource not accessible by integration", "documentation_url": "https://docs.github.com/rest", "status": "403"}),
+    "/plain/404": (404, {}, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"}),
+    "/plain/413": (413, {}, {"error": "request entity too large"}),
+    "/plain/422": (422, {}, {"message": "Validation Failed", "errors": [{"resource": "Issue", "code": "missing_field", "field": "title"}]}),
+    "/plain/429": (429, {"Retry-After": "7"}, {"error": {"message": "Too many requests", "type": "rate_limited"}}),
+    "/plain/500": (500, {}, {"error": {"message": "Something went wrong on our end.", "type": "api_error"}}),
+    "/plain/502": (502, {}, "<html><body><h1>502 Bad Gateway</h1></body></html>"),
+    "/plain/503": (503, {"Retry-After": "30"}, {"error": "service unavailable"}),
+    "/plain/402": (402, {}, {"error": {"code": "payment_required", "message": "Your plan's monthly credits are used up."}}),
+    "/openai/context": (400, {}, OPENAI_BODY("This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.", "invalid_request_error", "context_length_exceeded")),
+    "/openai/key": (401, {}, OPENAI_BODY("Incorrect API key provided: sk-proj-****************************abcd. You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key")),
+    "/openai/model": (404, {}, OPENAI_BODY("The model `gpt-9-turbo` does not exist or you do not have access to it.", "invalid_request_error", "model_not_found")),
+    "/openai/rate": (429, {"retry-after": "2", "x-ratelimit-reset-requests": "1.2s"}, OPENAI_BODY("Rate limit reached for gpt-4o in organization org-abc on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms.", "requests", "rate_limit_exceeded")),
+    "/openai/quota": (429, {}, OPENAI_BODY("You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "insufficient_quota")),
+    "/openai/500": (500, {}, OPENAI_BODY("The server had an error while processing your request. Sorry about that!", "server_error", None)),
+    "/openai/503": (503, {}, OPENAI_BODY("The engine is currently overloaded, please try again later.", "server_error", None)),
+    "/openai/policy": (400, {}, OPENAI_BODY("Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.", "invalid_request_error", "content_policy_violation")),
+    "/openai/badparam": (400, {}, OPENAI_BODY("Invalid value for 'temperature': expected a number between 0 and 2, got 3.5.", "invalid_request_error", "invalid_value")),
+    "/anthropic/529": (529, {}, ANTHROPIC_BODY("overloaded_error", "Overloaded")),
+    "/anthropic/long": (400, {}, ANTHROPIC_BODY("invalid_request_error", "prompt is too long: 215000 tokens > 200000 maximum")),
+    "/anthropic/401": (401, {}, ANTHROPIC_BODY("authentication_error", "invalid x-api-key")),
+    "/anthropic/403": (403, {}, ANTHROPIC_BODY("permission_error", "Your API key does not have permission to use the specified resource.")),
+    "/anthropic/404": (404, {}, ANTHROPIC_BODY("not_found_error", "model: claude-9-opus")),
+    "/anthropic/429": (429, {"retry-after": "12", "anthropic-ratelimit-requests-remaining": "0"}, ANTHROPIC_BODY("rate_limit_error", "This request would exceed the rate limit for your organization of 50 requests per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits.")),
+    "/anthropic/500": (500, {}, ANTHROPIC_BODY("api_error", "Internal server error")),
+    "/anthropic/413": (413, {}, ANTHROPIC_BODY("request_too_large", "Request exceeds the maximum allowed number of bytes.")),
+    "/anthropic/credit": (400, {}, ANTHROPIC_BODY("invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")),
+}
+
+
+class Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # the dropped connections break their pipes on purpose
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def _answer(self):
+        path = self.path.split("?")[0]
+        for prefix in ("/chat/completions", "/v1/messages"):
+            if path.endswith(prefix):
+                path = path[: -len(prefix)]
+        if path.startswith("/slow"):
+            time.sleep(3)
+        if path.startswith("/drop"):
+            # Close without any response.
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        status, headers, body = ROUTES.get(path, (200, {}, {"ok": True}))
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html" if isinstance(body, str) else "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+SERVER = Server(("127.0.0.1", 0), Handler)
+PORT = SERVER.server_address[1]
+CLOSED = free_port()
+URL = f"http://127.0.0.1:{PORT}"
+threading.Thread(target=SERVER.serve_forever, daemon=True).start()
+
+
+def type_name(exc):
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ in ("builtins", "__main__") else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def chain(exc):
+    seen, queue = set(), [exc]
+    while queue:
+        e = queue.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        linked = [e.__cause__, None if e.__suppress_context__ else e.__context__, getattr(e, "reason", None)]
+        linked += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
+        queue += [x for x in linked if isinstance(x, BaseException)]
+
+
+def code_of(e):
+    code = getattr(e, "code", None)
+    if isinstance(code, str) and code.strip():
+        return code.strip()
+    body = getattr(e, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        for key in ("code", "type"):
+            if isinstance(body["error"].get(key), str):
+                return body["error"][key]
+    n = getattr(e, "errno", None)
+    if isinstance(e, socket.gaierror):
+        return {socket.EAI_NONAME: "ENOTFOUND", socket.EAI_AGAIN: "EAI_AGAIN"}.get(n, "")
+    # ssl.SSLError's errno is OpenSSL's, not an errno (the client skips it too).
+    if isinstance(e, OSError) and not isinstance(e, ssl.SSLError) and isinstance(n, int):
+        return errno.errorcode.get(n, "")
+    return ""
+
+
+def status_of(e):
+    response = getattr(e, "response", None)
+    for candidate in (getattr(response, "status_code", None), getattr(response, "status", None),
+                      getattr(e, "status_code", None), getattr(e, "status", None),
+                      e.code if isinstance(e, urllib.error.HTTPError) else None):
+        if isinstance(candidate, int) and not isinstance(candidate, bool) and 100 <= candidate <= 599:
+            return candidate
+    return None
+
+
+def fixed(text):
+    return text.replace(str(PORT), SERVER_PORT_TEXT).replace(str(CLOSED), CLOSED_PORT_TEXT)
+
+
+def outcome_of(exc):
+    o = {"exception_type": type_name(exc), "message": fixed(str(exc) or type(exc).__name__)}
+    status = code = exit_code = None
+    for e in chain(exc):
+        status = status or status_of(e)
+        code = code or code_of(e)
+        if exit_code is None and isinstance(e, subprocess.CalledProcessError):
+            exit_code = e.returncode
+    if status:
+        o["http_status"] = status
+    if code:
+        o["code"] = code
+    if exit_code is not None:
+        o["exit_code"] = exit_code
+        if exc.stderr:
+            o["detail"] = "stderr:\n" + fixed(exc.stderr if isinstance(exc.stderr, str) else exc.stderr.decode())
+    return o
+
+
+def case(id, category, source, run):
+    try:
+        run()
+    except BaseException as exc:  # the failure is the data
+        retryable = category in ("timeout", "rate_limited", "network", "unavailable", "internal")
+        line = {"id": id, "source": source, "category": category, "retryable": retryable, "tags": [],
+                "outcome": outcome_of(exc)}
+        print(json.dumps(line, ensure_ascii=False))
+        return
+    print(f"{id}: did not fail", file=sys.stderr)
+
+
+def as_nobody(run):
+    """Runs `run` in a child process as user nobody (this machine's scripts run as root, whom no
+    file mode stops) and raises the exception it raised, brought back by pickle."""
+    def go():
+        import pickle
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                run()
+                error = None
+            except Exception as exc:
+                error = exc
+            os.write(write, pickle.dumps(error))
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            data = f.read()
+        os.waitpid(pid, 0)
+        error = pickle.loads(data)
+        if error is not None:
+            raise error
+    return go
+
+
+def v(name):
+    return f"{name} {version(name)}"
+
+
+# ---------------------------------------------------------------- requests
+import requests
+
+R = v("requests")
+case("r-py-requests-refused", "network", R, lambda: requests.get(f"http://127.0.0.1:{CLOSED}/", timeout=2))
+case("r-py-requests-read-timeout", "timeout", R, lambda: requests.get(f"{URL}/slow", timeout=0.5))
+case("r-py-requests-dns", "network", R, lambda: requests.get("http://api.nonexistent.invalid/v1", timeout=2))
+case("r-py-requests-tls-on-plain", "network", R, lambda: requests.get(f"https://127.0.0.1:{PORT}/", timeout=2))
+case("r-py-requests-dropped", "network", R, lambda: requests.get(f"{URL}/drop", timeout=2))
+for status, category in [(401, "auth"), (403, "permission_denied"), (404, "not_found"), (413, "context_length"),
+                         (422, "validation"), (429, "rate_limited"), (500, "internal"), (502, "unavailable"),
+                         (503, "unavailable")]:
+    case(f"r-py-requests-{status}", category, R, lambda s=status: requests.get(f"{URL}/plain/{s}", timeout=2).raise_for_status())
+
+# ---------------------------------------------------------------- httpx
+import httpx
+
+H = v("httpx")
+case("r-py-httpx-refused", "network", H, lambda: httpx.get(f"http://127.0.0.1:{CLOSED}/", timeout=2))
+case("r-py-httpx-read-timeout", "timeout", H, lambda: httpx.get(f"{URL}/slow", timeout=0.5))
+case("r-py-httpx-dropped", "network", H, lambda: httpx.get(f"{URL}/drop", timeout=2))
+case("r-py-httpx-403", "permission_denied", H, lambda: httpx.get(f"{URL}/plain/403").raise_for_status())
+case("r-py-httpx-422", "validation", H, lambda: httpx.post(f"{URL}/plain/422").raise_for_status())
+case("r-py-httpx-402", "quota_exceeded", H, lambda: httpx.post(f"{URL}/plain/402").raise_for_status())
+
+# ---------------------------------------------------------------- aiohttp
+import aiohttp
+
+A = v("aiohttp")
+
+
+def aio(path, timeout=None, port=None):
+    async def go():
+        t = aiohttp.ClientTimeout(sock_read=timeout) if timeout else aiohttp.ClientTimeout(total=5)
+        async with aiohttp.ClientSession(timeout=t) as s:
+            async with s.get(f"http://127.0.0.1:{port or PORT}{path}", raise_for_status=True) as r:
+                await r.read()
+    return lambda: asyncio.run(go())
+
+
+case("r-py-aiohttp-refused", "network", A, aio("/", port=CLOSED))
+case("r-py-aiohttp-429", "rate_limited", A, aio("/plain/429"))
+case("r-py-aiohttp-dropped", "network", A, aio("/drop"))
+case("r-py-aiohttp-sock-read-timeout", "timeout", A, aio("/slow", timeout=0.5))
+
+# ---------------------------------------------------------------- urllib (standard library)
+U = f"urllib (CPython {sys.version.split()[0]})"
+case("r-py-urllib-refused", "network", U, lambda: urllib.request.urlopen(f"http://127.0.0.1:{CLOSED}/", timeout=2))
+case("r-py-urllib-404", "not_found", U, lambda: urllib.request.urlopen(f"{URL}/plain/404", timeout=2))
+case("r-py-urllib-503", "unavailable", U, lambda: urllib.request.urlopen(f"{URL}/plain/503", timeout=2))
+case("r-py-urllib-timeout", "timeout", U, lambda: urllib.request.urlopen(f"{URL}/slow", timeout=0.5))
+
+# ---------------------------------------------------------------- openai SDK against the loopback server
+import openai
+
+O = v("openai")
+
+
+def oa(route, timeout=5.0, base=None):
+    client = openai.OpenAI(api_key="sk-test", base_url=base or f"{URL}/openai/{route}", max_retries=0, timeout=timeout)
+    return lambda: client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+
+
+case("r-py-openai-context", "context_length", O, oa("context"))
+case("r-py-openai-key", "auth", O, oa("key"))
+case("r-py-openai-model", "not_found", O, oa("model"))
+case("r-py-openai-rate", "rate_limited", O, oa("rate"))
+case("r-py-openai-quota", "quota_exceeded", O, oa("quota"))
+case("r-py-openai-500", "internal", O, oa("500"))
+case("r-py-openai-503", "unavailable", O, oa("503"))
+case("r-py-openai-policy", "content_filter", O, oa("policy"))
+case("r-py-openai-badparam", "validation", O, oa("badparam"))
+case("r-py-openai-refused", "network", O, oa("", base=f"http://127.0.0.1:{CLOSED}/v1"))
+case("r-py-openai-timeout", "timeout", O, oa("", timeout=0.5, base=f"{URL}/slow"))
+
+# ---------------------------------------------------------------- anthropic SDK against the loopback server
+import anthropic
+
+N = v("anthropic")
+
+
+def an(route, timeout=5.0, base=None):
+    client = anthropic.Anthropic(api_key="sk-ant-test", base_url=base or f"{URL}/anthropic/{route}", max_retries=0, timeout=timeout)
+    return lambda: client.messages.create(model="claude-sonnet-4-5", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+
+
+case("r-py-anthropic-529", "unavailable", N, an("529"))
+case("r-py-anthropic-long", "context_length", N, an("long"))
+case("r-py-anthropic-401", "auth", N, an("401"))
+case("r-py-anthropic-403", "permission_denied", N, an("403"))
+case("r-py-anthropic-404", "not_found", N, an("404"))
+case("r-py-anthropic-429", "rate_limited", N, an("429"))
+case("r-py-anthropic-500", "internal", N, an("500"))
+case("r-py-anthropic-413", "context_length", N, an("413"))
+case("r-py-anthropic-credit", "quota_exceeded", N, an("credit"))
+case("r-py-anthropic-refused", "network", N, an("", base=f"http://127.0.0.1:{CLOSED}"))
+
+# ---------------------------------------------------------------- standard library and local files
+P = f"CPython {sys.version.split()[0]}"
+case("r-py-json-bad", "format", P, lambda: json.loads('{"query": "weather", "units": metric}'))
+case("r-py-json-empty", "format", P, lambda: json.loads(""))
+case("r-py-open-missing", "not_found", P, lambda: open("/srv/agent/reports/q3.csv"))
+PRIVATE = tempfile.mkdtemp()  # 0700, root's
+open(os.path.join(PRIVATE, "notes.txt"), "w").close()
+case("r-py-open-denied", "permission_denied", P, as_nobody(lambda: open(os.path.join(PRIVATE, "notes.txt"))))
+case("r-py-open-directory", "not_found", P, lambda: open("/tmp"))
+case("r-py-mkdir-exists", "conflict", P, lambda: os.mkdir("/tmp"))
+case("r-py-asyncio-wait-for", "timeout", P, lambda: asyncio.run(asyncio.wait_for(asyncio.sleep(5), 0.1)))
+case("r-py-subprocess-ls", "not_found", P,
+     lambda: subprocess.run(["ls", "/srv/agent/missing"], check=True, capture_output=True, text=True))
+case("r-py-subprocess-timeout", "timeout", P, lambda: subprocess.run(["sleep", "5"], timeout=0.2))
+case("r-py-int-parse", "validation", P, lambda: int("twelve"))
+
+S = f"sqlite3 (SQLite {sqlite3.sqlite_version}, CPython {sys.version.split()[0]})"
+db = os.path.join(tempfile.mkdtemp(), "agent.db")
+setup = sqlite3.connect(db)
+setup.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT UNIQUE)")
+setup.execute("INSERT INTO users (email) VALUES ('a@example.com')")
+setup.commit()
+case("r-py-sqlite-no-table", "not_found", S, lambda: setup.execute("SELECT * FROM orders"))
+case("r-py-sqlite-unique", "conflict", S, lambda: setup.execute("INSERT INTO users (email) VALUES ('a@example.com')"))
+case("r-py-sqlite-syntax", "validation", S, lambda: setup.execute("SELEC * FROM users"))
+case("r-py-sqlite-no-column", "not_found", S, lambda: setup.execute("SELECT name FROM users"))
+setup.rollback()
+holder = sqlite3.connect(db, isolation_level=None)
+holder.execute("BEGIN EXCLUSIVE")
+waiter = sqlite3.connect(db, timeout=0.1)
+case("r-py-sqlite-locked", "conflict", S, lambda: waiter.execute("INSERT INTO users (email) VALUES ('b@example.com')"))
+holder.rollback()
+
+# ---------------------------------------------------------------- validation libraries
+import pydantic
+
+
+class SearchArgs(pydantic.BaseModel):
+    query: str
+    limit: int
+
+
+case("r-py-pydantic", "validation", v("pydantic"), lambda: SearchArgs.model_validate({"limit": "ten"}))
+import jsonschema
+
+case("r-py-jsonschema", "validation", v("jsonschema"), lambda: jsonschema.validate(
+    {"query": "x", "limit": -1}, {"type": "object", "properties": {"limit": {"type": "integer", "minimum": 1}}}))
+
+# ---------------------------------------------------------------- boto3 with no credentials
+for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+    os.environ.pop(name, None)
+os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = "/nonexistent"
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+import boto3
+
+case("r-py-boto3-no-credentials", "auth", v("boto3"), lambda: boto3.client(
+    "s3", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{CLOSED}").list_buckets())

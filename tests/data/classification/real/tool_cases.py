@@ -1,0 +1,220 @@
+"""Real command-line failures for holdout-real.jsonl: redis-server (through redis-cli), the sqlite3
+shell, git, curl, jq, make, npm and pip, each run on this machine (servers on loopback ports), with
+the outcome an agent's shell tool would report: what the command wrote to stderr (stdout when stderr
+is empty) as the message, and its exit code (none when it is 0: redis-cli exits 0 after an error
+reply, which the agent then has alone). One JSON line per case, labelled beforehand.
+
+Run: python3 tool_cases.py > tools.jsonl (needs redis-server and redis-cli, sqlite3, git, curl, jq,
+make, npm, pip; npm and pip ask their registries about one package name that does not exist).
+Random ports are written as 8787 (a server) and 8799 (a closed port), temporary directories as /work/repo.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+RETRYABLE = {"timeout", "rate_limited", "network", "unavailable", "internal"}
+WORK = tempfile.mkdtemp(prefix="real-tools-")
+REPLACE = [(WORK, "/work/repo")]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def first_line(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()[0]
+
+
+def fixed(text):
+    for old, new in REPLACE:
+        text = text.replace(old, new)
+    return text
+
+
+def case(id, category, source, cmd, cwd=None, input=None, env=None):
+    r = subprocess.run(cmd, cwd=cwd or WORK, capture_output=True, text=True, input=input, timeout=120,
+                       env={**os.environ, **(env or {})}, shell=isinstance(cmd, str))
+    text = r.stderr.strip() or r.stdout.strip()
+    if r.returncode == 0 and not text.startswith(("(error)", "ERR", "WRONGTYPE", "NOAUTH", "OOM", "NOPERM", "AUTH failed")):
+        print(f"{id}: did not fail: {text[:200]!r}", file=sys.stderr)
+        return
+    # redis-cli exits 0 on an error reply: the reply is all the agent has.
+    outcome = {"message": fixed(text), "exit_code": r.returncode} if r.returncode else {"message": fixed(text)}
+    line = {"id": id, "source": source, "category": category, "retryable": category in RETRYABLE,
+            "tags": [] if r.returncode else ["message-only"], "outcome": outcome}
+    print(json.dumps(line, ensure_ascii=False))
+
+
+# ---------------------------------------------------------------- redis-server 7, through redis-cli
+REDIS = first_line(["redis-server", "--version"]).split(" sha=")[0].replace("Redis server v=", "redis-server ")
+port, locked_port, closed = free_port(), free_port(), free_port()
+REPLACE += [(str(port), "8787"), (str(locked_port), "8787"), (str(closed), "8799")]
+base = ["redis-server", "--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--daemonize", "no"]
+servers = [
+    subprocess.Popen(base + ["--port", str(port), "--maxmemory", "1mb", "--maxmemory-policy", "noeviction"],
+                     stdout=subprocess.DEVNULL),
+    subprocess.Popen(base + ["--port", str(locked_port), "--requirepass", "s3cret"], stdout=subprocess.DEVNULL),
+]
+time.sleep(0.5)
+cli = ["redis-cli", "-h", "127.0.0.1", "-p", str(port)]
+locked = ["redis-cli", "-h", "127.0.0.1", "-p", str(locked_port)]
+subprocess.run(cli + ["CONFIG", "SET", "maxmemory", "0"], capture_output=True)
+subprocess.run(cli + ["RPUSH", "queue", "job-1"], capture_output=True)
+subprocess.run(cli + ["SET", "counter", "abc"], capture_output=True)
+subprocess.run(cli + ["ACL", "SETUSER", "reader", "on", ">pw", "~*", "+get"], capture_output=True)
+RC = f"{REDIS}, redis-cli"
+case("r-redis-wrongtype", "validation", RC, cli + ["GET", "queue"])
+case("r-redis-unknown-command", "validation", RC, cli + ["JSON.GET", "doc"])
+case("r-redis-wrong-arity", "validation", RC, cli + ["GET"])
+case("r-redis-not-integer", "validation", RC, cli + ["INCR", "counter"])
+case("r-redis-noperm", "permission_denied", RC, cli + ["--user", "reader", "--pass", "pw", "--no-auth-warning", "SET", "k", "v"])
+dump = subprocess.run(cli + ["--no-raw", "DUMP", "queue"], capture_output=True).stdout
+case("r-redis-noauth", "auth", RC, locked + ["GET", "k"])
+case("r-redis-wrongpass", "auth", RC, locked + ["-a", "wrong", "--no-auth-warning", "GET", "k"])
+subprocess.run(cli + ["CONFIG", "SET", "maxmemory", "1"], capture_output=True)
+case("r-redis-oom", "quota_exceeded", RC, cli + ["SET", "report", "x" * 1000])
+subprocess.run(cli + ["CONFIG", "SET", "maxmemory", "0"], capture_output=True)
+case("r-redis-refused", "network", RC, ["redis-cli", "-h", "127.0.0.1", "-p", str(closed), "PING"])
+for s in servers:
+    s.terminate()
+    s.wait()
+
+# ---------------------------------------------------------------- sqlite3 shell
+SQ = "sqlite3 " + first_line(["sqlite3", "--version"]).split()[0]
+db = os.path.join(WORK, "agent.db")
+subprocess.run(["sqlite3", db, "CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT UNIQUE); INSERT INTO users (email) VALUES ('a@example.com');"])
+case("r-sqlite3-no-table", "not_found", SQ, ["sqlite3", db, "SELECT * FROM orders;"])
+case("r-sqlite3-unique", "conflict", SQ, ["sqlite3", db, "INSERT INTO users (email) VALUES ('a@example.com');"])
+case("r-sqlite3-syntax", "validation", SQ, ["sqlite3", db, "SELEC * FROM users;"])
+case("r-sqlite3-cannot-open", "not_found", SQ, ["sqlite3", "/srv/agent/missing/agent.db", "SELECT 1;"])
+
+# ---------------------------------------------------------------- git
+G = first_line(["git", "--version"])
+env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "a",
+       "GIT_COMMITTER_EMAIL": "a@example.com", "GIT_CONFIG_GLOBAL": "/dev/null"}
+plain = os.path.join(WORK, "plain")
+os.mkdir(plain)
+case("r-git-not-a-repo", "not_found", G, ["git", "status"], cwd=plain, env={**env, "GIT_CEILING_DIRECTORIES": WORK})
+repo = os.path.join(WORK, "repo")
+run = lambda *cmd: subprocess.run(cmd, cwd=repo, capture_output=True, env={**os.environ, **env})
+os.mkdir(repo)
+run("git", "init", "-q", "-b", "main")
+open(os.path.join(repo, "a.txt"), "w").write("one\n")
+run("git", "add", "a.txt")
+run("git", "commit", "-qm", "one")
+case("r-git-pathspec", "not_found", G, ["git", "add", "notes.md"], cwd=repo, env=env)
+case("r-git-branch-exists", "conflict", G, ["git", "branch", "main"], cwd=repo, env=env)
+case("r-git-unknown-revision", "not_found", G, ["git", "checkout", "feature/login"], cwd=repo, env=env)
+run("git", "checkout", "-qb", "other")
+open(os.path.join(repo, "a.txt"), "w").write("two\n")
+run("git", "commit", "-qam", "two")
+run("git", "checkout", "-q", "main")
+open(os.path.join(repo, "a.txt"), "w").write("three\n")
+run("git", "commit", "-qam", "three")
+case("r-git-merge-conflict", "conflict", G, ["git", "merge", "other"], cwd=repo, env=env)
+run("git", "merge", "--abort")
+open(os.path.join(repo, "a.txt"), "w").write("local edit\n")
+case("r-git-checkout-overwrite", "conflict", G, ["git", "checkout", "other"], cwd=repo, env=env)
+run("git", "checkout", "--", "a.txt")
+bare = os.path.join(WORK, "origin.git")
+subprocess.run(["git", "clone", "-q", "--bare", repo, bare], capture_output=True)
+run("git", "commit", "-q", "--allow-empty", "-m", "local")
+subprocess.run(["git", "--git-dir", bare, "branch", "-f", "main", "other"], capture_output=True)
+run("git", "remote", "add", "origin", bare)
+case("r-git-push-rejected", "conflict", G, ["git", "push", "origin", "main"], cwd=repo, env=env)
+case("r-git-clone-missing", "not_found", G, ["git", "clone", os.path.join(WORK, "nope.git")], env=env)
+
+# ---------------------------------------------------------------- curl against loopback servers
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path == "/slow":
+            time.sleep(3)
+        status = {"/404": 404, "/503": 503, "/429": 429, "/401": 401}.get(self.path, 200)
+        if self.path == "/empty":
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.send_response(status)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+
+class Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass
+
+
+server = Server(("127.0.0.1", 0), Handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+http = f"http://127.0.0.1:{server.server_address[1]}"
+REPLACE.append((str(server.server_address[1]), "8787"))
+C = first_line(["curl", "--version"]).split(" (")[0]
+case("r-curl-refused", "network", C, ["curl", "-sS", f"http://127.0.0.1:{closed}/"])
+case("r-curl-timeout", "timeout", C, ["curl", "-sS", "--max-time", "0.5", f"{http}/slow"])
+case("r-curl-dns", "network", C, ["curl", "-sS", "http://api.nonexistent.invalid/"])
+case("r-curl-404", "not_found", C, ["curl", "-sSf", f"{http}/404"])
+case("r-curl-503", "unavailable", C, ["curl", "-sSf", f"{http}/503"])
+case("r-curl-429", "rate_limited", C, ["curl", "-sSf", f"{http}/429"])
+case("r-curl-401", "auth", C, ["curl", "-sSf", f"{http}/401"])
+case("r-curl-empty-reply", "network", C, ["curl", "-sS", f"{http}/empty"])
+case("r-curl-tls-on-plain", "network", C, ["curl", "-sS", f"https://127.0.0.1:{server.server_address[1]}/"])
+case("r-curl-bad-url", "validation", C, ["curl", "-sS", "http://exa mple.com/"])
+server.shutdown()
+
+# ---------------------------------------------------------------- jq
+J = first_line(["jq", "--version"])
+case("r-jq-cannot-index", "validation", J, ["jq", ".items[0].name"], input='{"items": {"name": "x"}}')
+case("r-jq-parse-input", "format", J, ["jq", "."], input="{'name': 'x'}")
+case("r-jq-compile", "validation", J, ["jq", ".items[] | select(.price > )"], input="{}")
+case("r-jq-missing-file", "not_found", J, ["jq", ".", "/srv/agent/data.json"])
+
+# ---------------------------------------------------------------- make
+M = first_line(["make", "--version"])
+mk = os.path.join(WORK, "mk")
+os.mkdir(mk)
+open(os.path.join(mk, "Makefile"), "w").write(
+    "build:\n\tcc -o app main.c\n\ntest:\n\t./run-tests.sh\n\nlint:\n\tfalse\n")
+open(os.path.join(mk, "main.c"), "w").write("int main(void) { return undefined_name; }\n")
+case("r-make-no-rule", "not_found", M, ["make", "deploy"], cwd=mk)
+case("r-make-cc-error", "validation", M + ", cc", ["make", "build"], cwd=mk)
+case("r-make-missing-script", "not_found", M, ["make", "test"], cwd=mk)
+case("r-make-step-failed", "unknown", M, ["make", "lint"], cwd=mk)
+case("r-make-no-makefile", "not_found", M, ["make"], cwd=plain)
+
+# ---------------------------------------------------------------- npm
+NPM = "npm " + first_line(["npm", "--version"])
+pkg = os.path.join(WORK, "pkg")
+os.mkdir(pkg)
+json.dump({"name": "agent-tool", "version": "1.0.0", "scripts": {"test": "node -e \"process.exit(3)\"",
+          "build": "tsc -p ."}}, open(os.path.join(pkg, "package.json"), "w"))
+case("r-npm-missing-script", "not_found", NPM, ["npm", "run", "deploy"], cwd=pkg)
+case("r-npm-script-failed", "unknown", NPM, ["npm", "test"], cwd=pkg)
+case("r-npm-script-command-missing", "not_found", NPM, ["npm", "run", "build"], cwd=pkg)
+case("r-npm-no-package-json", "not_found", NPM, ["npm", "run", "build"], cwd=plain)
+case("r-npm-install-404", "not_found", NPM, ["npm", "install", "--no-audit", "--no-fund", "rebound-holdout-no-such-package-zq"], cwd=pkg)
+
+# ---------------------------------------------------------------- pip
+PIP = " ".join(first_line([sys.executable, "-m", "pip", "--version"]).split()[:2])
+case("r-pip-no-distribution", "not_found", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "rebound-holdout-no-such-package-zq"])
+case("r-pip-invalid-requirement", "validation", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "requests=2.31"])
+case("r-pip-no-such-requirements-file", "not_found", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", "requirement.txt"])
+
+shutil.rmtree(WORK)
