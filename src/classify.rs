@@ -993,6 +993,27 @@ mod tests {
     }
 
     #[test]
+    fn a_file_system_error_reads_the_same_by_errno_name_or_by_its_text() {
+        // Node's fs errors carry the errno name; Go's carry only strerror's text
+        // (tests/data/classification/real/: node_cases.mjs, go_cases.go).
+        let c = classifier();
+        for (code, message, category) in [
+            ("EISDIR", "EISDIR: illegal operation on a directory, read", Category::NotFound),
+            ("", "read /srv/data: is a directory", Category::NotFound),
+            ("ENOTEMPTY", "ENOTEMPTY: directory not empty, rmdir '/tmp/agent-x'", Category::Conflict),
+            ("", "remove /srv/out: directory not empty", Category::Conflict),
+            ("", "mkdir /tmp: file exists", Category::Conflict),
+        ] {
+            let o = Outcome { code: code.into(), ..failure(message) };
+            assert_eq!(c.classify(&o).category, category, "{message}");
+            if !code.is_empty() {
+                let bare = Outcome { code: code.into(), ..failure("") };
+                assert_eq!(c.classify(&bare).category, category, "{code} alone");
+            }
+        }
+    }
+
+    #[test]
     fn nothing_matches_gives_unknown() {
         let got = classifier().classify(&failure("the frobnicator declined"));
         assert_eq!((got.category, &*got.rule), (Category::Unknown, NO_MATCH_RULE));

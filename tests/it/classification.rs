@@ -84,3 +84,11 @@ fn rules_generalise_to_the_held_out_set() {
     assert!(category >= 0.85, "held-out category accuracy {category:.3} < 0.85 (misses printed above)");
     assert!(retryable >= 0.85, "held-out retryable accuracy {retryable:.3} < 0.85");
 }
+
+#[test]
+fn rules_generalise_to_messages_produced_on_this_machine() {
+    let (category, retryable, n) = measure("holdout-real.jsonl");
+    assert!(n >= 100, "the real holdout has {n} cases");
+    assert!(category >= 0.85, "real held-out category accuracy {category:.3} < 0.85 (misses printed above)");
+    assert!(retryable >= 0.85, "real held-out retryable accuracy {retryable:.3} < 0.85");
+}
