@@ -1014,6 +1014,44 @@ mod tests {
     }
 
     #[test]
+    fn command_line_tools_and_servers_are_read_by_their_own_words() {
+        // As redis-server 7, git, make, npm, the sqlite3 shell, curl and jq print them
+        // (tests/data/classification/real/tool_cases.py).
+        let c = classifier();
+        for (message, category) in [
+            ("WRONGTYPE Operation against a key holding the wrong kind of value", Category::Validation),
+            ("(error) NOPERM this user has no permissions to run the 'set' command", Category::PermissionDenied),
+            ("AUTH failed: WRONGPASS invalid username-password pair or user is disabled.", Category::Auth),
+            ("LOADING Redis is loading the dataset in memory", Category::Unavailable),
+            (
+                "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
+                Category::Unavailable,
+            ),
+            ("ERR unknown command 'JSON.GET', with args beginning with: 'doc'", Category::Validation),
+            ("ERR wrong number of arguments for 'get' command", Category::Validation),
+            ("Error: unknown flag: --verbos", Category::Validation),
+            ("fatal: not a git repository (or any of the parent directories): .git", Category::NotFound),
+            (
+                "error: Your local changes to the following files would be overwritten by checkout:\n\ta.txt",
+                Category::Conflict,
+            ),
+            ("make: *** No rule to make target 'deploy'.  Stop.", Category::NotFound),
+            ("make: *** No targets specified and no makefile found.  Stop.", Category::NotFound),
+            ("npm error Missing script: \"deploy\"", Category::NotFound),
+            ("Error: unable to open database \"/srv/a.db\": unable to open database file", Category::NotFound),
+            ("curl: (52) Empty reply from server", Category::Network),
+            ("curl: (3) URL using bad/illegal format or missing URL", Category::Validation),
+            ("jq: error (at <stdin>:0): Cannot index object with number", Category::Validation),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+        }
+        // Redis's codes are capitals at the start of a reply: the same words in a sentence are not one.
+        for message in ["Busy day: the job queue is long", "loading the model weights"] {
+            assert_eq!(c.classify(&failure(message)).category, Category::Unknown, "{message}");
+        }
+    }
+
+    #[test]
     fn nothing_matches_gives_unknown() {
         let got = classifier().classify(&failure("the frobnicator declined"));
         assert_eq!((got.category, &*got.rule), (Category::Unknown, NO_MATCH_RULE));
