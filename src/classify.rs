@@ -1052,6 +1052,34 @@ mod tests {
     }
 
     #[test]
+    fn text_that_does_not_decode_is_format_and_a_value_of_the_wrong_type_is_validation() {
+        // Go's encoding/json and strconv, as go1.26 prints them (tests/data/classification/real/go_cases.go).
+        let c = classifier();
+        for (message, category) in [
+            ("invalid character 'e' in literal true (expecting 'r')", Category::Format),
+            ("invalid character '}' after object key", Category::Format),
+            ("invalid character 'x' in string literal", Category::Format),
+            ("json: cannot unmarshal string into Go struct field .limit of type int", Category::Validation),
+            ("strconv.Atoi: parsing \"twelve\": invalid syntax", Category::Validation),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+        }
+    }
+
+    #[test]
+    fn fetch_given_a_url_it_cannot_use_is_validation_not_network() {
+        // Node 20's undici: the TypeError says "fetch failed"; its cause names the reason.
+        let c = classifier();
+        let bad_url = Outcome { exception_type: "TypeError".into(), ..failure("fetch failed: unknown scheme") };
+        assert_eq!(c.classify(&bad_url).category, Category::Validation);
+        let refused = Outcome {
+            exception_type: "TypeError".into(),
+            ..failure("fetch failed: connect ECONNREFUSED 127.0.0.1:8799")
+        };
+        assert_eq!(c.classify(&refused).category, Category::Network);
+    }
+
+    #[test]
     fn nothing_matches_gives_unknown() {
         let got = classifier().classify(&failure("the frobnicator declined"));
         assert_eq!((got.category, &*got.rule), (Category::Unknown, NO_MATCH_RULE));
