@@ -1080,6 +1080,42 @@ mod tests {
     }
 
     #[test]
+    fn a_providers_words_refine_its_generic_code_or_status() {
+        let c = classifier();
+        // anthropic 2.14's BadRequestError for a used-up credit balance (real/python_cases.py).
+        let credit = Outcome {
+            http_status: Some(400),
+            code: "invalid_request_error".into(),
+            ..failure("Error code: 400 - {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': 'Your credit balance is too low to access the Anthropic API.'}}")
+        };
+        assert_eq!(c.classify(&credit).category, Category::QuotaExceeded);
+        let plain =
+            Outcome { code: "invalid_request_error".into(), ..failure("messages: at least one message is required") };
+        assert_eq!(c.classify(&plain).category, Category::Validation);
+        // A refused card is the payment details to change; a bare 402 is still a quota.
+        let card = Outcome { http_status: Some(402), ..failure("Your card was declined.") };
+        assert_eq!(c.classify(&card).category, Category::Validation);
+        let stripe = Outcome { http_status: Some(402), code: "card_declined".into(), ..failure("") };
+        assert_eq!(c.classify(&stripe).category, Category::Validation);
+        let bare = Outcome { http_status: Some(402), ..failure("Payment Required") };
+        assert_eq!(c.classify(&bare).category, Category::QuotaExceeded);
+    }
+
+    #[test]
+    fn a_404_that_will_not_say_whether_it_exists_is_not_found() {
+        // npm 11's E404 for a package that does not exist, and OpenAI's for a model.
+        let c = classifier();
+        for message in [
+            "npm error 404  The requested resource 'x@*' could not be found or you do not have permission to access it.",
+            "The model `gpt-9` does not exist or you do not have access to it.",
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, Category::NotFound, "{message}");
+        }
+        let denied = failure("You do not have permission to access this repository.");
+        assert_eq!(c.classify(&denied).category, Category::PermissionDenied);
+    }
+
+    #[test]
     fn nothing_matches_gives_unknown() {
         let got = classifier().classify(&failure("the frobnicator declined"));
         assert_eq!((got.category, &*got.rule), (Category::Unknown, NO_MATCH_RULE));
