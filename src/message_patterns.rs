@@ -301,7 +301,7 @@ mod tests {
     fn the_default_rules_agree_with_the_regex_crate_on_real_messages_and_traces() {
         let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
         let mut texts = Vec::new();
-        for corpus in ["corpus.jsonl", "holdout.jsonl"] {
+        for corpus in ["corpus.jsonl", "holdout.jsonl", "holdout-real.jsonl"] {
             let lines = std::fs::read_to_string(format!("{data}/classification/{corpus}")).expect("the corpus");
             for line in lines.lines() {
                 let case: serde_json::Value = serde_json::from_str(line).expect("a JSON case");
