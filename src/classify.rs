@@ -1099,6 +1099,13 @@ mod tests {
         assert_eq!(c.classify(&stripe).category, Category::Validation);
         let bare = Outcome { http_status: Some(402), ..failure("Payment Required") };
         assert_eq!(c.classify(&bare).category, Category::QuotaExceeded);
+        // A request that names billing details is not a quota (Stripe's invalid_request_error).
+        for outcome in [
+            Outcome { http_status: Some(400), ..failure("Missing required param: billing_details[address][line1].") },
+            Outcome { code: "invalid_request_error".into(), ..failure("Invalid billing_cycle_anchor: must be future") },
+        ] {
+            assert_eq!(c.classify(&outcome).category, Category::Validation, "{}", outcome.message);
+        }
     }
 
     #[test]
