@@ -1109,6 +1109,23 @@ mod tests {
     }
 
     #[test]
+    fn a_parse_error_inside_a_tool_that_ran_is_the_tools_not_the_models() {
+        let c = classifier();
+        // Python 3.11's json.loads of a 502 page, raised inside a tool (the clients report kind tool_error).
+        let parse = |kind| Outcome {
+            exception_type: "json.decoder.JSONDecodeError".into(),
+            kind,
+            ..failure("Expecting value: line 1 column 1 (char 0)")
+        };
+        let got = c.classify(&parse(Some(OutcomeKind::ToolError)));
+        assert_eq!((got.category, got.rule.as_ref()), (Category::Internal, "kind.tool_error.parse"));
+        assert!(got.retryable);
+        // Without the agent's word, or for the model's own call, it stays a format error.
+        assert_eq!(c.classify(&parse(None)).category, Category::Format);
+        assert_eq!(c.classify(&parse(Some(OutcomeKind::InvalidToolCall))).category, Category::Format);
+    }
+
+    #[test]
     fn a_404_that_will_not_say_whether_it_exists_is_not_found() {
         // npm 11's E404 for a package that does not exist, and OpenAI's for a model.
         let c = classifier();
