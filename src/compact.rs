@@ -324,6 +324,9 @@ pub fn digest<'a>(message: &'a str, exception_type: &str, detail: &str, policy: 
 /// The longest headline taken from tool output, in characters (before the policy's cut).
 const HEADLINE_CHARS: usize = 200;
 
+/// The longest message still shown with the detail after it (when that is no stack trace).
+const BARE_MESSAGE_CHARS: usize = 60;
+
 /// The message to show for a failure: the message, or else the exception of the
 /// stack trace in the detail, or else the failure lines of tool output; prefixed
 /// with the exception type when the text does not name it.
@@ -351,6 +354,17 @@ fn headline_with<'a>(
         Some(trace) if no_detail || message.is_empty() => Cow::Owned(trace.exception.clone()),
         _ if no_detail && message.len() > HEADLINE_CHARS && message.contains('\n') => {
             Cow::Owned(failure_lines(message, HEADLINE_CHARS))
+        }
+        // A bare status line (`422 Unprocessable Entity`, `exit status 1`) with a body or tool
+        // output beside it that is not a stack trace: the body says what to fix (which field,
+        // what is allowed), so it follows the status.
+        None if !no_detail && !message.is_empty() && message.chars().count() <= BARE_MESSAGE_CHARS => {
+            let said = failure_lines(detail, HEADLINE_CHARS);
+            if said.is_empty() || message.contains(said.as_str()) {
+                Cow::Borrowed(message)
+            } else {
+                Cow::Owned(format!("{message}: {said}"))
+            }
         }
         _ if !message.is_empty() => Cow::Borrowed(message),
         _ => Cow::Owned(failure_lines(detail, HEADLINE_CHARS)),
@@ -723,6 +737,25 @@ mod tests {
         // The budget holds, separators included.
         let long = format!("error: {}\n{}", "x".repeat(400), "y".repeat(400));
         assert!(failure_lines(&long, 200).chars().count() <= 200);
+    }
+
+    #[test]
+    fn a_bare_status_line_is_followed_by_the_body_that_says_what_to_fix() {
+        // FastAPI 0.115's 422 body (pydantic 2), beside the status line an HTTP tool reports.
+        let body = r#"{"detail":[{"type":"less_than_equal","loc":["query","limit"],"msg":"Input should be less than or equal to 100","input":"500","ctx":{"le":100}}]}"#;
+        let d = digest("422 Unprocessable Entity", "", body, &SnippetPolicy::default());
+        assert!(d.message.starts_with("422 Unprocessable Entity: {\"detail\":[{"), "{}", d.message);
+        assert!(d.message.contains(r#""loc":["query","limit"],"msg":"Input should be less than or equal to 100""#));
+        // Tool output beside a bare exit status gives its failure line.
+        let cargo = "   Compiling app v0.1.0\nerror[E0425]: cannot find value `x` in this scope\nerror: could not compile `app`";
+        assert_eq!(
+            headline("exit status 101", "", cargo),
+            "exit status 101: error[E0425]: cannot find value `x` in this scope | error: could not compile `app`"
+        );
+        // A message that says enough, or a detail that is a stack trace, stays as it was.
+        let long = "Validation failed for the request: the limit must be at most 100, got 500";
+        assert_eq!(headline(long, "", body), long);
+        assert_eq!(headline("boom", "", "boom"), "boom");
     }
 
     #[test]
