@@ -73,6 +73,33 @@ def test_httpx_status_error_carries_status_and_only_retry_headers() -> None:
     assert "HTTPStatusError" in o.detail  # the trace
 
 
+# FastAPI 0.115's 422 body (pydantic 2) for a query parameter past its bound.
+VALIDATION_BODY = (
+    '{"detail":[{"type":"less_than_equal","loc":["query","limit"],'
+    '"msg":"Input should be less than or equal to 100","input":"500","ctx":{"le":100}}]}'
+)
+
+
+def test_a_client_error_s_body_follows_the_status_line_and_says_what_to_fix() -> None:
+    with http_server([Reply(422, VALIDATION_BODY), Reply(422, VALIDATION_BODY)]) as url:
+        httpx_exc = raised(lambda: httpx.get(url + "/search?limit=500").raise_for_status())
+        requests_exc = raised(lambda: requests.get(url + "/search?limit=500", timeout=5).raise_for_status())
+    for exc in (httpx_exc, requests_exc):
+        o = build_outcome("search", exc)
+        assert o.http_status == 422
+        assert "422" in o.message and "limit=500" in o.message, o.message
+        assert o.message.endswith(": " + VALIDATION_BODY), o.message
+        assert "developer.mozilla.org" not in o.message  # httpx's second line only points to docs
+
+
+def test_a_server_error_s_body_is_not_added() -> None:
+    # A 5xx body is most often an error page, and says nothing the agent can change.
+    with http_server([Reply(502, "<html><body>Bad Gateway</body></html>")]) as url:
+        exc = raised(lambda: httpx.get(url + "/search").raise_for_status())
+    o = build_outcome("search", exc)
+    assert o.http_status == 502 and "<html>" not in o.message
+
+
 def test_httpx_connect_error_names_the_errno() -> None:
     host, port = refused_address()
     exc = raised(lambda: httpx.get(f"http://{host}:{port}/"))

@@ -45,6 +45,8 @@ MAX_MESSAGE_CHARS = 8 * 1024
 """The message is cut to this; the sidecar shows 200 characters of it anyway."""
 MAX_DETAIL_CHARS = 64 * 1024
 """The detail (trace, process output) is cut to this, keeping head and tail, to keep reports small."""
+MAX_BODY_CHARS = 1024
+"""Of a 4xx response's body, what follows the message's first line: it says which argument to fix."""
 MAX_CHAIN = 16
 """How many linked exceptions (cause, context, wrapped reasons) are searched for signals."""
 
@@ -194,6 +196,12 @@ def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
                 o.exit_code = rc
     if status is not None:
         o.http_status = status
+        body = _client_error_body(exc) if 400 <= status <= 499 else ""
+        if body and body not in o.message:
+            # httpx and requests say the status and the URL; the body says which argument to fix
+            # (a 422's field and what it allows). Their next lines only point to docs.
+            first = o.message.splitlines()[0] if o.message else ""
+            o.message = _clean(_cut_head(f"{first}: {body}" if first else body, MAX_MESSAGE_CHARS))
     if headers:
         for name, value in _retry_headers(headers):
             o.headers[name] = value
@@ -260,6 +268,20 @@ def _http_signal(e: BaseException) -> tuple[Optional[int], Optional[Mapping[str,
         if _is_http_status(candidate):
             return candidate, headers or _mapping(_attr(e, "headers"))
     return None, headers
+
+
+def _client_error_body(exc: BaseException) -> str:
+    """The body of the 4xx response an exception carries (httpx, requests: `.response.text`),
+    folded onto one line and cut; empty when there is none or it cannot be read (a stream)."""
+    for e in _chain(exc):
+        response = _attr(e, "response")
+        status = _attr(response, "status_code")
+        if not (isinstance(status, int) and 400 <= status <= 499):
+            continue
+        text = _attr(response, "text")
+        if isinstance(text, str) and text.strip():
+            return _cut_head(" ".join(text.split()), MAX_BODY_CHARS)
+    return ""
 
 
 def _attr(obj: Any, name: str) -> Any:
