@@ -507,6 +507,9 @@ impl Engine {
         if v.action == Action::Escalate {
             m.escalation(v.breaker.reason.unwrap_or(Reason::CategoryPolicy));
         }
+        if let (Some(action), Some(reason)) = (v.shadow_action, v.shadow_reason) {
+            m.shadowed(action, reason);
+        }
         if !v.snippet.is_empty() {
             m.snippet(v.snippet.len());
         }

@@ -42,6 +42,8 @@ pub const BREAKER_TRANSITIONS_TOTAL: &str = "rebound_breaker_transitions_total";
 pub const RETRY_BUDGET_EXHAUSTED_TOTAL: &str = "rebound_retry_budget_exhausted_total";
 /// Admit answers by tool and decision (allowed, probe, denied, shadow_denied).
 pub const ADMIT_TOTAL: &str = "rebound_admit_total";
+/// In shadow mode, verdicts that enforcing would have changed, by the action and reason it would have given.
+pub const SHADOW_VERDICTS_TOTAL: &str = "rebound_shadow_verdicts_total";
 
 /// Failed exchanges with the shared state backend (Redis).
 pub const STATE_BACKEND_ERRORS_TOTAL: &str = "rebound_state_backend_errors_total";
@@ -125,6 +127,10 @@ fn describe() {
     metrics::describe_counter!(BREAKER_TRANSITIONS_TOTAL, "Tool breaker transitions, by tool and new state.");
     metrics::describe_counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "Retries refused by the retry budget, by tool.");
     metrics::describe_counter!(ADMIT_TOTAL, "Admit answers, by tool and decision.");
+    metrics::describe_counter!(
+        SHADOW_VERDICTS_TOTAL,
+        "In shadow mode, verdicts that enforcing would have changed, by the action and reason it would have given."
+    );
     metrics::describe_counter!(STATE_BACKEND_ERRORS_TOTAL, "Failed exchanges with the shared state backend.");
     metrics::describe_gauge!(
         STATE_BACKEND_UP,
@@ -179,6 +185,7 @@ pub struct Metrics {
     reload_successful: Gauge,
     rpc: HashMap<&'static str, Histogram>,
     admits: Counters<(Arc<str>, &'static str)>,
+    shadowed: Counters<(Action, Reason)>,
     budget_exhausted: Counters<Arc<str>>,
     /// The breaker-state gauge of every tool label it was set for, so that all can be closed at once.
     breaker_states: Mutex<HashMap<Arc<str>, Gauge>>,
@@ -216,6 +223,7 @@ impl Metrics {
                 gauge
             },
             admits: Counters::new(),
+            shadowed: Counters::new(),
             budget_exhausted: Counters::new(),
             breaker_states: Mutex::new(HashMap::new()),
             rpc: RPC_METHODS.iter().map(|m| (*m, metrics::histogram!(RPC_DURATION_SECONDS, "method" => *m))).collect(),
@@ -269,6 +277,13 @@ impl Metrics {
         if let Some(c) = self.escalations.get(&reason) {
             c.increment(1);
         }
+    }
+
+    /// Counts a verdict that enforcing would have changed (shadow mode): to `action`, for `reason`.
+    pub fn shadowed(&self, action: Action, reason: Reason) {
+        self.shadowed.increment((action, reason), |(action, reason)| {
+            metrics::counter!(SHADOW_VERDICTS_TOTAL, "action" => action.as_str(), "reason" => reason.as_str())
+        });
     }
 
     /// Counts an eviction.

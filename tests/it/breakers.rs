@@ -84,5 +84,11 @@ async fn shadow_mode_never_blocks_but_still_counts() {
     assert!(body.contains("rebound_breaker_transitions_total{tool=\"shadowed_tool\",to=\"open\"}"), "{body}");
     assert!(body.contains("rebound_breaker_state{tool=\"shadowed_tool\"} 1"), "{body}");
     assert!(body.contains("rebound_admit_total{tool=\"shadowed_tool\",decision=\"shadow_denied\"}"), "{body}");
+    // What enforcing would have answered is counted, for a dashboard before the switch: the fifth
+    // failure opened the breaker, and it and the sixth would have been told to choose another tool.
+    assert!(
+        body.contains("rebound_shadow_verdicts_total{action=\"reclassify\",reason=\"tool_breaker_open\"} 2"),
+        "{body}"
+    );
     server.stop().await;
 }
