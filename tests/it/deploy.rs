@@ -56,13 +56,14 @@ async fn dashboard_and_alert_metrics_are_all_exported() {
     server.client.end_session(pb::EndSessionRequest { session_id: "ok".into() }).await.unwrap();
 
     let mut exported = metric_names(&http_get(&server.metrics_addr, "/metrics").await);
-    // Exported only with `[state] backend = "redis"`, which this server does not run: the name is
-    // looked for in the source instead, so that a misspelt one still fails (deploy/checks/live.py
-    // does the same).
+    // Exported only with `[state] backend = "redis"` or `[breakers] shadow = true`, which this server
+    // does not run: the names are looked for in the source instead, so that a misspelt one still
+    // fails (deploy/checks/live.py does the same).
     let source = std::fs::read_to_string(format!("{root}/src/metrics.rs")).unwrap();
-    let redis_only = "rebound_state_backend_up";
-    assert!(source.contains(&format!("\"{redis_only}\"")), "{redis_only} is not a metric of src/metrics.rs");
-    exported.insert(redis_only.to_string());
+    for config_only in ["rebound_state_backend_up", "rebound_shadow_verdicts_total"] {
+        assert!(source.contains(&format!("\"{config_only}\"")), "{config_only} is not a metric of src/metrics.rs");
+        exported.insert(config_only.to_string());
+    }
     let missing: Vec<&String> = wanted.difference(&exported).collect();
     assert!(missing.is_empty(), "used by the dashboard or alerts but not exported: {missing:?}");
     server.stop().await;
