@@ -740,10 +740,9 @@ const NEAREST_CHARS: usize = 64;
 /// case-insensitive, on their first `NEAREST_CHARS` characters, as written or with their
 /// words in order (`search_web` for `web_search`), whichever is nearer.
 pub fn nearest_tools<'a>(wanted: &str, tools: &'a [String]) -> Vec<&'a str> {
-    let mut scratch = Scratch::default();
-    let wanted = Folded::new(wanted);
+    let (wanted, mut row) = (Folded::new(wanted), Vec::new());
     let mut scored: Vec<(usize, &str)> =
-        tools.iter().map(|t| (wanted.distance(&Folded::new(t), &mut scratch), t.as_str())).collect();
+        tools.iter().map(|t| (wanted.distance(&Folded::new(t), &mut row), t.as_str())).collect();
     scored.sort();
     scored.into_iter().map(|(_, t)| t).collect()
 }
@@ -751,16 +750,9 @@ pub fn nearest_tools<'a>(wanted: &str, tools: &'a [String]) -> Vec<&'a str> {
 /// Whether `tool` is near enough to `wanted` to ask "did you mean": a few edits away (a
 /// third of the name, at least two), or sharing a word of three letters or more with it.
 fn near_enough(wanted: &str, tool: &str) -> bool {
-    let mut scratch = Scratch::default();
     let (a, b) = (Folded::new(wanted), Folded::new(tool));
-    a.distance(&b, &mut scratch) <= (a.chars.len() / 3).max(2)
+    a.distance(&b, &mut Vec::new()) <= (a.chars.len() / 3).max(2)
         || a.words().any(|w| w.len() >= 3 && b.words().any(|v| v == w))
-}
-
-/// Space kept between comparisons.
-#[derive(Default)]
-struct Scratch {
-    row: Vec<usize>,
 }
 
 /// A name as the nearest-tool ranking compares it: lower case, cut, and with its words sorted.
@@ -782,12 +774,13 @@ impl Folded {
         self.chars.split(|c| !c.is_alphanumeric()).filter(|w| !w.is_empty())
     }
 
-    fn distance(&self, other: &Folded, scratch: &mut Scratch) -> usize {
-        let plain = edit_distance(&self.chars, &other.chars, &mut scratch.row);
+    /// The edit distance to `other`, as written or with the words sorted (`row` is scratch space).
+    fn distance(&self, other: &Folded, row: &mut Vec<usize>) -> usize {
+        let plain = edit_distance(&self.chars, &other.chars, row);
         if plain == 0 || self.sorted == self.chars && other.sorted == other.chars {
             return plain;
         }
-        plain.min(edit_distance(&self.sorted, &other.sorted, &mut scratch.row))
+        plain.min(edit_distance(&self.sorted, &other.sorted, row))
     }
 }
 
