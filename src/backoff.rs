@@ -159,6 +159,10 @@ pub enum ProviderDelay {
 /// Epoch seconds above this are absolute times, below it durations (about 2001-09-09).
 const EPOCH_THRESHOLD_S: u64 = 1_000_000_000;
 
+/// Values above this are epoch milliseconds (OpenRouter's `X-RateLimit-Reset`): as epoch
+/// seconds they would be the year 33658.
+const EPOCH_THRESHOLD_MS: u64 = 1_000_000_000_000;
+
 /// The headers `provider_delay` reads (and `x-should-retry`): the server keeps
 /// these of an outcome's headers and drops the rest.
 pub const PROVIDER_HEADERS: [&str; 10] = [
@@ -243,13 +247,15 @@ pub fn parse_retry_after(value: &str, wall_ms: u64) -> Option<u64> {
     Some(at_ms.saturating_sub(wall_ms))
 }
 
-/// `x-ratelimit-reset`: seconds from now, or epoch seconds (told apart by size).
+/// `x-ratelimit-reset`: seconds from now, epoch seconds or epoch milliseconds (told apart by size).
 fn parse_reset(value: &str, wall_ms: u64) -> Option<u64> {
     let seconds: f64 = value.trim().parse().ok()?;
     if !seconds.is_finite() || seconds < 0.0 {
         return None;
     }
-    if seconds >= EPOCH_THRESHOLD_S as f64 {
+    if seconds >= EPOCH_THRESHOLD_MS as f64 {
+        Some((seconds as u64).saturating_sub(wall_ms))
+    } else if seconds >= EPOCH_THRESHOLD_S as f64 {
         Some(((seconds * 1000.0) as u64).saturating_sub(wall_ms))
     } else {
         Some((seconds * 1000.0).round() as u64)
@@ -382,6 +388,8 @@ mod tests {
             (&[("x-ratelimit-reset-requests", "2h0m0s")], Some(ProviderDelay::After(7_200_000))),
             (&[("x-ratelimit-reset", "30")], Some(ProviderDelay::After(30_000))),
             (&[("x-ratelimit-reset", "1700000060")], Some(ProviderDelay::After(60_000))),
+            // OpenRouter's, in epoch milliseconds.
+            (&[("x-ratelimit-reset", "1700000042500")], Some(ProviderDelay::After(42_500))),
             (&[("grpc-retry-pushback-ms", "1500")], Some(ProviderDelay::After(1500))),
             (&[("grpc-retry-pushback-ms", "-1")], Some(ProviderDelay::DoNotRetry { after: None })),
             (&[("x-should-retry", "false")], Some(ProviderDelay::DoNotRetry { after: None })),
