@@ -23,7 +23,12 @@ fn p(kind: &'static str, group: usize, re: &str) -> Pattern {
 
 /// Ordered: specific shapes first, generic `name=value` pairs last. Word
 /// boundaries are ASCII (`(?-u:\b)`): a Unicode `\b` makes the regex engine
-/// leave its fast DFA on any non-ASCII text, and secrets are ASCII.
+/// leave its fast DFA on any non-ASCII text, and secrets are ASCII. `_` is a
+/// word character, so a name's boundary is taken before the whole identifier,
+/// which may run on in front of the name: `[a-z0-9_]*` for names that are no
+/// part of ordinary words (`PGPASSWORD`, `SERPAPI_API_KEY`, `clientSecret`,
+/// `HF_TOKEN`), `(?:[a-z0-9_]*_)?`, joined by `_` only, for short ones that
+/// are (`MYSQL_PWD`, not `bypass`) and header names (`HTTP_AUTHORIZATION`).
 static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     vec![
         p(
@@ -46,26 +51,33 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
         p("jwt", 0, r"(?-u:\b)eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"),
         p("bearer_token", 1, r"(?i)(?-u:\b)bearer\s+([A-Za-z0-9._~+/=\-]{8,})"),
         p("basic_auth", 1, r"(?i)(?-u:\b)basic\s+([A-Za-z0-9+/]{8,}={0,2})"),
-        p("url_password", 1, r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/@]*:([^\s@/]+)@"),
+        p(
+            "authorization",
+            1,
+            r#"(?i)(?-u:\b)(?:[a-z0-9_]*_)?authorization["']?[ \t]*[:=][ \t]*["']?(?:\[?[a-z][a-z0-9._\-]*[ \t]+)?([^\s"',;\]]{4,})"#,
+        ),
+        p("cookie", 1, r#"(?i)(?-u:\b)(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?([^\r\n"'\]]{3,})"#),
+        p("url_signature", 2, r#"(?i)[?&;](sig|x-amz-signature|x-goog-signature)=([^\s&"'#;)\]>]{8,})"#),
+        p("url_password", 1, r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/]*:([^\s/]+)@"),
         p(
             "password",
             2,
-            r#"(?i)(?-u:\b)(password|passwd|pwd|pass)(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})"#,
+            r#"(?i)(?-u:\b)([a-z0-9_]*(?:password|passwd|passphrase)|(?:[a-z0-9_]*_)?(?:pwd|pass))(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})"#,
         ),
         p(
             "api_key",
             2,
-            r#"(?i)(?-u:\b)(api[_\-]?key|apikey|x-api-key|access[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#,
+            r#"(?i)(?-u:\b)([a-z0-9_]*(?:api[_\-]?key|apikey|x-api-key|access[_\-]?key|account[_\-]?key))(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#,
         ),
         p(
             "secret",
             2,
-            r#"(?i)(?-u:\b)(client[_\-]?secret|secret[_\-]?key|secret|private[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#,
+            r#"(?i)(?-u:\b)([a-z0-9_]*(?:client[_\-]?secret|secret[_\-]?key|secret|private[_\-]?key))(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})"#,
         ),
         p(
             "token",
             2,
-            r#"(?i)(?-u:\b)(access[_\-]?token|refresh[_\-]?token|auth[_\-]?token|id[_\-]?token|session[_\-]?token|token)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{8,})"#,
+            r#"(?i)(?-u:\b)([a-z0-9_]*(?:access[_\-]?token|refresh[_\-]?token|auth[_\-]?token|id[_\-]?token|session[_\-]?token|token))(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{8,})"#,
         ),
     ]
 });
@@ -97,6 +109,10 @@ const NEEDLES: &[(&str, &[&str])] = &[
     ("eyj", &["jwt"]),
     ("bearer", &["bearer_token"]),
     ("basic", &["basic_auth"]),
+    ("authorization", &["authorization"]),
+    ("cookie", &["cookie"]),
+    ("sig=", &["url_signature"]),
+    ("signature=", &["url_signature"]),
     ("://", &["url_password"]),
     ("pass", &["password"]),
     ("pwd", &["password"]),
@@ -106,6 +122,9 @@ const NEEDLES: &[(&str, &[&str])] = &[
     ("access_key", &["api_key"]),
     ("access-key", &["api_key"]),
     ("accesskey", &["api_key"]),
+    ("account_key", &["api_key"]),
+    ("account-key", &["api_key"]),
+    ("accountkey", &["api_key"]),
     ("private", &["secret"]),
     ("token", &["token"]),
 ];
@@ -370,6 +389,14 @@ mod tests {
             "private_key=x",
             "PrivateKey=x",
             "id_token=x",
+            "Authorization: x",
+            "COOKIE: x",
+            "?sig=x",
+            "&X-Amz-Signature=x",
+            "AccountKey=x",
+            "account_key=x",
+            "Account-Key=x",
+            "GPG_PASSPHRASE=x",
         ] {
             assert_ne!(candidates(text), 0, "{text}");
         }
@@ -402,6 +429,10 @@ mod tests {
             "PRIVATE_KEY=abcdef123456",
             "refresh_token=abcdefgh12345678",
             "ApiKey: abcdef123456",
+            "{'Authorization': 'Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b'}",
+            "> Cookie: sessionid=abc123def456; csrftoken=abcdef",
+            "https://a.blob.core.windows.net/c/f?sv=2022-11-02&sig=AbC%2Bdef0123%3D",
+            "AccountKey=abcdef0123456789==;EndpointSuffix=core.windows.net",
         ];
         for text in examples {
             let let_through = candidates(text);
@@ -479,6 +510,83 @@ mod tests {
     }
 
     #[test]
+    fn names_joined_to_a_prefix_and_other_headers_are_redacted() {
+        for (text, redacted) in [
+            ("env DB_PASSWORD=Tr0ub4dor3xyz psql -h db", "env DB_PASSWORD=[REDACTED:password] psql -h db"),
+            ("PGPASSWORD=Tr0ub4dor3xyz pg_dump mydb", "PGPASSWORD=[REDACTED:password] pg_dump mydb"),
+            (r#"{"POSTGRES_PASSWORD": "Tr0ub4dor3xyz"}"#, r#"{"POSTGRES_PASSWORD": "[REDACTED:password]"}"#),
+            ("MYSQL_PWD=Tr0ub4dor3xyz mysql", "MYSQL_PWD=[REDACTED:password] mysql"),
+            ("SMTP_PASS: Tr0ub4dor3xyz", "SMTP_PASS: [REDACTED:password]"),
+            ("OPENAI_API_KEY=0123456789abcdef0123", "OPENAI_API_KEY=[REDACTED:api_key]"),
+            ("HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "HF_TOKEN=[REDACTED:token]"),
+            (r#"{"clientSecret": "s3cr3t-value-1"}"#, r#"{"clientSecret": "[REDACTED:secret]"}"#),
+            ("'Authorization': 'Token 9944b09199c62bcf'", "'Authorization': 'Token [REDACTED:authorization]'"),
+            ("Authorization: ApiKey dGhlLWlkOnRoZS1rZXk=", "Authorization: ApiKey [REDACTED:authorization]"),
+            ("map[Authorization:[SSWS 00abcdef0123]]", "map[Authorization:[SSWS [REDACTED:authorization]]]"),
+            ("'HTTP_AUTHORIZATION': 'abcdef012345'", "'HTTP_AUTHORIZATION': '[REDACTED:authorization]'"),
+            (
+                "> Cookie: sessionid=abc123; csrftoken=def456\n< HTTP/1.1 403",
+                "> Cookie: [REDACTED:cookie]\n< HTTP/1.1 403",
+            ),
+            ("'Set-Cookie': 'sid=abc123; Path=/'", "'Set-Cookie': '[REDACTED:cookie]'"),
+            (
+                "GET /c/f?sv=2022-11-02&sig=AbC%2Bdef0123%3D&sp=r",
+                "GET /c/f?sv=2022-11-02&sig=[REDACTED:url_signature]&sp=r",
+            ),
+            (
+                "/o?X-Amz-SignedHeaders=host&X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0",
+                "/o?X-Amz-SignedHeaders=host&X-Amz-Signature=[REDACTED:url_signature]",
+            ),
+            (
+                "postgresql://app:p@ssw0rd!@db.internal:5432/app",
+                "postgresql://app:[REDACTED:url_password]@db.internal:5432/app",
+            ),
+        ] {
+            assert_eq!(redact(text), redacted, "{text}");
+        }
+        // Already covered before the names could be joined: a Bearer token keeps its own kind.
+        assert_eq!(redact("Authorization: Bearer abcDEF123456.xyz"), "Authorization: Bearer [REDACTED:bearer_token]");
+    }
+
+    #[test]
+    fn names_inside_ordinary_words_and_counts_stay() {
+        for text in [
+            r#"FATAL:  password authentication failed for user "app""#,
+            "KeyError: 'api_key'",
+            "KeyError: 'DB_PASSWORD'",
+            "missing required field api_key",
+            "max_tokens=4096 exceeds the limit",
+            "tokens_used=123456789 token_count=1234",
+            "bypass: enabled, compass=north",
+            "OLDPWD=/home/app/src",
+            "Access-Control-Allow-Headers: Authorization, Cookie",
+            "see https://example.com/search?q=sig&signal=9",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
+    fn the_shared_corpora_are_redacted_and_left_alone() {
+        // tests/data/secrets: the corpora every client's fallback is held to as well.
+        let secrets = include_str!("../tests/data/secrets/secrets.jsonl");
+        for line in secrets.lines() {
+            let case: serde_json::Value = serde_json::from_str(line).expect("one JSON object a line");
+            let out = redact(case["message"].as_str().expect("a message"));
+            let kind = case["type"].as_str().expect("a type");
+            assert!(out.contains(&format!("[REDACTED:{kind}]")), "{}: {out}", case["id"]);
+            for secret in case["secrets"].as_array().expect("secrets") {
+                assert!(!out.contains(secret.as_str().expect("a string")), "{}: {out}", case["id"]);
+            }
+        }
+        for line in include_str!("../tests/data/secrets/ordinary.jsonl").lines() {
+            let case: serde_json::Value = serde_json::from_str(line).expect("one JSON object a line");
+            let message = case["message"].as_str().expect("a message");
+            assert_eq!(redact(message), message, "{}", case["id"]);
+        }
+    }
+
+    #[test]
     fn a_secret_uncovered_by_another_redaction_is_redacted_too() {
         // The `/` in `w/cd://` keeps the first URL from matching until `pass:`'s value, which holds it, is replaced.
         let text = "ab://u:pass:w/cd://e:f@h";
@@ -537,6 +645,8 @@ mod tests {
                 "sk-proj-", "sk-ant-", "sk_live_", "AIza", "AKIA", "aws_secret_access_key=", "ghp_", "github_pat_",
                 "xoxb-", "eyJ", ".eyJ", "Bearer ", "basic ", "https://u:", "@h", "password=", "pwd: ", "api_key=",
                 "X-Api-Key: ", "client_secret=", "private_key=", "token=", "-----BEGIN PRIVATE KEY-----",
+                "DB_", "PG", "Authorization: ", "Token ", "Cookie: ", "Set-Cookie: ", "?sig=", "&X-Amz-Signature=",
+                "AccountKey=", "a@b",
                 "0123456789abcdefABCDEF0123456789", "ABCDEFGHIJKLMNOP", " ", "'", "\"", "=", ":", "/", "x",
                 "pa\u{17F}sword=", "api_\u{212A}ey=", "\u{2026}",
             ][..]), 0..12),
