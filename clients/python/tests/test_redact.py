@@ -46,7 +46,7 @@ def unreachable() -> Iterator[rebound.Client]:
 
 
 def test_the_corpora_are_there() -> None:
-    assert (len(SECRETS), len(ORDINARY)) == (85, 40), f"the corpora under {CORPUS} changed"
+    assert (len(SECRETS), len(ORDINARY)) == (110, 57), f"the corpora under {CORPUS} changed"
 
 
 @pytest.mark.parametrize("line", SECRETS)
@@ -85,7 +85,7 @@ def test_the_patterns_are_the_sidecars() -> None:
     table = source[source.index("static PATTERNS") : source.index("]\n});")]
     entry = re.compile(r'p\(\s*"(\w+)",\s*(\d+),\s*(?:r#"(.*?)"#|r"(.*?)")\s*,?\s*\)', re.DOTALL)
     sidecar = [(kind, int(group), raw or plain) for kind, group, raw, plain in entry.findall(table)]
-    assert len(sidecar) == 17, f"read {len(sidecar)} patterns from {REDACT_RS}"
+    assert len(sidecar) == 20, f"read {len(sidecar)} patterns from {REDACT_RS}"
     assert list(PATTERNS) == sidecar
 
 
@@ -108,11 +108,37 @@ def test_no_rust_syntax_is_left_in_the_python_patterns() -> None:
         ("Bearer abcdefghıpwd: hunter2", "Bearer [REDACTED:bearer_token]ıpwd: [REDACTED:password]"),
         # But it takes the Kelvin sign for a k, as Python does.
         ("api_\u212aey=abcdef123456", "api_\u212aey=[REDACTED:api_key]"),
+        # (?i) folds ſ into a name's [a-z0-9_] prefix, as Rust's does, and the boundary is before the prefix.
+        ("a\u017f_pass=abcdef", "a\u017f_pass=[REDACTED:password]"),
+        ("\u0131DB_PASSWORD=abc", "\u0131DB_PASSWORD=[REDACTED:password]"),
         # An unterminated PEM key is redacted to the end of the text.
         ("bad key: -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq\n", "bad key: [REDACTED:private_key]"),
     ],
 )
 def test_regex_constructs_read_as_in_rust(text: str, redacted: str) -> None:
+    assert redact(text) == redacted
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("env DB_PASSWORD=Tr0ub4dor3xyz psql -h db", "env DB_PASSWORD=[REDACTED:password] psql -h db"),
+        ("PGPASSWORD=Tr0ub4dor3xyz pg_dump mydb", "PGPASSWORD=[REDACTED:password] pg_dump mydb"),
+        ("MYSQL_PWD=Tr0ub4dor3xyz mysql", "MYSQL_PWD=[REDACTED:password] mysql"),
+        ("HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "HF_TOKEN=[REDACTED:token]"),
+        ('{"clientSecret": "s3cr3t-value-1"}', '{"clientSecret": "[REDACTED:secret]"}'),
+        ("bypass: enabled, compass=north, OLDPWD=/home/app", "bypass: enabled, compass=north, OLDPWD=/home/app"),
+        ("'Authorization': 'Token 9944b09199c62bcf'", "'Authorization': 'Token [REDACTED:authorization]'"),
+        ("'HTTP_AUTHORIZATION': 'abcdef012345'", "'HTTP_AUTHORIZATION': '[REDACTED:authorization]'"),
+        ("> Cookie: sessionid=abc123; csrftoken=def456\n< HTTP/1.1 403", "> Cookie: [REDACTED:cookie]\n< HTTP/1.1 403"),
+        ("GET /c/f?sv=2022-11-02&sig=AbC%2Bdef0123%3D&sp=r", "GET /c/f?sv=2022-11-02&sig=[REDACTED:url_signature]&sp=r"),
+        ("/o?X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0", "/o?X-Amz-Signature=[REDACTED:url_signature]"),
+        ("postgresql://app:p@ssw0rd!@db.internal:5432/app", "postgresql://app:[REDACTED:url_password]@db.internal:5432/app"),
+    ],
+)
+def test_names_joined_to_a_prefix_and_other_headers(text: str, redacted: str) -> None:
+    # Environment variables and camelCase keys, any Authorization scheme, cookies, URL signatures, and a
+    # URL password holding an unencoded @, as src/redact.rs's names_joined_to_a_prefix_and_other_headers_are_redacted.
     assert redact(text) == redacted
 
 

@@ -36,26 +36,33 @@ PATTERNS: tuple[tuple[str, int, str], ...] = (
     ("jwt", 0, r"(?-u:\b)eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"),
     ("bearer_token", 1, r"(?i)(?-u:\b)bearer\s+([A-Za-z0-9._~+/=\-]{8,})"),
     ("basic_auth", 1, r"(?i)(?-u:\b)basic\s+([A-Za-z0-9+/]{8,}={0,2})"),
-    ("url_password", 1, r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/@]*:([^\s@/]+)@"),
+    (
+        "authorization",
+        1,
+        r"""(?i)(?-u:\b)(?:[a-z0-9_]*_)?authorization["']?[ \t]*[:=][ \t]*["']?(?:\[?[a-z][a-z0-9._\-]*[ \t]+)?([^\s"',;\]]{4,})""",
+    ),
+    ("cookie", 1, r"""(?i)(?-u:\b)(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?([^\r\n"'\]]{3,})"""),
+    ("url_signature", 2, r"""(?i)[?&;](sig|x-amz-signature|x-goog-signature)=([^\s&"'#;)\]>]{8,})"""),
+    ("url_password", 1, r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/]*:([^\s/]+)@"),
     (
         "password",
         2,
-        r"""(?i)(?-u:\b)(password|passwd|pwd|pass)(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})""",
+        r"""(?i)(?-u:\b)([a-z0-9_]*(?:password|passwd|passphrase)|(?:[a-z0-9_]*_)?(?:pwd|pass))(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})""",
     ),
     (
         "api_key",
         2,
-        r"""(?i)(?-u:\b)(api[_\-]?key|apikey|x-api-key|access[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})""",
+        r"""(?i)(?-u:\b)([a-z0-9_]*(?:api[_\-]?key|apikey|x-api-key|access[_\-]?key|account[_\-]?key))(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})""",
     ),
     (
         "secret",
         2,
-        r"""(?i)(?-u:\b)(client[_\-]?secret|secret[_\-]?key|secret|private[_\-]?key)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})""",
+        r"""(?i)(?-u:\b)([a-z0-9_]*(?:client[_\-]?secret|secret[_\-]?key|secret|private[_\-]?key))(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{6,})""",
     ),
     (
         "token",
         2,
-        r"""(?i)(?-u:\b)(access[_\-]?token|refresh[_\-]?token|auth[_\-]?token|id[_\-]?token|session[_\-]?token|token)(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{8,})""",
+        r"""(?i)(?-u:\b)([a-z0-9_]*(?:access[_\-]?token|refresh[_\-]?token|auth[_\-]?token|id[_\-]?token|session[_\-]?token|token))(?:["']?\s*[:=]\s*["']?)([^\s"'&,;}\])]{8,})""",
     ),
 )
 
