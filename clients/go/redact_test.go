@@ -156,6 +156,23 @@ func TestRedactMatchesTheSidecar(t *testing.T) {
 		{"api_\u212aey=abcdef123456", "api_\u212aey=[REDACTED:api_key]"},
 		{"login failed: pa\u017fsword=hunter22 rejected", "login failed: pa\u017fsword=[REDACTED:password] rejected"},
 		{"the \u212aelvin sign, alone", "the \u212aelvin sign, alone"},
+		// Names joined to a prefix, as environment variables and camelCase keys spell them.
+		{"env DB_PASSWORD=Tr0ub4dor3xyz psql -h db", "env DB_PASSWORD=[REDACTED:password] psql -h db"},
+		{"PGPASSWORD=Tr0ub4dor3xyz pg_dump mydb", "PGPASSWORD=[REDACTED:password] pg_dump mydb"},
+		{"MYSQL_PWD=Tr0ub4dor3xyz mysql", "MYSQL_PWD=[REDACTED:password] mysql"},
+		{"HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "HF_TOKEN=[REDACTED:token]"},
+		{`{"clientSecret": "s3cr3t-value-1"}`, `{"clientSecret": "[REDACTED:secret]"}`},
+		{"bypass: enabled, compass=north, OLDPWD=/home/app", "bypass: enabled, compass=north, OLDPWD=/home/app"},
+		// (?i) folds ſ into the prefix's [a-z0-9_], as Rust's does; the boundary is before the prefix.
+		{"a\u017f_pass=abcdef", "a\u017f_pass=[REDACTED:password]"},
+		// Any Authorization scheme, Go's http.Header printed, cookies, URL signatures.
+		{"'Authorization': 'Token 9944b09199c62bcf'", "'Authorization': 'Token [REDACTED:authorization]'"},
+		{"map[Authorization:[SSWS 00abcdef0123]]", "map[Authorization:[SSWS [REDACTED:authorization]]]"},
+		{"> Cookie: sessionid=abc123; csrftoken=def456\n< HTTP/1.1 403", "> Cookie: [REDACTED:cookie]\n< HTTP/1.1 403"},
+		{"GET /c/f?sv=2022-11-02&sig=AbC%2Bdef0123%3D&sp=r", "GET /c/f?sv=2022-11-02&sig=[REDACTED:url_signature]&sp=r"},
+		{"/o?X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0", "/o?X-Amz-Signature=[REDACTED:url_signature]"},
+		// A password holding an unencoded @: the userinfo runs to the last @.
+		{"postgresql://app:p@ssw0rd!@db.internal:5432/app", "postgresql://app:[REDACTED:url_password]@db.internal:5432/app"},
 		// Uncovered by another redaction: the second pass sees the URL.
 		{"ab://u:pass:w/cd://e:f@h", "ab://u:[REDACTED:url_password]@h"},
 	}
