@@ -36,7 +36,7 @@ interface SecretCase {
 const SECRET_CASES = lines<SecretCase>("secrets/secrets.jsonl");
 const ORDINARY = lines<{ id: string; message: string }>("secrets/ordinary.jsonl");
 // A corpus read short would leave most of the checks below without a case.
-assert.ok(SECRET_CASES.length >= 85 && ORDINARY.length >= 40, "tests/data/secrets: fewer lines than expected");
+assert.ok(SECRET_CASES.length >= 110 && ORDINARY.length >= 57, "tests/data/secrets: fewer lines than expected");
 
 /** An SDK error as the OpenAI and Anthropic SDKs shape theirs: the message and the HTTP status. */
 function sdkError(message: string, status?: number): Error {
@@ -134,6 +134,11 @@ describe("the port of src/redact.rs", () => {
       ["client_secret: 'abcdef123456'", "secret"],
       ["refresh_token=abcdefgh12345678", "token"],
       ["ApiKey: abcdef123456", "api_key"],
+      ["env DB_PASSWORD=Tr0ub4dor3xyz psql -h db", "password"],
+      ["'Authorization': 'Token 9944b09199c62bcf'", "authorization"],
+      ["> Cookie: sessionid=abc123; csrftoken=def456", "cookie"],
+      ["GET /c/f?sv=2022-11-02&sig=AbC%2Bdef0123%3D&sp=r", "url_signature"],
+      ["/o?X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0", "url_signature"],
     ];
     for (const [text, kind] of cases) {
       assert.ok(redact(text).includes(`[REDACTED:${kind}]`), `${kind}: ${redact(text)}`);
@@ -143,8 +148,8 @@ describe("the port of src/redact.rs", () => {
       PATTERNS.map((p) => p.kind),
       [
         "private_key", "anthropic_key", "stripe_key", "openai_key", "google_key", "aws_access_key", "aws_secret_key",
-        "github_token", "slack_token", "jwt", "bearer_token", "basic_auth", "url_password", "password", "api_key",
-        "secret", "token",
+        "github_token", "slack_token", "jwt", "bearer_token", "basic_auth", "authorization", "cookie", "url_signature",
+        "url_password", "password", "api_key", "secret", "token",
       ],
       "the sidecar's kinds in the sidecar's order",
     );
@@ -158,8 +163,10 @@ describe("the port of src/redact.rs", () => {
 
   it("keeps the name of a name=value pair and replaces only the value", () => {
     assert.equal(redact('{"password" => "hunter22"} rejected'), '{"password" => "[REDACTED:password]"} rejected');
-    // A name inside a longer word is not one: no word boundary before it.
-    assert.equal(redact("DB_PASSWORD => 'hunter22' rejected"), "DB_PASSWORD => 'hunter22' rejected");
+    // A name joined to a prefix, as environment variables spell it, is one; a short one inside a word is not.
+    assert.equal(redact("DB_PASSWORD => 'hunter22' rejected"), "DB_PASSWORD => '[REDACTED:password]' rejected");
+    assert.equal(redact("PGPASSWORD=hunter22 pg_dump"), "PGPASSWORD=[REDACTED:password] pg_dump");
+    assert.equal(redact("bypass: enabled, compass=north"), "bypass: enabled, compass=north");
     assert.equal(redact("https://api.example.com/v1?api_key=abcdef123456&page=2"), "https://api.example.com/v1?api_key=[REDACTED:api_key]&page=2");
   });
 
@@ -183,7 +190,8 @@ describe("the port of src/redact.rs", () => {
       "AIza0123", "AKIA0123456789ABCDEF", "ASIA", "ABIA", "ACCA", "AIDA", "AROA", "aws_secret_access_key=x", "SecretAccessKey=x",
       "ghp_x", "gho_x", "ghu_x", "ghs_x", "ghr_x", "github_pat_x", "xoxb-1", "eyJa.eyJb.c", "Bearer x", "BASIC x",
       "http://u:p@h", "PASSWD=x", "pwd=x", "API_KEY=x", "x-api-key: x", "ApiKey=x", "access_key=x", "Access-Key=x",
-      "client_secret=x", "private_key=x", "PrivateKey=x", "id_token=x",
+      "client_secret=x", "private_key=x", "PrivateKey=x", "id_token=x", "Authorization: x", "COOKIE: x", "?sig=x",
+      "&X-Amz-Signature=x", "AccountKey=x", "account_key=x", "Account-Key=x", "GPG_PASSPHRASE=x",
     ]) {
       assert.notEqual(candidates(text).size, 0, text);
     }
@@ -230,7 +238,10 @@ describe("the port of src/redact.rs", () => {
       assert.equal(redact("\u017fpassword=hunter22"), "\u017fpassword=[REDACTED:password]");
       assert.equal(redact("\u212abearer abcdefghij"), "\u212abearer [REDACTED:bearer_token]");
       assert.equal(redact("\u017fecret=abcdefgh secret"), "\u017fecret=abcdefgh secret");
-      assert.equal(redact("xpassword=hunter22"), "xpassword=hunter22");
+      assert.equal(redact("xpass=hunter22"), "xpass=hunter22");
+      // A prefix may hold them, as the sidecar's [a-z0-9_] under (?i) does, and the boundary is before the prefix.
+      assert.equal(redact("a\u017f_pass=abcdef"), "a\u017f_pass=[REDACTED:password]");
+      assert.equal(redact("\u017f_password=abc"), "\u017f_password=[REDACTED:password]");
       // No match starts inside a word, but one may start right after it.
       assert.equal(redact("xpass=pwd=abc"), "xpass=pwd=[REDACTED:password]");
     });
