@@ -117,16 +117,20 @@ mod tests {
         (SessionLimits::from_policy(&policy), policy)
     }
 
-    #[test]
-    fn seed_thresholds() {
-        let (limits, policy) = seeds();
-        let c = |consecutive, errors, identical| Counters {
+    /// A session's counters after one step, with these failure counts.
+    fn c(consecutive: u32, errors: u32, identical: u32) -> Counters {
+        Counters {
             steps: 1,
             cost: 0.0,
             session_errors: errors,
             consecutive_failures: consecutive,
             identical_errors: identical,
-        };
+        }
+    }
+
+    #[test]
+    fn seed_thresholds() {
+        let (limits, policy) = seeds();
         assert_eq!(on_failure(&c(2, 2, 2), &limits, &policy), None);
         assert_eq!(on_failure(&c(3, 3, 3), &limits, &policy), Some((Action::Escalate, Reason::ConsecutiveFailures)));
         assert_eq!(on_failure(&c(1, 10, 1), &limits, &policy), Some((Action::Escalate, Reason::SessionErrors)));
@@ -136,13 +140,6 @@ mod tests {
     #[test]
     fn failures_before_a_trip_counts_to_the_nearest_breaker() {
         let (limits, policy) = seeds();
-        let c = |consecutive, errors, identical| Counters {
-            steps: 1,
-            cost: 0.0,
-            session_errors: errors,
-            consecutive_failures: consecutive,
-            identical_errors: identical,
-        };
         // Three in a row escalate: after the first failure one more passes, after the second none.
         assert_eq!(failures_before_a_trip(&c(1, 1, 1), &limits, &policy), 1);
         assert_eq!(failures_before_a_trip(&c(2, 2, 2), &limits, &policy), 0);
