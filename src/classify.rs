@@ -899,6 +899,37 @@ mod tests {
     }
 
     #[test]
+    fn the_sdks_status_classes_are_known_without_their_status() {
+        // anthropic 2.14's classes (anthropic/_exceptions.py), one a status, as a client
+        // reports them when it has no status to send; the generic ones (BadRequestError,
+        // InternalServerError) are left to the status and the words, which they do not decide.
+        let c = classifier();
+        for (exception, category) in [
+            ("anthropic.PaymentRequiredError", Category::QuotaExceeded),
+            ("anthropic.RequestTimeoutError", Category::Timeout),
+            ("anthropic.PreconditionFailedError", Category::Conflict),
+            ("anthropic.ContentTooLargeError", Category::ContextLength),
+            ("anthropic.UnprocessableEntityError", Category::Validation),
+            ("anthropic.RequestHeaderFieldsTooLargeError", Category::Validation),
+            ("anthropic.ClientClosedRequestError", Category::Cancelled),
+            ("anthropic.HTTPNotImplementedError", Category::Internal),
+            ("anthropic.GatewayTimeoutError", Category::Unavailable),
+            ("anthropic.CredentialsError", Category::Auth),
+        ] {
+            let o = Outcome { exception_type: exception.into(), ..failure("boom") };
+            assert_eq!(c.classify(&o).category, category, "{exception}");
+        }
+        // The error types of Anthropic's API reference, as a client reads them from the body.
+        for (code, category) in [
+            ("billing_error", Category::QuotaExceeded),
+            ("request_too_large", Category::ContextLength),
+            ("timeout_error", Category::Timeout),
+        ] {
+            let o = Outcome { code: code.into(), ..failure("boom") };
+            assert_eq!(c.classify(&o).category, category, "{code}");
+        }
+    }
+    #[test]
     fn a_trace_names_its_exception_when_the_outcome_does_not() {
         let c = classifier();
         let py = Outcome {

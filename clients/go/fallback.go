@@ -121,10 +121,10 @@ var providerCodes = func() map[string]providerClass {
 		codes []string
 	}{
 		{providerClass{reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"},
-			[]string{"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
+			[]string{"insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
 				"QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"}},
 		{providerClass{reboundpb.Category_CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"},
-			[]string{"context_length_exceeded", "string_above_max_length", "max_tokens_exceeded"}},
+			[]string{"context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"}},
 		{providerClass{reboundpb.Category_CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"},
 			[]string{"content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety",
 				"PROHIBITED_CONTENT"}},

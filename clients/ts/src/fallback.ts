@@ -113,6 +113,7 @@ const NETWORK_CODES = new Set([
 export const PROVIDER_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
   ...[
     "insufficient_quota",
+    "billing_error",
     "billing_hard_limit_reached",
     "billing_not_active",
     "quota_exceeded",
@@ -121,7 +122,7 @@ export const PROVIDER_CODES: ReadonlyMap<string, readonly [pb.Category, string]>
     "ServiceQuotaExceededException",
     "LimitExceededException",
   ].map((code) => [code, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"]] as const),
-  ...["context_length_exceeded", "string_above_max_length", "max_tokens_exceeded"].map(
+  ...["context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"].map(
     (code) => [code, [C.CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"]] as const,
   ),
   ...["content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety", "PROHIBITED_CONTENT"].map(

@@ -35,12 +35,12 @@ _NETWORK_CODES = frozenset({
 # code wins over the HTTP status: OpenAI sends insufficient_quota with a 429.
 _PROVIDER_CODES = {
     **dict.fromkeys(
-        ["insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded", "QuotaExceeded",
-         "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"],
+        ["insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
+         "QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"],
         (Category.QUOTA_EXCEEDED, "fallback.code_quota"),
     ),
     **dict.fromkeys(
-        ["context_length_exceeded", "string_above_max_length", "max_tokens_exceeded"],
+        ["context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"],
         (Category.CONTEXT_LENGTH, "fallback.code_context_length"),
     ),
     **dict.fromkeys(

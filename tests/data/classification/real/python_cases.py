@@ -65,6 +65,9 @@ ROUTES = {
     "/anthropic/500": (500, {}, ANTHROPIC_BODY("api_error", "Internal server error")),
     "/anthropic/413": (413, {}, ANTHROPIC_BODY("request_too_large", "Request exceeds the maximum allowed number of bytes.")),
     "/anthropic/credit": (400, {}, ANTHROPIC_BODY("invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")),
+    # The error types of Anthropic's API reference ("Errors": 402 billing_error, 504 timeout_error).
+    "/anthropic/402": (402, {}, ANTHROPIC_BODY("billing_error", "There is an issue with your account's billing. Please add a payment method to continue.")),
+    "/anthropic/504": (504, {}, ANTHROPIC_BODY("timeout_error", "Request timed out while processing. Please try again.")),
 }
 
 
@@ -325,6 +328,8 @@ case("r-py-anthropic-429", "rate_limited", N, an("429"))
 case("r-py-anthropic-500", "internal", N, an("500"))
 case("r-py-anthropic-413", "context_length", N, an("413"))
 case("r-py-anthropic-credit", "quota_exceeded", N, an("credit"))
+case("r-py-anthropic-402", "quota_exceeded", N, an("402"))
+case("r-py-anthropic-504", "timeout", N, an("504"))
 case("r-py-anthropic-refused", "network", N, an("", base=f"http://127.0.0.1:{CLOSED}"))
 
 # ---------------------------------------------------------------- standard library and local files
