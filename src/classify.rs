@@ -419,10 +419,15 @@ impl Classifier {
     /// The winning rule index and, when `collect`, every match as (index, category, score).
     fn best(&self, outcome: &Outcome, collect: bool) -> (Option<usize>, Vec<(usize, Category, i32)>) {
         let text = match_text(outcome, self.text_limit);
-        // From a trace: the first type some rule knows (a root cause may be too generic to).
-        let derived = if outcome.exception_type.trim().is_empty() {
+        // From a trace: the first type some rule knows (a root cause may be too generic to),
+        // when the outcome names no type, or one no rule knows (a wrapper such as Go's
+        // `exec.ExitError` around a process that printed its own exception).
+        let named = outcome.exception_type.trim();
+        let derived = if named.is_empty() {
             let names = exceptions_in_trace(trace_text(outcome));
             names.iter().copied().find(|n| self.index.knows(n)).or(names.first().copied())
+        } else if !self.index.knows(named) {
+            exceptions_in_trace(trace_text(outcome)).into_iter().find(|n| self.index.knows(n))
         } else {
             None
         };
@@ -896,6 +901,29 @@ mod tests {
         let got = c.classify(&o);
         assert_eq!(got.category, Category::Timeout);
         assert!(got.retryable);
+    }
+
+    #[test]
+    fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
+        // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
+        // child's stderr: a real Python traceback of the set.
+        let c = classifier();
+        let child = |trace: &str| Outcome {
+            exception_type: "exec.ExitError".into(),
+            exit_code: Some(1),
+            detail: trace.into(),
+            ..failure("exit status 1")
+        };
+        let got = c.classify(&child(include_str!("../tests/data/traces/py-recursion.txt")));
+        assert_eq!((got.category, &*got.rule), (Category::Internal, "exception.internal"));
+        let got = c.classify(&child(include_str!("../tests/data/traces/py-key-error.txt")));
+        assert_eq!((got.category, &*got.rule), (Category::Validation, "exception.validation"));
+        // A type some rule knows keeps its say over the trace's.
+        let timeout = Outcome {
+            exception_type: "TimeoutError".into(),
+            ..child(include_str!("../tests/data/traces/py-key-error.txt"))
+        };
+        assert_eq!(c.classify(&timeout).category, Category::Timeout);
     }
 
     #[test]

@@ -350,15 +350,26 @@ fn headline_with<'a>(
     // `err.stack`) gives its exception line, and long tool output sent as the message
     // its failure lines, as each would from the detail.
     let no_detail = detail.trim().is_empty();
+    let bare = !message.is_empty() && message.chars().count() <= BARE_MESSAGE_CHARS;
     let base = match trace {
         Some(trace) if no_detail || message.is_empty() => Cow::Owned(trace.exception.clone()),
+        // A bare status line (`exit status 2`, `Command failed: python3 job.py`) beside the
+        // stack trace of what failed: the trace's exception says what went wrong.
+        Some(trace)
+            if bare
+                && !trace.exception.is_empty()
+                && !trace.exception.contains(message)
+                && !message.contains(&trace.exception) =>
+        {
+            Cow::Owned(format!("{message}: {}", trace.exception))
+        }
         _ if no_detail && message.len() > HEADLINE_CHARS && message.contains('\n') => {
             Cow::Owned(failure_lines(message, HEADLINE_CHARS))
         }
         // A bare status line (`422 Unprocessable Entity`, `exit status 1`) with a body or tool
         // output beside it that is not a stack trace: the body says what to fix (which field,
         // what is allowed), so it follows the status.
-        None if !no_detail && !message.is_empty() && message.chars().count() <= BARE_MESSAGE_CHARS => {
+        None if !no_detail && bare => {
             let said = failure_lines(detail, HEADLINE_CHARS);
             if said.is_empty() || message.contains(said.as_str()) {
                 Cow::Borrowed(message)
@@ -772,9 +783,29 @@ mod tests {
         assert_eq!(&*d.message, "httpx.ConnectError: [Errno 111] Connection refused");
         assert_eq!(d.location, "search.py:41 in run");
         assert_eq!(&*d.headline, &*d.message);
-        // A message given wins over the trace; the trace still gives the location.
-        assert_eq!(&*digest("boom", "", trace, &SnippetPolicy::default()).message, "boom");
-        assert_eq!(digest("boom", "", trace, &SnippetPolicy::default()).location, "search.py:41 in run");
+        // A message given leads; a short one that the trace's exception does not repeat is
+        // followed by it. The trace still gives the location.
+        let long = "the search tool could not reach its index server after three attempts";
+        assert_eq!(&*digest(long, "", trace, &SnippetPolicy::default()).message, long);
+        assert_eq!(digest(long, "", trace, &SnippetPolicy::default()).location, "search.py:41 in run");
+        let repeated = "[Errno 111] Connection refused";
+        assert_eq!(&*digest(repeated, "httpx.ConnectError", trace, &SnippetPolicy::default()).message, &*d.message);
+    }
+
+    #[test]
+    fn a_bare_exit_status_beside_a_trace_is_followed_by_its_exception() {
+        // What Go's exec reports for a child that crashed (`exit status 2`, its stderr as the
+        // detail), and Node's execFile (`Command failed: …`): the real traces of the set.
+        let policy = SnippetPolicy::default();
+        let go = include_str!("../tests/data/traces/go-nil-pointer.txt");
+        assert_eq!(
+            &*digest("exit status 2", "exec.ExitError", go, &policy).headline,
+            "exec.ExitError: exit status 2: panic: runtime error: invalid memory address or nil pointer dereference"
+        );
+        let py = include_str!("../tests/data/traces/py-json-decode.txt");
+        let d = digest("Command failed: python3 fetch.py", "", py, &policy);
+        assert!(d.message.starts_with("Command failed: python3 fetch.py: "), "{}", d.message);
+        assert!(d.message.contains("JSONDecodeError"), "{}", d.message);
     }
 
     #[test]
