@@ -892,6 +892,11 @@ mod tests {
         assert_eq!(c.classify(&rate).category, Category::RateLimited);
         let plain = Outcome { http_status: Some(400), ..failure("missing field `query`") };
         assert_eq!(c.classify(&plain).category, Category::Validation);
+        // OpenAI's used-up quota is a 429, and HTTP clients put the status line's "Too Many
+        // Requests" before its body (the Go and TS clients' HTTP errors do): a quota, not a rate limit.
+        let body = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+        let quota = Outcome { http_status: Some(429), ..failure(&format!("HTTP 429 Too Many Requests: {body}")) };
+        assert_eq!(c.classify(&quota).category, Category::QuotaExceeded);
     }
 
     #[test]
