@@ -497,6 +497,18 @@ impl ToolBreakers {
         .unwrap_or((Gate::Allowed, closed_view()))
     }
 
+    /// How `tool`'s breaker stands now, letting no probe through: what an Admit
+    /// refused for its session's sake reports.
+    pub fn view(&self, tool: &str, now_ms: u64) -> ToolView {
+        self.with(tool, now_ms, false, |b| {
+            let mut transitions = Vec::new();
+            let before = b.state;
+            b.state(now_ms, &mut transitions);
+            ToolView { before, after: b.state, open_until_ms: b.open_until_ms, transitions }
+        })
+        .unwrap_or_else(closed_view)
+    }
+
     /// Opens `tool`'s breaker until `until_ms` (shared state from another sidecar).
     pub fn force_open(&self, tool: &str, now_ms: u64, until_ms: u64) -> Vec<BreakerState> {
         self.with(tool, now_ms, true, |b| {
@@ -564,7 +576,7 @@ fn open_note(tool: &str, seconds: u64) -> std::sync::Arc<str> {
     ))
 }
 
-fn closed_view() -> ToolView {
+pub fn closed_view() -> ToolView {
     ToolView { before: BreakerState::Closed, after: BreakerState::Closed, open_until_ms: 0, transitions: Vec::new() }
 }
 

@@ -537,15 +537,9 @@ impl Engine {
         let (session_state, refusal) = session.unwrap_or((SessionState::Active, None));
         let (gate, view) = match &policy.tool_breaker {
             Some(p) if refusal.is_none() => self.tools.admit(tool, now, p),
-            _ => (
-                Gate::Allowed,
-                ToolView {
-                    before: BreakerState::Closed,
-                    after: BreakerState::Closed,
-                    open_until_ms: 0,
-                    transitions: Vec::new(),
-                },
-            ),
+            // Refused for the session's sake: the tool's state is still told, no probe spent.
+            Some(_) => (Gate::Allowed, self.tools.view(tool, now)),
+            None => (Gate::Allowed, breaker::closed_view()),
         };
         self.metrics.breaker_transitions(tool, &view.transitions);
         let (reason, retry_after_ms, message) = match (refusal, gate) {
@@ -1984,6 +1978,24 @@ mod tests {
         let v = e.report(&ok("p2", "search")).unwrap();
         assert_eq!(v.breaker.tool_state, BreakerState::Closed);
         assert!(e.admit("fresh", "search").unwrap().allowed);
+    }
+
+    #[test]
+    fn an_admit_refused_for_the_session_still_tells_the_tools_state_and_spends_no_probe() {
+        let (e, clock) = engine();
+        for i in 0..5 {
+            e.report(&unavailable(&format!("s{i}"))).unwrap();
+        }
+        let cancelled = Outcome { kind: Some(OutcomeKind::Cancelled), ..fail("stopped", "search", "cancelled") };
+        assert_eq!(e.report(&cancelled).unwrap().action, Action::Abort);
+        let admit = e.admit("stopped", "search").unwrap();
+        assert_eq!((admit.reason, admit.tool_state), (Some(Reason::SessionStopped), BreakerState::Open));
+        clock.advance(30_000);
+        let admit = e.admit("stopped", "search").unwrap();
+        assert_eq!(admit.tool_state, BreakerState::HalfOpen);
+        // Both probes are still there for a live session.
+        let probes: Vec<bool> = (0..3).map(|_| e.admit("fresh", "search").unwrap().allowed).collect();
+        assert_eq!(probes, [true, true, false]);
     }
 
     #[test]
