@@ -324,7 +324,11 @@ fn init_tracing(json: bool) -> anyhow::Result<()> {
         Err(std::env::VarError::NotUnicode(value)) => bail!("RUST_LOG={value:?}: not UTF-8"),
         _ => tracing_subscriber::EnvFilter::new("info"),
     };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a person at a terminal: a file, a pipe or a container's log keeps
+    // plain text (and NO_COLOR, https://no-color.org, turns them off there too).
+    use std::io::IsTerminal as _;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
     if json {
         builder.json().init();
     } else {

@@ -484,3 +484,27 @@ fn a_bad_allocator_option_stops_the_sidecar_before_it_starts_and_names_it() {
     let output = print_config_with("_RJEM_MALLOC_CONF", "dirty_decay_ms:5000");
     assert!(output.status.success(), "{:?}: {}", output.status, String::from_utf8_lossy(&output.stderr));
 }
+
+#[test]
+fn logs_to_a_pipe_are_plain_text() {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    use std::process::{Command, Stdio};
+    // A pipe, as a container runtime or a log file gives: no colour codes, NO_COLOR or not.
+    let mut child = Command::new(crate::common::binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert!(ready.contains("\"ready\""), "{ready}");
+    let _ = child.kill();
+    let mut log = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    let _ = child.wait();
+    assert!(log.contains("INFO"), "no info line to look at: {log}");
+    assert!(!log.contains('\u{1b}'), "{log:?}");
+}
