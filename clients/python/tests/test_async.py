@@ -81,7 +81,8 @@ async def test_run_raises_typed_errors(sidecar: Sidecar, session_id: str) -> Non
         assert rec.value.verdict.category is Category.VALIDATION and rec.value.snippet
         with pytest.raises(rebound.AbortError) as abort:
             await s.run(repo, lambda: "ok")  # the third outcome reaches the step limit
-        assert abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+        assert abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT and abort.value.result == "ok"
+        assert esc.value.result is None and rec.value.result is None
 
 
 @pytest.mark.asyncio
@@ -91,8 +92,10 @@ async def test_run_counts_the_attempts_that_led_to_an_abort(sidecar: Sidecar, se
         async with rebound.AsyncClient(sidecar.grpc, timeout=LIVE_TIMEOUT) as c:
             async with c.session(session_id, step_limit=2) as s:
                 with pytest.raises(rebound.AbortError) as abort:
-                    await s.run(tool, fetch, url)  # the retry reaches the step limit
+                    await s.run(tool, fetch, url)  # the retry succeeds and reaches the step limit
     assert abort.value.attempts == 2 and abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+    # The coroutine's awaited value, not the coroutine, and no cause: the call succeeded.
+    assert abort.value.result == "ok" and abort.value.error is None and abort.value.__cause__ is None
 
 
 @pytest.mark.asyncio

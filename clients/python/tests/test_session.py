@@ -118,6 +118,7 @@ def test_run_counts_the_attempts_that_led_to_an_escalation_or_an_abort(client: r
             with pytest.raises(rebound.AbortError) as abort:
                 s.run(flaky, fetch, url)
         assert abort.value.attempts == 2 and abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+        assert esc.value.result is None and abort.value.result == "ok"
 
 
 def test_run_raises_recover_with_the_snippet(session: rebound.Session) -> None:
@@ -129,13 +130,21 @@ def test_run_raises_recover_with_the_snippet(session: rebound.Session) -> None:
     assert info.value.snippet.startswith(f'<error tool="{tool}"')
 
 
-def test_run_aborts_at_the_step_limit(client: rebound.Client, session_id: str) -> None:
+def test_run_aborts_at_the_step_limit_and_keeps_the_result(client: rebound.Client, session_id: str) -> None:
     tool = unique("db")
     with client.session(session_id, step_limit=2) as s:
-        assert s.run(tool, lambda: "row") == "row"
+        assert s.run(tool, lambda: ["row 1"]) == ["row 1"]
         with pytest.raises(rebound.AbortError) as info:
-            s.run(tool, lambda: "row")
-    assert info.value.error is None and info.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+            s.run(tool, lambda: ["row 2"])
+        # Stopped, the session aborts every call from then on, and a tool returning None is
+        # still told from a failure by `error`.
+        with pytest.raises(rebound.AbortError) as again:
+            s.run(tool, lambda: None)
+    assert info.value.error is None and info.value.__cause__ is None
+    assert info.value.result == ["row 2"], "the successful call's result was lost"
+    assert info.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+    assert again.value.error is None and again.value.result is None
+    assert again.value.verdict.breaker.reason == pb.REASON_SESSION_STOPPED
 
 
 def test_run_gives_up_after_max_attempts(sidecar: Sidecar, session_id: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from rebound.verdict import Action, Category, Verdict
 
@@ -14,10 +14,18 @@ class ReboundError(Exception):
 
 
 class VerdictError(ReboundError):
-    """A verdict that stops `Session.run`; `__cause__` is the tool's own exception, if any."""
+    """A verdict that stops `Session.run`; `__cause__` is the tool's own exception, if any.
+    A verdict can stop the run after a successful call too (a step or cost limit reached, the
+    session stopped): `error` is then None and `result` holds what the tool returned."""
 
     def __init__(
-        self, tool: str, verdict: Verdict, error: Optional[BaseException] = None, *, attempts: int = 1
+        self,
+        tool: str,
+        verdict: Verdict,
+        error: Optional[BaseException] = None,
+        *,
+        attempts: int = 1,
+        result: Any = None,
     ) -> None:
         self.tool = tool
         """The tool whose outcome gave the verdict."""
@@ -25,6 +33,10 @@ class VerdictError(ReboundError):
         """The full verdict."""
         self.error = error
         """The tool's exception (None when the call succeeded but a limit stopped the run)."""
+        self.result = result
+        """What the tool returned when the call succeeded and the verdict still stopped the run;
+        None when it failed. A tool can return None too: `error is None` tells that the call
+        succeeded, and `result` is then its value."""
         self.attempts = attempts
         """How many calls were made (more than one when verdicts said retry)."""
         super().__init__(self._describe())

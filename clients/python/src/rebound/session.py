@@ -215,14 +215,22 @@ def _name(fn: object) -> str:
     return text if len(text) <= 60 else text[:60] + "…"
 
 
-def _after(tool: str, verdict: Verdict, error: Optional[BaseException], attempt: int, max_attempts: int) -> Optional[float]:
-    """What `run` does after one attempt: None when done, else the seconds to sleep before the
-    next attempt; raises the verdict's exception when the run cannot go on the same way."""
+def _after(
+    tool: str,
+    verdict: Verdict,
+    error: Optional[BaseException],
+    attempt: int,
+    max_attempts: int,
+    result: Any = None,
+) -> Optional[float]:
+    """What `run` does after one attempt, which raised `error` or returned `result`: None when
+    done, else the seconds to sleep before the next attempt; raises the verdict's exception
+    when the run cannot go on the same way (with `result`, which a stop must not lose)."""
     action = verdict.action
     if action is Action.ESCALATE:
-        raise EscalationError(tool, verdict, error, attempts=attempt) from error
+        raise EscalationError(tool, verdict, error, attempts=attempt, result=result) from error
     if action is Action.ABORT:
-        raise AbortError(tool, verdict, error, attempts=attempt) from error
+        raise AbortError(tool, verdict, error, attempts=attempt, result=result) from error
     if error is None:
         return None
     if action is Action.CONTINUE:
@@ -301,7 +309,9 @@ class Session:
         """Calls `fn(*args, **kwargs)` as one call of `tool` and acts on the verdicts: it sleeps
         and calls again while they say retry, and returns the first successful result.
         Otherwise it raises `RecoverError` (recover, replan, reclassify: give its `snippet` to
-        the LLM), `EscalationError` or `AbortError`, each caused by the tool's exception.
+        the LLM), `EscalationError` or `AbortError`, each caused by the tool's exception; when
+        a verdict stops the run after a successful call (a limit reached), the exception has
+        no cause and carries the tool's return value as `result`.
         Cancellation (KeyboardInterrupt) is reported and re-raised as it is. Raises TypeError,
         reporting nothing, when `fn` is not callable or returns an awaitable (a coroutine
         function needs `AsyncSession.run`)."""
@@ -329,7 +339,7 @@ class Session:
                     "cannot await: run coroutine functions with AsyncSession.run (rebound.AsyncClient)"
                 )
             verdict = self.report(tool, attempt=attempt, duration=time.monotonic() - start)
-            _after(tool, verdict, None, attempt, self._s.core.max_attempts)
+            _after(tool, verdict, None, attempt, self._s.core.max_attempts, result)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -487,8 +497,9 @@ class AsyncSession:
 
     async def run(self, tool: str, fn: Callable[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Awaits `fn(*args, **kwargs)` (a coroutine function, or a plain function) as one call
-        of `tool` and acts on the verdicts, sleeping with asyncio; see `Session.run`.
-        Cancellation is reported and re-raised as it is."""
+        of `tool` and acts on the verdicts, sleeping with asyncio; see `Session.run` (a stop
+        after a successful call carries the awaited value as `result`). Cancellation is
+        reported and re-raised as it is."""
         build_outcome(tool)
         _check_callable(fn)
         for attempt in itertools.count(1):
@@ -507,7 +518,7 @@ class AsyncSession:
                 await self.report(tool, exc, attempt=attempt, duration=time.monotonic() - start)
                 raise
             verdict = await self.report(tool, attempt=attempt, duration=time.monotonic() - start)
-            _after(tool, verdict, None, attempt, self._s.core.max_attempts)
+            _after(tool, verdict, None, attempt, self._s.core.max_attempts, result)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
