@@ -4,14 +4,38 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Optional, cast
+from typing import Optional, TypeVar, cast
 
 from rebound.v1 import rebound_pb2 as pb
 
 __all__ = ["Action", "Category", "Kind", "Verdict", "ErrorContext"]
 
+E = TypeVar("E", bound="_WireEnum")
 
-class Action(enum.IntEnum):
+
+class _WireEnum(enum.IntEnum):
+    """What the enums of the proto share: reading a wire value, and a lowercase label."""
+
+    @classmethod
+    def of(cls: type[E], value: int) -> E:
+        """The member for a wire value; one newer than this client reads as `_newer()`."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls._newer()
+
+    @classmethod
+    def _newer(cls: type[E]) -> E:
+        """What a wire value newer than this client reads as: UNSPECIFIED, 0 in every proto enum."""
+        return cls(0)
+
+    @property
+    def label(self) -> str:
+        """The lowercase name the shared vectors, logs and metrics use ("rate_limited")."""
+        return self.name.lower()
+
+
+class Action(_WireEnum):
     """What the agent should do next; the values are the proto's `Action`."""
 
     UNSPECIFIED = pb.ACTION_UNSPECIFIED
@@ -23,26 +47,13 @@ class Action(enum.IntEnum):
     ESCALATE = pb.ACTION_ESCALATE
     ABORT = pb.ACTION_ABORT
 
-    @classmethod
-    def of(cls, value: int) -> Action:
-        """The member for a wire value; one newer than this client reads as UNSPECIFIED."""
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNSPECIFIED
-
     @property
     def proto(self) -> pb.Action:
         """The value as the generated code types it."""
         return cast(pb.Action, int(self))
 
-    @property
-    def label(self) -> str:
-        """The lowercase name the shared vectors and logs use ("retry")."""
-        return self.name.lower()
 
-
-class Category(enum.IntEnum):
+class Category(_WireEnum):
     """The kind of failure; the values are the proto's `Category`."""
 
     UNSPECIFIED = pb.CATEGORY_UNSPECIFIED
@@ -65,25 +76,17 @@ class Category(enum.IntEnum):
     UNKNOWN = pb.CATEGORY_UNKNOWN
 
     @classmethod
-    def of(cls, value: int) -> Category:
-        """The member for a wire value; one newer than this client reads as UNKNOWN."""
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
+    def _newer(cls) -> Category:
+        """A category newer than this client is a failure all the same: UNKNOWN."""
+        return cls.UNKNOWN
 
     @property
     def proto(self) -> pb.Category:
         """The value as the generated code types it."""
         return cast(pb.Category, int(self))
 
-    @property
-    def label(self) -> str:
-        """The lowercase name the shared vectors and metrics use ("rate_limited")."""
-        return self.name.lower()
 
-
-class Kind(enum.IntEnum):
+class Kind(_WireEnum):
     """What kind of outcome a failure was, as the agent saw it; the proto's `OutcomeKind`."""
 
     UNSPECIFIED = pb.OUTCOME_KIND_UNSPECIFIED
@@ -95,23 +98,10 @@ class Kind(enum.IntEnum):
     CANCELLED = pb.OUTCOME_KIND_CANCELLED
     PROVIDER_ERROR = pb.OUTCOME_KIND_PROVIDER_ERROR
 
-    @classmethod
-    def of(cls, value: int) -> Kind:
-        """The member for a wire value; one newer than this client reads as UNSPECIFIED."""
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNSPECIFIED
-
     @property
     def proto(self) -> pb.OutcomeKind:
         """The value as the generated code types it."""
         return cast(pb.OutcomeKind, int(self))
-
-    @property
-    def label(self) -> str:
-        """The lowercase name the shared vectors use ("unknown_tool")."""
-        return self.name.lower()
 
 
 @dataclass(frozen=True)
