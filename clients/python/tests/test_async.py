@@ -96,6 +96,7 @@ async def test_run_counts_the_attempts_that_led_to_an_abort(sidecar: Sidecar, se
     assert abort.value.attempts == 2 and abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
     # The coroutine's awaited value, not the coroutine, and no cause: the call succeeded.
     assert abort.value.result == "ok" and abort.value.error is None and abort.value.__cause__ is None
+    assert str(abort.value) == f"rebound: abort after {tool!r} (reason step_limit) after 2 attempts"
 
 
 @pytest.mark.asyncio

@@ -109,6 +109,7 @@ def test_the_sidecar_stops_mid_run_and_comes_back(
         with pytest.raises(rebound.EscalationError) as info:
             session.run(fetch, failing)
         assert info.value.verdict.fallback and "3 times in a row" in info.value.report
+        assert "(unavailable) (reason consecutive_failures) [local fallback]" in str(info.value)
 
         # The other calls answer locally too.
         v = reporter.report(search)

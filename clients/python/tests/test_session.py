@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 import rebound
-from rebound import Action, Category, Kind
+from rebound import Action, Category, Kind, Reason
 from rebound.v1 import rebound_pb2 as pb
 from tests.conftest import LIVE_TIMEOUT, RecordedLogs, forget, unique
 from tests.servers import Reply, http_server, refused_address
@@ -101,7 +101,7 @@ def test_run_raises_escalation_with_the_verdict_and_the_cause(session: rebound.S
     assert err.action is Action.ESCALATE and err.verdict.category is Category.AUTH
     assert isinstance(err.__cause__, httpx.HTTPStatusError) and err.error is err.__cause__
     assert err.tool == tool and err.report and err.verdict.escalation is not None
-    assert "escalate" in str(err) and "(auth)" in str(err)
+    assert "escalate" in str(err) and "(auth) (reason category_policy)" in str(err)
 
 
 def test_run_counts_the_attempts_that_led_to_an_escalation_or_an_abort(client: rebound.Client, session_id: str) -> None:
@@ -112,13 +112,20 @@ def test_run_counts_the_attempts_that_led_to_an_escalation_or_an_abort(client: r
         with http_server([slow_down]) as url:
             with pytest.raises(rebound.EscalationError) as esc:
                 s.run(failing, fetch, url)
-        assert esc.value.attempts == 3 and "after 3 attempts" in str(esc.value)
+        assert esc.value.attempts == 3
+        assert "(unavailable) (reason consecutive_failures) after 3 attempts" in str(esc.value)
         # Steps 4 and 5: a failure, then the retry reaches the step limit.
         with http_server([slow_down, Reply(200, "ok")]) as url:
             with pytest.raises(rebound.AbortError) as abort:
                 s.run(flaky, fetch, url)
         assert abort.value.attempts == 2 and abort.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
         assert esc.value.result is None and abort.value.result == "ok"
+
+
+def test_reason_has_every_reason_of_the_proto() -> None:
+    # The message of a VerdictError shows the label: a reason missing here would read as none.
+    assert {r.name: int(r) for r in Reason} == {name[len("REASON_"):]: v for name, v in pb.Reason.items()}
+    assert Reason.of(999) is Reason.UNSPECIFIED  # from a newer sidecar
 
 
 def test_run_raises_recover_with_the_snippet(session: rebound.Session) -> None:
@@ -142,9 +149,12 @@ def test_run_aborts_at_the_step_limit_and_keeps_the_result(client: rebound.Clien
             s.run(tool, lambda: None)
     assert info.value.error is None and info.value.__cause__ is None
     assert info.value.result == ["row 2"], "the successful call's result was lost"
-    assert info.value.verdict.breaker.reason == pb.REASON_STEP_LIMIT
+    assert info.value.verdict.reason is Reason.STEP_LIMIT
     assert again.value.error is None and again.value.result is None
-    assert again.value.verdict.breaker.reason == pb.REASON_SESSION_STOPPED
+    assert again.value.verdict.reason is Reason.SESSION_STOPPED
+    # The message says why the call that succeeded stopped the run.
+    assert str(info.value) == f"rebound: abort after {tool!r} (reason step_limit)"
+    assert str(again.value) == f"rebound: abort after {tool!r} (reason session_stopped)"
 
 
 def test_run_gives_up_after_max_attempts(sidecar: Sidecar, session_id: str) -> None:

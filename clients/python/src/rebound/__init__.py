@@ -10,7 +10,7 @@ local policy when the sidecar cannot be reached.
 - `fallback`: `FallbackPolicy`, what the client decides when the sidecar does not answer.
 - `local`: the session state the client keeps for the fallback.
 - `redact`: secrets out of the text the fallback writes, with the sidecar's patterns.
-- `verdict`: `Verdict`, `ErrorContext` and the `Action`, `Category` and `Kind` enums.
+- `verdict`: `Verdict`, `ErrorContext` and the `Action`, `Category`, `Kind` and `Reason` enums.
 - `errors`: the exceptions `run` raises.
 - `v1`: code generated from proto/rebound/v1/rebound.proto (`generate.sh`).
 """
@@ -31,7 +31,7 @@ from rebound.fallback import FallbackPolicy
 from rebound.outcome import build_outcome, exception_type_name
 from rebound.session import AsyncCall, AsyncSession, Call, Session
 from rebound.stream import AsyncPendingVerdict, AsyncReporter, PendingVerdict, Reporter
-from rebound.verdict import Action, Category, ErrorContext, Kind, Verdict
+from rebound.verdict import Action, Category, ErrorContext, Kind, Reason, Verdict
 
 __all__ = [
     "AbortError",
@@ -52,6 +52,7 @@ __all__ = [
     "FallbackPolicy",
     "Kind",
     "PendingVerdict",
+    "Reason",
     "ReboundError",
     "RecoverError",
     "Reporter",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from rebound.verdict import Action, Category, Verdict
+from rebound.verdict import Action, Category, Reason, Verdict
 
 __all__ = ["ReboundError", "VerdictError", "RecoverError", "EscalationError", "AbortError"]
 
@@ -55,6 +55,8 @@ class VerdictError(ReboundError):
         text = f"rebound: {self.verdict.action.label} after {self.tool!r}"
         if self.verdict.category is not Category.UNSPECIFIED:
             text += f" ({self.verdict.category.label})"
+        if self.verdict.reason is not Reason.UNSPECIFIED:
+            text += f" (reason {self.verdict.reason.label})"
         if self.verdict.fallback:
             text += " [local fallback]"
         if self.attempts > 1:

@@ -8,7 +8,7 @@ from typing import Optional, TypeVar, cast
 
 from rebound.v1 import rebound_pb2 as pb
 
-__all__ = ["Action", "Category", "Kind", "Verdict", "ErrorContext"]
+__all__ = ["Action", "Category", "Kind", "Reason", "Verdict", "ErrorContext"]
 
 E = TypeVar("E", bound="_WireEnum")
 
@@ -104,6 +104,29 @@ class Kind(_WireEnum):
         return cast(pb.OutcomeKind, int(self))
 
 
+class Reason(_WireEnum):
+    """Why a policy, a breaker or a limit decided the action; the values are the proto's `Reason`."""
+
+    UNSPECIFIED = pb.REASON_UNSPECIFIED
+    CATEGORY_POLICY = pb.REASON_CATEGORY_POLICY
+    RETRIES_EXHAUSTED = pb.REASON_RETRIES_EXHAUSTED
+    CONSECUTIVE_FAILURES = pb.REASON_CONSECUTIVE_FAILURES
+    SESSION_ERRORS = pb.REASON_SESSION_ERRORS
+    IDENTICAL_ERRORS = pb.REASON_IDENTICAL_ERRORS
+    STEP_LIMIT = pb.REASON_STEP_LIMIT
+    COST_LIMIT = pb.REASON_COST_LIMIT
+    SESSION_STOPPED = pb.REASON_SESSION_STOPPED
+    TOOL_BREAKER_OPEN = pb.REASON_TOOL_BREAKER_OPEN
+    RETRY_BUDGET_EXHAUSTED = pb.REASON_RETRY_BUDGET_EXHAUSTED
+    DELAY_TOO_LONG = pb.REASON_DELAY_TOO_LONG
+    SERVER_PUSHBACK = pb.REASON_SERVER_PUSHBACK
+
+    @property
+    def proto(self) -> pb.Reason:
+        """The value as the generated code types it."""
+        return cast(pb.Reason, int(self))
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The answer to one outcome: the sidecar's, or the local fallback policy's."""
@@ -162,6 +185,11 @@ class Verdict:
     def breaker(self) -> pb.BreakerStatus:
         """The breakers' view after this outcome."""
         return self.proto.breaker
+
+    @property
+    def reason(self) -> Reason:
+        """Why a policy, a breaker or a limit decided the action (UNSPECIFIED when none did)."""
+        return Reason.of(self.proto.breaker.reason)
 
     def __str__(self) -> str:
         parts = [self.action.label]
