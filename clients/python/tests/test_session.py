@@ -1,10 +1,12 @@
 """The blocking API against the real sidecar: report, call, run, admit, context, end, and
-the checks on input. Tool failures are real httpx exceptions from a loopback HTTP server."""
+the checks on input. Tool failures are real httpx (and requests) exceptions from a loopback HTTP
+server."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import subprocess
 import threading
 import warnings
@@ -14,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+import requests
 
 import rebound
 from rebound import Action, Category, Kind, Reason
@@ -102,6 +105,28 @@ def test_run_raises_escalation_with_the_verdict_and_the_cause(session: rebound.S
     assert isinstance(err.__cause__, httpx.HTTPStatusError) and err.error is err.__cause__
     assert err.tool == tool and err.report and err.verdict.escalation is not None
     assert "escalate" in str(err) and "(auth) (reason category_policy)" in str(err)
+
+
+@pytest.mark.parametrize("library", ["httpx", "requests"])
+def test_the_message_redacts_the_tools_error(session: rebound.Session, library: str) -> None:
+    # An API that takes its key in the query string: both libraries put the URL in the message.
+    key = "sk-proj-" + "Zq8xW2mN4vB6" * 4
+    body = json.dumps({"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}})
+
+    def list_models(url: str) -> str:
+        if library == "httpx":
+            return httpx.get(url, timeout=5).raise_for_status().text
+        response = requests.get(url, timeout=5)
+        response.raise_for_status()
+        return response.text
+
+    with http_server([Reply(401, body, {"Content-Type": "application/json"})]) as base:
+        with pytest.raises(rebound.EscalationError) as info:
+            session.run(unique("models"), list_models, f"{base}/v1/models?api_key={key}")
+    err = info.value
+    assert key in str(err.error) and err.__cause__ is err.error, "the tool's own exception stays as raised"
+    assert key not in str(err) and "api_key=[REDACTED:openai_key]" in str(err), str(err)
+    assert key not in err.snippet and key not in err.report
 
 
 def test_run_counts_the_attempts_that_led_to_an_escalation_or_an_abort(client: rebound.Client, session_id: str) -> None:

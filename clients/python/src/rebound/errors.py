@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from rebound.redact import redact
 from rebound.verdict import Action, Category, Reason, Verdict
 
 __all__ = ["ReboundError", "VerdictError", "RecoverError", "EscalationError", "AbortError"]
@@ -16,7 +17,8 @@ class ReboundError(Exception):
 class VerdictError(ReboundError):
     """A verdict that stops `Session.run`; `__cause__` is the tool's own exception, if any.
     A verdict can stop the run after a successful call too (a step or cost limit reached, the
-    session stopped): `error` is then None and `result` holds what the tool returned."""
+    session stopped): `error` is then None and `result` holds what the tool returned. The
+    message shows the tool's error with secrets redacted (`rebound.redact`); `error` is as raised."""
 
     def __init__(
         self,
@@ -62,7 +64,8 @@ class VerdictError(ReboundError):
         if self.attempts > 1:
             text += f" after {self.attempts} attempts"
         if self.error is not None:
-            text += f": {type(self.error).__name__}: {self.error}"
+            # Agents log this text: no secret from the tool's error (an API key in a URL) in it.
+            text += f": {type(self.error).__name__}: {redact(str(self.error))}"
         return text
 
 
