@@ -242,6 +242,30 @@ mod tests {
         assert_eq!(normalise(&"/,".repeat(PREFIX_BYTES)).len(), NORMALISED_BYTES);
     }
 
+    /// tests/data/fingerprints/normalised.jsonl: messages and their normalised text, which the
+    /// clients' fallbacks must give too (they judge identical errors as the sidecar does).
+    /// `REBOUND_BLESS=1 cargo test --lib fingerprint` writes the texts anew from the messages.
+    #[test]
+    fn the_shared_normalised_texts_are_this_normalise() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fingerprints/normalised.jsonl");
+        let file = std::fs::read_to_string(path).expect("the shared file");
+        let mut cases: Vec<serde_json::Value> =
+            file.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+        assert!(cases.len() >= 500, "{} cases", cases.len());
+        if std::env::var_os("REBOUND_BLESS").is_some() {
+            for case in &mut cases {
+                let message = case["message"].as_str().expect("a message").to_string();
+                case["normalised"] = normalise(&message).into();
+            }
+            let lines: Vec<String> = cases.iter().map(|c| serde_json::to_string(c).expect("JSON")).collect();
+            std::fs::write(path, lines.join("\n") + "\n").expect("written");
+        }
+        for case in &cases {
+            let message = case["message"].as_str().expect("a message");
+            assert_eq!(normalise(message), case["normalised"].as_str().expect("a text"), "{message:?}");
+        }
+    }
+
     proptest! {
         #[test]
         fn fingerprint_is_the_hash_of_the_normalised_text(text in "\\PC{0,600}") {
