@@ -445,6 +445,18 @@ func headBytes(s string, n int) string {
 	return s[:n]
 }
 
+// tailBytes is the longest tail of s of at most n bytes that starts at a character.
+func tailBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	start := len(s) - n
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return s[start:]
+}
+
 // snippet is the fallback's <error> block for the LLM's next turn, then the instruction.
 func snippet(o *reboundpb.Outcome, category Category, a Action) string {
 	var b strings.Builder

@@ -435,9 +435,30 @@ func checkOutcome(o *reboundpb.Outcome) error {
 	return nil
 }
 
-// cleanText makes s valid UTF-8 and cuts it to maxTextBytes, on a rune boundary.
+// cleanText makes s valid UTF-8 and cuts it to maxTextBytes (see cutMiddle).
 func cleanText(s string) string {
-	return headBytes(strings.ToValidUTF8(s, "\uFFFD"), maxTextBytes)
+	return cutMiddle(strings.ToValidUTF8(s, "\uFFFD"), maxTextBytes)
+}
+
+// cutMiddle cuts s to at most n bytes by leaving out its middle: a trace
+// names its exception and innermost frames at the end, and a failing command
+// prints its failure last. As the Python client cuts a detail, a quarter is
+// kept from the head and the rest from the tail, and a line in between says
+// how many characters were left out. Both cuts fall between characters.
+func cutMiddle(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Room for the marker with the longest count an int can hold.
+	budget := n - len(elisionMarker(math.MaxInt))
+	head := headBytes(s, budget/4)
+	tail := tailBytes(s, budget-len(head))
+	return head + elisionMarker(utf8.RuneCountInString(s[len(head):len(s)-len(tail)])) + tail
+}
+
+// elisionMarker is the line that stands for what cutMiddle left out, in the Python client's words.
+func elisionMarker(chars int) string {
+	return fmt.Sprintf("\n… %d characters elided …\n", chars)
 }
 
 func checkCost(what string, cost float64) error {

@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -317,5 +319,46 @@ func TestTextIsMadeSafeToSend(t *testing.T) {
 	want(t, "message", o.GetMessage(), "bad byte \uFFFD here")
 	if len(o.GetDetail()) > maxTextBytes || !utf8Valid(o.GetDetail()) {
 		t.Errorf("detail: %d bytes, valid UTF-8 %v", len(o.GetDetail()), utf8Valid(o.GetDetail()))
+	}
+}
+
+// A long output's end is what says why a command failed: the cut keeps the
+// head and the tail, says how much it left out, and never splits a character.
+func TestLongTextKeepsItsTail(t *testing.T) {
+	// 400 KiB of progress lines with accents (two-byte characters), then the failure, as an ETL job prints them.
+	script := `i=0; while [ $i -lt 5000 ]; do echo "2024-05-01T12:00:00Z INFO étape $i terminée, lignes traitées: $i"; i=$((i+1)); done
+echo 'PermissionError: [Errno 13] Permission denied: /data/out.parquet' >&2; exit 1`
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	if err == nil || len(out) <= maxTextBytes {
+		t.Fatalf("the job printed %d bytes and returned %v; want more than %d and a failure", len(out), err, maxTextBytes)
+	}
+	failed := fmt.Errorf("etl: %w\n%s", err, out)
+	o, berr := OutcomeFromError("etl", failed, WithDetail(string(out)))
+	if berr != nil {
+		t.Fatal(berr)
+	}
+	if err := checkOutcome(o); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, sent, original string }{
+		{"message", o.GetMessage(), failed.Error()},
+		{"detail", o.GetDetail(), string(out)},
+	} {
+		if len(tt.sent) > maxTextBytes || !utf8Valid(tt.sent) {
+			t.Errorf("%s: %d bytes, valid UTF-8 %v; want at most %d valid bytes", tt.name, len(tt.sent), utf8Valid(tt.sent), maxTextBytes)
+		}
+		head, rest, ok := strings.Cut(tt.sent, "\n… ")
+		elided, tail, ok2 := strings.Cut(rest, " characters elided …\n")
+		if !ok || !ok2 {
+			t.Fatalf("%s: no elision marker in %q", tt.name, headBytes(tt.sent, 200))
+		}
+		if !strings.HasPrefix(tt.original, head) || len(head) < maxTextBytes/5 {
+			t.Errorf("%s: the head kept is %d bytes of %q", tt.name, len(head), headBytes(head, 80))
+		}
+		if !strings.HasSuffix(tt.original, tail) || !strings.HasSuffix(tail, "PermissionError: [Errno 13] Permission denied: /data/out.parquet\n") {
+			t.Errorf("%s: the tail kept ends %q; want the failure line", tt.name, tail[max(0, len(tail)-80):])
+		}
+		want(t, tt.name+": characters elided", elided,
+			strconv.Itoa(utf8.RuneCountInString(tt.original)-utf8.RuneCountInString(head)-utf8.RuneCountInString(tail)))
 	}
 }

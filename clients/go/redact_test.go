@@ -216,6 +216,9 @@ func TestRedactMatchesTheSidecar(t *testing.T) {
 	if got := headBytes("aé", 2); got != "a" {
 		t.Errorf("headBytes cut inside a character: %q", got)
 	}
+	if got := tailBytes("éa", 2); got != "a" {
+		t.Errorf("tailBytes cut inside a character: %q", got)
+	}
 }
 
 // Every pattern that matches a corpus line is let through by its needles, or
