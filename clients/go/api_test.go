@@ -2,8 +2,12 @@ package rebound
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -454,5 +458,41 @@ func TestContextTokenBudget(t *testing.T) {
 	if full.GetErrorsShown() != 3 || small.GetErrorsShown() >= full.GetErrorsShown() || small.GetTokens() > 60 {
 		t.Errorf("full: %d shown; with 60 tokens: %d shown in %d tokens; want fewer, within the budget",
 			full.GetErrorsShown(), small.GetErrorsShown(), small.GetTokens())
+	}
+}
+
+// A tool that decodes the error page an upstream proxy sent instead of JSON
+// fails to parse; its call was fine, so the sidecar must not blame the LLM's
+// tool call (format) but the tool's source (kind.tool_error.parse).
+func TestToolsOwnParseErrorIsTheTools(t *testing.T) {
+	// nginx's default 502 page.
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n")
+	}))
+	defer upstream.Close()
+	search := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, upstream.URL+"/search?q=rebound", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var hits []string
+		if err := json.NewDecoder(resp.Body).Decode(&hits); err != nil {
+			return fmt.Errorf("search: decoding the results: %w", err)
+		}
+		return nil
+	}
+	tl := newTools()
+	s := openSession(t, dial(t))
+	v, err := s.Report(context.Background(), tl.search, search(context.Background()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := v.GetClassification()
+	if c.GetRule() != "kind.tool_error.parse" || c.GetCategory() != reboundpb.Category_CATEGORY_INTERNAL {
+		t.Errorf("classified %s by %s, want internal by kind.tool_error.parse", c.GetCategory(), c.GetRule())
 	}
 }

@@ -221,6 +221,7 @@ func WithCallID(id string) ReportOption {
 // any wrapping:
 //   - context.DeadlineExceeded, or a net.Error (*url.Error too) that timed out: kind timeout
 //   - context.Canceled: kind cancelled
+//   - any other error: kind tool_error (WithKind says otherwise, KindProviderError for an LLM call)
 //   - a syscall.Errno: its name as the code (ECONNREFUSED); a *net.DNSError: ENOTFOUND or EAI_AGAIN
 //   - an HTTPStatusError / HTTPHeaderError (such as *HTTPError): the status and headers
 //   - a gRPC status error: its code
@@ -259,6 +260,11 @@ func fillFromError(o *reboundpb.Outcome, err error) {
 		o.Kind = KindTimeout
 	case errors.As(err, &netErr) && netErr.Timeout():
 		o.Kind = KindTimeout
+	default:
+		// The tool ran and failed, as the Python client says of an exception the tool
+		// raised: the sidecar then takes a parse error for the tool's own (an error page
+		// where JSON was expected), not for the LLM's malformed call (kind.tool_error.parse).
+		o.Kind = KindToolError
 	}
 
 	var errno syscall.Errno

@@ -100,7 +100,7 @@ func TestOutcomeFromRealErrors(t *testing.T) {
 		{"connection refused", dialRefused, func(t *testing.T, o *reboundpb.Outcome) {
 			want(t, "code", o.GetCode(), "ECONNREFUSED")
 			want(t, "type", o.GetExceptionType(), "syscall.Errno")
-			want(t, "kind", o.GetKind(), reboundpb.OutcomeKind_OUTCOME_KIND_UNSPECIFIED)
+			want(t, "kind", o.GetKind(), KindToolError)
 		}},
 		{"http client timeout", httpTimeout, func(t *testing.T, o *reboundpb.Outcome) {
 			want(t, "kind", o.GetKind(), KindTimeout)
