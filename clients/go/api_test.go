@@ -496,3 +496,47 @@ func TestToolsOwnParseErrorIsTheTools(t *testing.T) {
 		t.Errorf("classified %s by %s, want internal by kind.tool_error.parse", c.GetCategory(), c.GetRule())
 	}
 }
+
+// OpenAI answers a used-up quota with a 429: NewHTTPError takes the body's
+// code, and the sidecar escalates the quota instead of retrying a rate limit.
+func TestQuotaCodeFromTheBodyEscalates(t *testing.T) {
+	// The body and headers of OpenAI's 429 for a used-up quota.
+	const quota = `{
+    "error": {
+        "message": "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+        "type": "insufficient_quota",
+        "param": null,
+        "code": "insufficient_quota"
+    }
+}`
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("X-Request-Id", "req_8d3b6f0c2a7e4d1f9b5c3e2a1d0f4b6c")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, quota)
+	}))
+	defer provider.Close()
+	complete := func(ctx context.Context) error {
+		resp, err := http.Post(provider.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"gpt-4o"}`))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return NewHTTPError(resp, body)
+		}
+		return nil
+	}
+	tl := newTools()
+	s := openSession(t, dial(t))
+	err := s.Do(context.Background(), tl.llm, complete, WithKind(KindProviderError))
+	var esc *EscalationError
+	if !errors.As(err, &esc) || esc.Verdict.Category() != reboundpb.Category_CATEGORY_QUOTA_EXCEEDED {
+		t.Fatalf("Do = %T %v, want an escalation for quota_exceeded", err, err)
+	}
+	var httpErr *HTTPError
+	if !errors.As(err, &httpErr) || httpErr.Code != "insufficient_quota" {
+		t.Errorf("the tool's error carries code %q, want insufficient_quota", httpErr.Code)
+	}
+}

@@ -2,6 +2,7 @@ package rebound
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -45,11 +46,36 @@ type HTTPError struct {
 	Header http.Header
 	// Body is (the start of) the response body, for the message.
 	Body string
+	// Code is the provider's error code, reported as the outcome's code: NewHTTPError
+	// reads it from a JSON error body (OpenAI's insufficient_quota, Anthropic's rate_limit_error).
+	Code string
 }
 
-// NewHTTPError turns a failed response and (the start of) its body into an *HTTPError.
+// NewHTTPError turns a failed response and (the start of) its body into an
+// *HTTPError, with the error code of a JSON body that has one.
 func NewHTTPError(resp *http.Response, body []byte) *HTTPError {
-	return &HTTPError{StatusCode: resp.StatusCode, Header: resp.Header.Clone(), Body: strings.TrimSpace(string(body))}
+	return &HTTPError{StatusCode: resp.StatusCode, Header: resp.Header.Clone(), Body: strings.TrimSpace(string(body)),
+		Code: bodyCode(body)}
+}
+
+// bodyCode is the error code of a provider's JSON error body, as the Python
+// client reads it: error.code, else error.type, when a non-empty string
+// (OpenAI: {"error":{"code":"insufficient_quota",...}}; Anthropic:
+// {"type":"error","error":{"type":"rate_limit_error",...}}). The code says
+// more than the status: a 429 for a used-up quota is no rate limit.
+func bodyCode(body []byte) string {
+	var b struct {
+		Error map[string]any `json:"error"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	for _, key := range []string{"code", "type"} {
+		if s, ok := b.Error[key].(string); ok && strings.TrimSpace(s) != "" {
+			return strings.TrimSpace(s)
+		}
+	}
+	return ""
 }
 
 // Error reads like "HTTP 429 Too Many Requests: <body>".
@@ -224,6 +250,7 @@ func WithCallID(id string) ReportOption {
 //   - any other error: kind tool_error (WithKind says otherwise, KindProviderError for an LLM call)
 //   - a syscall.Errno: its name as the code (ECONNREFUSED); a *net.DNSError: ENOTFOUND or EAI_AGAIN
 //   - an HTTPStatusError / HTTPHeaderError (such as *HTTPError): the status and headers
+//   - an *HTTPError's Code: the code
 //   - a gRPC status error: its code
 //   - an *exec.ExitError: the exit code, and its captured stderr as the detail
 //
@@ -279,6 +306,11 @@ func fillFromError(o *reboundpb.Outcome, err error) {
 		} else {
 			o.Code = "EAI_AGAIN"
 		}
+	}
+
+	var httpErr *HTTPError
+	if o.Code == "" && errors.As(err, &httpErr) {
+		o.Code = httpErr.Code
 	}
 
 	var statusErr HTTPStatusError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -360,5 +361,37 @@ echo 'PermissionError: [Errno 13] Permission denied: /data/out.parquet' >&2; exi
 		}
 		want(t, tt.name+": characters elided", elided,
 			strconv.Itoa(utf8.RuneCountInString(tt.original)-utf8.RuneCountInString(head)-utf8.RuneCountInString(tail)))
+	}
+}
+
+// The code of a provider's JSON error body, OpenAI's and Anthropic's shapes; none from other bodies.
+func TestHTTPErrorCodeFromTheBody(t *testing.T) {
+	for _, tt := range []struct{ body, code string }{
+		// Anthropic's 429 (docs.anthropic.com, Errors).
+		{`{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit (https://docs.anthropic.com/en/api/rate-limits); see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later."}}`, "rate_limit_error"},
+		// OpenAI's 400 for a long prompt, whose code wins over its type.
+		{`{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, "context_length_exceeded"},
+		// OpenAI's 401, with a null code: the type.
+		{`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":null}}`, "invalid_request_error"},
+		{`<html><head><title>502 Bad Gateway</title></head></html>`, ""},
+		{`{"error":"Not Found"}`, ""},
+		{`{"error":{"message":"cut short`, ""},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, tt.body)
+		}))
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		o, err := OutcomeFromError("llm", NewHTTPError(resp, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want(t, "code of "+headBytes(tt.body, 40), o.GetCode(), tt.code)
 	}
 }
