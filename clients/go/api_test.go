@@ -540,3 +540,33 @@ func TestQuotaCodeFromTheBodyEscalates(t *testing.T) {
 		t.Errorf("the tool's error carries code %q, want insufficient_quota", httpErr.Code)
 	}
 }
+
+// A step limit that stops the run after a call succeeded: the error keeps the
+// tool's result and says which limit it was.
+func TestStopAfterASuccessKeepsTheResultAndSaysWhy(t *testing.T) {
+	tl := newTools()
+	s := openSession(t, dial(t), WithStepLimit(2))
+	ctx := context.Background()
+	search := func(context.Context) ([]string, error) { return []string{"rebound.dev", "docs.rebound.dev"}, nil }
+	var (
+		hits []string
+		err  error
+	)
+	for i := 0; i < 3 && err == nil; i++ {
+		hits, err = DoResult(ctx, s, tl.search, search)
+	}
+	var abort *AbortError
+	if !errors.As(err, &abort) || abort.Err != nil {
+		t.Fatalf("DoResult over a step limit of 2 = %T %v, want *AbortError without a tool error", err, err)
+	}
+	if got, _ := abort.Result.([]string); len(got) != 2 || len(hits) != 2 {
+		t.Errorf("the aborted call's result: Result %v, returned %v; want the two hits in both", abort.Result, hits)
+	}
+	want(t, "text", err.Error(), `rebound: abort after "`+tl.search+`" (reason step_limit)`)
+
+	// Do's own function has no result to keep; the error still says why.
+	err = s.Do(ctx, tl.search, func(context.Context) error { return nil })
+	if !errors.As(err, &abort) || abort.Result != nil || !strings.HasSuffix(err.Error(), "(reason session_stopped)") {
+		t.Errorf("Do on the stopped session = %v, want an abort for session_stopped without a result", err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
 
 // ErrInvalidInput is wrapped by every error that a bad argument causes, in the
@@ -19,9 +21,12 @@ type EscalationError struct {
 	Verdict *Verdict
 	// Err is the tool's own error (nil if the tool succeeded but a limit escalated).
 	Err error
+	// Result is the tool's result when it succeeded and a limit escalated anyway
+	// (set by DoResult; Do's function returns no result, so from Do it is nil).
+	Result any
 }
 
-// Error says which tool escalated, in which category, and the tool's error.
+// Error says which tool escalated, in which category, why, and the tool's error.
 func (e *EscalationError) Error() string { return describe("escalate", e.Tool, e.Verdict, e.Err) }
 
 // Unwrap returns the tool's error, so errors.Is sees through to it.
@@ -43,9 +48,13 @@ type AbortError struct {
 	Verdict *Verdict
 	// Err is the tool's own error (nil if the tool succeeded but a limit aborted).
 	Err error
+	// Result is the tool's result when it succeeded and a limit (steps, cost)
+	// aborted the run anyway (set by DoResult; Do's function returns no result,
+	// so from Do it is nil).
+	Result any
 }
 
-// Error says which tool aborted the run, in which category, and the tool's error.
+// Error says which tool aborted the run, in which category, why, and the tool's error.
 func (e *AbortError) Error() string { return describe("abort", e.Tool, e.Verdict, e.Err) }
 
 // Unwrap returns the tool's error, so errors.Is sees through to it.
@@ -63,11 +72,13 @@ type RecoverError struct {
 	Snippet string
 	// Verdict is the full verdict.
 	Verdict *Verdict
-	// Err is the tool's own error.
+	// Err is the tool's own error (nil if the tool succeeded but the verdict still sent the LLM back).
 	Err error
+	// Result is the tool's result when it succeeded (set by DoResult; nil from Do).
+	Result any
 }
 
-// Error says which tool failed, what to do instead, and the tool's error.
+// Error says which tool failed, what to do instead, why, and the tool's error.
 func (e *RecoverError) Error() string {
 	return describe(actionName(e.Action), e.Tool, e.Verdict, e.Err)
 }
@@ -76,20 +87,28 @@ func (e *RecoverError) Error() string {
 func (e *RecoverError) Unwrap() error { return e.Err }
 
 // actionName is the action's lowercase name without its prefix ("retry").
-func actionName(a Action) string {
-	return strings.ToLower(strings.TrimPrefix(a.String(), "ACTION_"))
-}
+func actionName(a Action) string { return shortName(a.String(), "ACTION_") }
 
 // categoryName is the category's lowercase name without its prefix ("rate_limited").
-func categoryName(c Category) string {
-	return strings.ToLower(strings.TrimPrefix(c.String(), "CATEGORY_"))
-}
+func categoryName(c Category) string { return shortName(c.String(), "CATEGORY_") }
 
+// reasonName is the reason's lowercase name without its prefix ("step_limit").
+func reasonName(r reboundpb.Reason) string { return shortName(r.String(), "REASON_") }
+
+// shortName is a protobuf enum value's name as the sidecar writes it: lowercase, without the enum's prefix.
+func shortName(name, prefix string) string { return strings.ToLower(strings.TrimPrefix(name, prefix)) }
+
+// describe is a verdict error's text: the action, the tool, the category and
+// the reason (a breaker or limit: step_limit, identical_errors...) when the
+// verdict has them, then the tool's error.
 func describe(action, tool string, v *Verdict, err error) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rebound: %s after %q", action, tool)
 	if c := v.Category(); c != 0 {
 		fmt.Fprintf(&b, " (%s)", categoryName(c))
+	}
+	if r := v.pb().GetBreaker().GetReason(); r != 0 {
+		fmt.Fprintf(&b, " (reason %s)", reasonName(r))
 	}
 	if v != nil && v.Fallback {
 		b.WriteString(" [local fallback]")

@@ -382,10 +382,40 @@ func (s *Session) fallback(o *reboundpb.Outcome, consecutive int) *Verdict {
 // *AbortError, each wrapping fn's error. opts apply to every outcome, but
 // WithCallID and WithAttempt are refused (ErrInvalidInput, before fn runs):
 // each attempt is a call of its own, which Do numbers and gives its own call id.
+// A call that succeeds can still be stopped (a step or cost limit): the error
+// then wraps no tool error (Err is nil). DoResult does the same for a tool
+// that returns a result.
 func (s *Session) Do(ctx context.Context, tool string, fn func(ctx context.Context) error, opts ...ReportOption) error {
 	if fn == nil {
 		return fmt.Errorf("%w: Do(%q) with a nil function", ErrInvalidInput, tool)
 	}
+	return s.do(ctx, tool, fn, nil, opts)
+}
+
+// DoResult is Session.Do for a tool that returns a result: it returns the
+// result of the call that succeeded. When a verdict stops the run after that
+// call succeeded (a step or cost limit), it returns the result together with
+// the verdict error, whose Result field holds it too, so that an agent that
+// only looks at the error does not lose what the tool did. After a failure
+// the result is T's zero value.
+func DoResult[T any](ctx context.Context, s *Session, tool string, fn func(ctx context.Context) (T, error), opts ...ReportOption) (T, error) {
+	var result T
+	if fn == nil {
+		return result, fmt.Errorf("%w: DoResult(%q) with a nil function", ErrInvalidInput, tool)
+	}
+	err := s.do(ctx, tool, func(ctx context.Context) error {
+		var err error
+		if result, err = fn(ctx); err != nil {
+			var zero T
+			result = zero
+		}
+		return err
+	}, func() any { return result }, opts)
+	return result, err
+}
+
+// do is Do; result, when not nil, gives the result of the call that succeeded.
+func (s *Session) do(ctx context.Context, tool string, fn func(ctx context.Context) error, result func() any, opts []ReportOption) error {
 	if err := checkID("tool", tool); err != nil {
 		return err
 	}
@@ -405,6 +435,10 @@ func (s *Session) Do(ctx context.Context, tool string, fn func(ctx context.Conte
 		if err != nil {
 			return errors.Join(err, callErr)
 		}
+		var res any
+		if callErr == nil && result != nil {
+			res = result()
+		}
 		switch v.Action {
 		case ActionContinue:
 			return callErr
@@ -420,12 +454,12 @@ func (s *Session) Do(ctx context.Context, tool string, fn func(ctx context.Conte
 				return fmt.Errorf("rebound: waiting to retry %q: %w (last error: %w)", tool, err, callErr)
 			}
 		case ActionEscalate:
-			return &EscalationError{Tool: tool, Verdict: v, Err: callErr}
+			return &EscalationError{Tool: tool, Verdict: v, Err: callErr, Result: res}
 		case ActionAbort:
-			return &AbortError{Tool: tool, Verdict: v, Err: callErr}
+			return &AbortError{Tool: tool, Verdict: v, Err: callErr, Result: res}
 		default:
 			// Recover, replan, reclassify, and any action newer than this client: back to the LLM.
-			return &RecoverError{Tool: tool, Action: v.Action, Snippet: v.Snippet, Verdict: v, Err: callErr}
+			return &RecoverError{Tool: tool, Action: v.Action, Snippet: v.Snippet, Verdict: v, Err: callErr, Result: res}
 		}
 	}
 }
