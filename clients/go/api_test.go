@@ -570,3 +570,40 @@ func TestStopAfterASuccessKeepsTheResultAndSaysWhy(t *testing.T) {
 		t.Errorf("Do on the stopped session = %v, want an abort for session_stopped without a result", err)
 	}
 }
+
+// Agents log the error Do returns: its text must not carry the API key that
+// a 401's body echoes, though the tool's own error, unwrapped, still does.
+func TestVerdictErrorTextRedactsTheToolsError(t *testing.T) {
+	const key = "sk-proj-Xk3vT9qLmN2pR7sW4yZ8aB1cD5eF6gH0jKuV"
+	// OpenAI's 401 body, with the key in full as an OpenAI-compatible proxy echoes it.
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":{"message":"Incorrect API key provided: `+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")+
+			`. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+	}))
+	defer provider.Close()
+	complete := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, provider.URL+"/v1/chat/completions", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return NewHTTPError(resp, body)
+	}
+	tl := newTools()
+	err := openSession(t, dial(t)).Do(context.Background(), tl.llm, complete)
+	var esc *EscalationError
+	if !errors.As(err, &esc) {
+		t.Fatalf("Do = %T %v, want *EscalationError", err, err)
+	}
+	if text := err.Error(); strings.Contains(text, key[:12]) || !strings.Contains(text, "Incorrect API key provided: [REDACTED:openai_key]") {
+		t.Errorf("error text = %q, want the key redacted", text)
+	}
+	if !strings.Contains(errors.Unwrap(err).Error(), key) {
+		t.Error("the wrapped tool error lost its text")
+	}
+}

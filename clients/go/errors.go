@@ -114,7 +114,10 @@ func describe(action, tool string, v *Verdict, err error) string {
 		b.WriteString(" [local fallback]")
 	}
 	if err != nil {
-		fmt.Fprintf(&b, ": %v", err)
+		// Agents log these errors: secrets in the tool's error are redacted as in a snippet.
+		// The tool's error itself (Unwrap) is left as it came.
+		b.WriteString(": ")
+		b.WriteString(redact(err.Error()))
 	}
 	return b.String()
 }
