@@ -607,3 +607,42 @@ func TestVerdictErrorTextRedactsTheToolsError(t *testing.T) {
 		t.Error("the wrapped tool error lost its text")
 	}
 }
+
+// One outcome built by hand and reported again and again is a new call each
+// time: the client leaves it as it is instead of filling its call id in.
+func TestHandBuiltOutcomeCanBeReusedAsItIs(t *testing.T) {
+	tl := newTools()
+	c := dial(t)
+	ctx := context.Background()
+	s := openSession(t, c, WithTools(tl.search))
+	o := &reboundpb.Outcome{Tool: tl.serch, Kind: KindUnknownTool, Message: "Tool " + tl.serch + " not found"}
+	r, err := s.Reporter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	report := map[string]func() (*Verdict, error){
+		"ReportOutcome": func() (*Verdict, error) { return s.ReportOutcome(ctx, o) },
+		"SendOutcome": func() (*Verdict, error) {
+			p, err := r.SendOutcome(o)
+			if err != nil {
+				return nil, err
+			}
+			return p.Wait(ctx)
+		},
+	}
+	steps := uint32(0)
+	for _, how := range []string{"ReportOutcome", "ReportOutcome", "SendOutcome", "SendOutcome"} {
+		v, err := report[how]()
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps++
+		if v.GetReplayed() || v.GetBreaker().GetSteps() != steps || v.GetCallId() == "" {
+			t.Errorf("%s, step %d: replayed %v, steps %d, call id %q; want a new call", how, steps, v.GetReplayed(), v.GetBreaker().GetSteps(), v.GetCallId())
+		}
+		if o.GetCallId() != "" || o.GetSessionId() != "" {
+			t.Fatalf("%s filled the caller's outcome: call id %q, session %q", how, o.GetCallId(), o.GetSessionId())
+		}
+	}
+}

@@ -87,11 +87,17 @@ func (r *Reporter) Send(tool string, err error, opts ...ReportOption) (*Pending,
 	if berr != nil {
 		return nil, berr
 	}
-	return r.SendOutcome(o)
+	return r.send(o)
 }
 
-// SendOutcome sends an outcome built by hand (see Session.ReportOutcome) without waiting for its verdict.
+// SendOutcome sends an outcome built by hand (see Session.ReportOutcome) without
+// waiting for its verdict; o is left as it is.
 func (r *Reporter) SendOutcome(o *reboundpb.Outcome) (*Pending, error) {
+	return r.send(cloneOutcome(o))
+}
+
+// send sends an outcome the client may change.
+func (r *Reporter) send(o *reboundpb.Outcome) (*Pending, error) {
 	consecutive, err := r.s.prepare(o)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
@@ -276,13 +277,29 @@ func (s *Session) Report(ctx context.Context, tool string, err error, opts ...Re
 	if berr != nil {
 		return nil, berr
 	}
-	return s.ReportOutcome(ctx, o)
+	return s.report(ctx, o)
 }
 
 // ReportOutcome reports an outcome built by hand, for failures that are no Go
-// error (the LLM made no tool call, or named an unknown tool). It fills in the
-// session id and, when empty, a call id; o must not be changed concurrently.
+// error (the LLM made no tool call, or named an unknown tool). o is left as it
+// is, so that it can be reported again as a new call: the session id and, when
+// o has none, a call id (the verdict's CallId) go into a copy.
 func (s *Session) ReportOutcome(ctx context.Context, o *reboundpb.Outcome) (*Verdict, error) {
+	return s.report(ctx, cloneOutcome(o))
+}
+
+// cloneOutcome is a deep copy of an outcome built by hand, which the client
+// must not change: filling a call id into the caller's outcome would make
+// each later report of it a replay of the first (nil stays nil).
+func cloneOutcome(o *reboundpb.Outcome) *reboundpb.Outcome {
+	if o == nil {
+		return nil
+	}
+	return proto.Clone(o).(*reboundpb.Outcome)
+}
+
+// report reports an outcome the client may change.
+func (s *Session) report(ctx context.Context, o *reboundpb.Outcome) (*Verdict, error) {
 	consecutive, err := s.prepare(o)
 	if err != nil {
 		return nil, err
