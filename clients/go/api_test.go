@@ -646,3 +646,24 @@ func TestHandBuiltOutcomeCanBeReusedAsItIs(t *testing.T) {
 		}
 	}
 }
+
+// A declaration the sidecar refuses stops Do before the tool runs: a tool
+// with side effects must not act for a call that then fails as bad input.
+func TestDoRefusesABadDeclarationBeforeTheToolRuns(t *testing.T) {
+	tl := newTools()
+	c := dial(t)
+	// The sidecar's config defines no profiles.
+	s := openSession(t, c, WithProfile("no-such-profile"))
+	ran := false
+	err := s.Do(context.Background(), tl.search, func(context.Context) error { ran = true; return nil })
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "profile") {
+		t.Fatalf("Do = %v, want ErrInvalidInput naming the profile", err)
+	}
+	if ran {
+		t.Error("the tool ran for a session the sidecar refused")
+	}
+	_, err = DoResult(context.Background(), s, tl.search, func(context.Context) (int, error) { ran = true; return 1, nil })
+	if !errors.Is(err, ErrInvalidInput) || ran {
+		t.Errorf("DoResult = %v, tool ran %v; want ErrInvalidInput before the tool", err, ran)
+	}
+}

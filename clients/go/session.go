@@ -277,7 +277,7 @@ func (s *Session) Report(ctx context.Context, tool string, err error, opts ...Re
 	if berr != nil {
 		return nil, berr
 	}
-	return s.report(ctx, o)
+	return s.report(ctx, o, false)
 }
 
 // ReportOutcome reports an outcome built by hand, for failures that are no Go
@@ -285,7 +285,7 @@ func (s *Session) Report(ctx context.Context, tool string, err error, opts ...Re
 // is, so that it can be reported again as a new call: the session id and, when
 // o has none, a call id (the verdict's CallId) go into a copy.
 func (s *Session) ReportOutcome(ctx context.Context, o *reboundpb.Outcome) (*Verdict, error) {
-	return s.report(ctx, cloneOutcome(o))
+	return s.report(ctx, cloneOutcome(o), false)
 }
 
 // cloneOutcome is a deep copy of an outcome built by hand, which the client
@@ -298,11 +298,15 @@ func cloneOutcome(o *reboundpb.Outcome) *reboundpb.Outcome {
 	return proto.Clone(o).(*reboundpb.Outcome)
 }
 
-// report reports an outcome the client may change.
-func (s *Session) report(ctx context.Context, o *reboundpb.Outcome) (*Verdict, error) {
+// report reports an outcome the client may change. silent says the sidecar
+// has just failed to answer the session's declaration: the fallback answers.
+func (s *Session) report(ctx context.Context, o *reboundpb.Outcome, silent bool) (*Verdict, error) {
 	consecutive, err := s.prepare(o)
 	if err != nil {
 		return nil, err
+	}
+	if silent {
+		return s.fallback(o, consecutive), nil
 	}
 	if ok, err := s.ensureDeclared(ctx); err != nil {
 		return nil, err
@@ -399,6 +403,9 @@ func (s *Session) fallback(o *reboundpb.Outcome, consecutive int) *Verdict {
 // *AbortError, each wrapping fn's error. opts apply to every outcome, but
 // WithCallID and WithAttempt are refused (ErrInvalidInput, before fn runs):
 // each attempt is a call of its own, which Do numbers and gives its own call id.
+// The session is declared before fn first runs, so that a declaration the
+// sidecar refuses (WithProfile naming a profile it lacks) returns
+// ErrInvalidInput before fn has any effect.
 // A call that succeeds can still be stopped (a step or cost limit): the error
 // then wraps no tool error (Err is nil). DoResult does the same for a tool
 // that returns a result.
@@ -439,6 +446,15 @@ func (s *Session) do(ctx context.Context, tool string, fn func(ctx context.Conte
 	if err := checkDoOptions(tool, opts); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// A declaration the sidecar refuses must fail before fn acts, not after; a sidecar
+	// that does not answer is no reason not to run fn.
+	answered, err := s.ensureDeclared(ctx)
+	if err != nil {
+		return err
+	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -448,7 +464,12 @@ func (s *Session) do(ctx context.Context, tool string, fn func(ctx context.Conte
 		elapsed := time.Since(start)
 
 		// The caller's options come last so that they can override the duration.
-		v, err := s.Report(ctx, tool, callErr, append([]ReportOption{WithAttempt(attempt), WithDuration(elapsed)}, opts...)...)
+		o, err := OutcomeFromError(tool, callErr, append([]ReportOption{WithAttempt(attempt), WithDuration(elapsed)}, opts...)...)
+		if err != nil {
+			return errors.Join(err, callErr)
+		}
+		// Without an answer to the declaration just now, the first report does not wait a second deadline.
+		v, err := s.report(ctx, o, attempt == 1 && !answered)
 		if err != nil {
 			return errors.Join(err, callErr)
 		}
