@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/token"
 	"math"
 	"net"
 	"net/http"
@@ -254,8 +255,8 @@ func WithCallID(id string) ReportOption {
 //   - a gRPC status error: its code
 //   - an *exec.ExitError: the exit code, and its captured stderr as the detail
 //
-// The message is err.Error() and the type the innermost error's Go type
-// (none for a plain errors.New).
+// The message is err.Error() and the type the innermost exported Go type in
+// the chain (none for a plain errors.New or a bare context error).
 func OutcomeFromError(tool string, err error, opts ...ReportOption) (*reboundpb.Outcome, error) {
 	if err := checkID("tool", tool); err != nil {
 		return nil, err
@@ -345,10 +346,18 @@ func fillFromError(o *reboundpb.Outcome, err error) {
 	}
 }
 
-// typeName is the Go type of the innermost error, the most specific one
-// ("syscall.Errno", "context.deadlineExceededError"), without the pointer star.
+// typeName names the error's type for the sidecar and the LLM: the innermost
+// error of the chain whose type is exported ("syscall.Errno", "url.Error",
+// "json.SyntaxError"), without the pointer star. An unexported type
+// (context.deadlineExceededError, http's timeoutError, *errors.errorString,
+// fmt's and errors' wrappers) names no failure anyone can look up and is noise
+// in a snippet: it is skipped, and with only those no type is sent.
 func typeName(err error) string {
-	for {
+	name := ""
+	for err != nil {
+		if n := exportedTypeName(err); n != "" {
+			name = n
+		}
 		var next error
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
@@ -358,22 +367,22 @@ func typeName(err error) string {
 				next = errs[0]
 			}
 		}
-		if next == nil {
-			break
-		}
 		err = next
 	}
+	return name
+}
+
+// exportedTypeName is the name of err's type by its package's name
+// ("url.Error", not its import path), or "" when the type is not exported.
+func exportedTypeName(err error) string {
 	t := reflect.TypeOf(err)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	// String names the type by its package's name ("url.Error"), not its import path.
-	name := t.String()
-	if name == "errors.errorString" {
-		// errors.New says nothing about the kind of failure; better no type than noise.
+	if !token.IsExported(t.Name()) {
 		return ""
 	}
-	return name
+	return t.String()
 }
 
 // retryHeaders are the response headers the sidecar reads, the same list as

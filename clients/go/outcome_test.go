@@ -2,6 +2,7 @@ package rebound
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -93,6 +94,18 @@ func TestOutcomeFromRealErrors(t *testing.T) {
 		return &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "api.invalid", IsNotFound: true}}
 	}
 
+	badJSON := func() error {
+		var v map[string]any
+		return fmt.Errorf("decoding: %w", json.Unmarshal([]byte("<html><title>502 Bad Gateway</title></html>"), &v))
+	}
+	cutShort := func() error {
+		var v map[string]any
+		return fmt.Errorf("decoding: %w", json.NewDecoder(strings.NewReader(`{"results": [`)).Decode(&v))
+	}
+	notInstalled := func() error {
+		return exec.Command("rg-not-installed-here", "TODO").Run()
+	}
+
 	tests := []struct {
 		name  string
 		err   func() error
@@ -105,13 +118,16 @@ func TestOutcomeFromRealErrors(t *testing.T) {
 		}},
 		{"http client timeout", httpTimeout, func(t *testing.T, o *reboundpb.Outcome) {
 			want(t, "kind", o.GetKind(), KindTimeout)
+			want(t, "type", o.GetExceptionType(), "url.Error")
 		}},
 		{"http connection refused (*url.Error)", httpRefused, func(t *testing.T, o *reboundpb.Outcome) {
 			want(t, "code", o.GetCode(), "ECONNREFUSED")
+			want(t, "type", o.GetExceptionType(), "syscall.Errno")
 		}},
 		{"context deadline", ctxTimeout, func(t *testing.T, o *reboundpb.Outcome) {
 			want(t, "kind", o.GetKind(), KindTimeout)
-			want(t, "type", o.GetExceptionType(), "context.deadlineExceededError")
+			// context's error type is unexported: no type rather than noise.
+			want(t, "type", o.GetExceptionType(), "")
 			want(t, "message", o.GetMessage(), "searching: context deadline exceeded")
 		}},
 		{"context cancelled", ctxCancelled, func(t *testing.T, o *reboundpb.Outcome) {
@@ -138,6 +154,16 @@ func TestOutcomeFromRealErrors(t *testing.T) {
 		}},
 		{"DNS not found", dnsNotFound, func(t *testing.T, o *reboundpb.Outcome) {
 			want(t, "code", o.GetCode(), "ENOTFOUND")
+		}},
+		{"JSON of an error page", badJSON, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "type", o.GetExceptionType(), "json.SyntaxError")
+		}},
+		{"body cut short", cutShort, func(t *testing.T, o *reboundpb.Outcome) {
+			// io.ErrUnexpectedEOF is an *errors.errorString: no type.
+			want(t, "type", o.GetExceptionType(), "")
+		}},
+		{"command not found", notInstalled, func(t *testing.T, o *reboundpb.Outcome) {
+			want(t, "type", o.GetExceptionType(), "exec.Error")
 		}},
 	}
 	for _, tt := range tests {
