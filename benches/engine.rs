@@ -32,6 +32,11 @@ struct Workload {
     message: String,
     detail: String,
     i: u64,
+    /// The session ids of the current generation of runs, made once per generation: an
+    /// outcome's id is a copy of one, as the server's is a copy of the request's bytes
+    /// (formatting one per outcome cost about 1,000 instructions, counted as the engine's).
+    ids: Vec<String>,
+    generation: u64,
 }
 
 impl Workload {
@@ -52,7 +57,7 @@ impl Workload {
             Arc::new(SystemClock::new()),
             Arc::new(Metrics::new(200)),
         );
-        Some(Workload { engine, message, detail, i: 0 })
+        Some(Workload { engine, message, detail, i: 0, ids: Vec::new(), generation: 0 })
     }
 
     /// The next outcome, judged.
@@ -60,8 +65,13 @@ impl Workload {
         self.i += 1;
         // The run in `slot` is at `step`; a new generation of runs starts every 16 steps.
         let (slot, step) = (self.i % RUNS, self.i / RUNS);
+        if self.ids.is_empty() || self.generation != step / RUN_LENGTH {
+            self.generation = step / RUN_LENGTH;
+            self.ids = (0..RUNS).map(|slot| format!("s-{}-{slot}", self.generation)).collect();
+        }
+        let id = &self.ids[slot as usize];
         let outcome = Outcome {
-            session_id: format!("s-{}-{slot}", step / RUN_LENGTH),
+            session_id: id.clone(),
             tool: "search".into(),
             message: self.message.clone(),
             detail: self.detail.clone(),
@@ -74,7 +84,7 @@ impl Workload {
         // A run ends after its 16th call, as an agent ends its session: sessions
         // do not pile up to the store's cap.
         if step % RUN_LENGTH == RUN_LENGTH - 1 {
-            black_box(self.engine.end_session(&format!("s-{}-{slot}", step / RUN_LENGTH)).expect("a valid id"));
+            black_box(self.engine.end_session(id).expect("a valid id"));
         }
         verdict
     }
