@@ -350,13 +350,14 @@ fn headline_with<'a>(
     // `err.stack`) gives its exception line, and long tool output sent as the message
     // its failure lines, as each would from the detail.
     let no_detail = detail.trim().is_empty();
-    let bare = !message.is_empty() && message.chars().count() <= BARE_MESSAGE_CHARS;
+    // Asked only beside a detail (this runs for every failure).
+    let bare = || !message.is_empty() && message.chars().count() <= BARE_MESSAGE_CHARS;
     let base = match trace {
         Some(trace) if no_detail || message.is_empty() => Cow::Owned(trace.exception.clone()),
         // A bare status line (`exit status 2`, `Command failed: python3 job.py`) beside the
         // stack trace of what failed: the trace's exception says what went wrong.
         Some(trace)
-            if bare
+            if bare()
                 && !trace.exception.is_empty()
                 && !trace.exception.contains(message)
                 && !message.contains(&trace.exception) =>
@@ -369,7 +370,7 @@ fn headline_with<'a>(
         // A bare status line (`422 Unprocessable Entity`, `exit status 1`) with a body or tool
         // output beside it that is not a stack trace: the body says what to fix (which field,
         // what is allowed), so it follows the status.
-        None if !no_detail && bare => {
+        None if !no_detail && bare() => {
             let said = failure_lines(detail, HEADLINE_CHARS);
             if said.is_empty() || message.contains(said.as_str()) {
                 Cow::Borrowed(message)
