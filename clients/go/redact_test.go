@@ -27,21 +27,27 @@ type secretLine struct {
 
 func loadSecretLines(t *testing.T, name string) []secretLine {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "tests", "data", "secrets", name))
+	return loadJSONLines[secretLine](t, filepath.Join("..", "..", "tests", "data", "secrets", name))
+}
+
+// loadJSONLines reads one of the repository's shared test files, a JSON object a line.
+func loadJSONLines[T any](t *testing.T, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var lines []secretLine
+	var lines []T
 	scan := bufio.NewScanner(f)
 	scan.Buffer(nil, 1<<20)
 	for n := 1; scan.Scan(); n++ {
 		if strings.TrimSpace(scan.Text()) == "" {
 			continue
 		}
-		var l secretLine
+		var l T
 		if err := json.Unmarshal(scan.Bytes(), &l); err != nil {
-			t.Fatalf("%s:%d: %v", name, n, err)
+			t.Fatalf("%s:%d: %v", path, n, err)
 		}
 		lines = append(lines, l)
 	}
@@ -49,7 +55,7 @@ func loadSecretLines(t *testing.T, name string) []secretLine {
 		t.Fatal(err)
 	}
 	if len(lines) == 0 {
-		t.Fatalf("%s is empty", name)
+		t.Fatalf("%s is empty", path)
 	}
 	return lines
 }
