@@ -19,7 +19,10 @@ import (
 // errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated), the provider
 // codes of a used-up quota (escalated) and of an input too long or filtered
 // (replan), cancellation (aborted), an unknown tool (reclassify: choose another
-// tool); anything else is handed back to the LLM (recover).
+// tool); anything else is handed back to the LLM (recover). Its session
+// breakers are the sidecar's (src/breaker.rs): identical errors in a row and a
+// session's step and cost limits abort, failures of one tool in a row and the
+// session's errors escalate.
 type FallbackPolicy struct {
 	// BaseDelay is the first retry's backoff delay.
 	BaseDelay time.Duration
@@ -34,14 +37,22 @@ type FallbackPolicy struct {
 	Jitter float64
 	// MaxConsecutiveFailures of one tool in a session escalate; 0 turns the breaker off.
 	MaxConsecutiveFailures int
+	// MaxSessionErrors in a session escalate, unless the session declared its own
+	// limit (WithErrorLimit); 0 turns the breaker off (a declared limit still counts).
+	MaxSessionErrors int
+	// MaxIdenticalErrors in a row abort the session: failures of one tool whose
+	// messages read the same once numbers, ids, paths, URLs and quoted values are
+	// folded, as the sidecar judges them; 0 turns the breaker off.
+	MaxIdenticalErrors int
 	// MaxProviderDelay is the longest Retry-After honoured; a longer one escalates instead of sleeping,
 	// as the sidecar's default policy does.
 	MaxProviderDelay time.Duration
 }
 
 // DefaultFallbackPolicy returns the seed defaults: backoff 1 s ×2 capped at 10 s,
-// 3 retries, ±20 % jitter, 3 consecutive failures of a tool escalate, a provider
-// delay of more than 5 minutes escalates.
+// 3 retries, ±20 % jitter, 3 consecutive failures of a tool escalate, so do 10
+// errors in a session, 5 identical errors in a row abort, a provider delay of
+// more than 5 minutes escalates.
 func DefaultFallbackPolicy() FallbackPolicy {
 	return FallbackPolicy{
 		BaseDelay:              time.Second,
@@ -50,6 +61,8 @@ func DefaultFallbackPolicy() FallbackPolicy {
 		MaxRetries:             3,
 		Jitter:                 0.2,
 		MaxConsecutiveFailures: 3,
+		MaxSessionErrors:       10,
+		MaxIdenticalErrors:     5,
 		MaxProviderDelay:       5 * time.Minute,
 	}
 }
@@ -69,17 +82,32 @@ func (p FallbackPolicy) Validate() error {
 		return fmt.Errorf("%w: FallbackPolicy.Jitter = %v: must be in [0, 1)", ErrInvalidInput, p.Jitter)
 	case p.MaxConsecutiveFailures < 0:
 		return fmt.Errorf("%w: FallbackPolicy.MaxConsecutiveFailures = %d: must not be negative", ErrInvalidInput, p.MaxConsecutiveFailures)
+	case p.MaxSessionErrors < 0:
+		return fmt.Errorf("%w: FallbackPolicy.MaxSessionErrors = %d: must not be negative", ErrInvalidInput, p.MaxSessionErrors)
+	case p.MaxIdenticalErrors < 0:
+		return fmt.Errorf("%w: FallbackPolicy.MaxIdenticalErrors = %d: must not be negative", ErrInvalidInput, p.MaxIdenticalErrors)
 	case p.MaxProviderDelay <= 0:
 		return fmt.Errorf("%w: FallbackPolicy.MaxProviderDelay = %s: must be positive", ErrInvalidInput, p.MaxProviderDelay)
 	}
 	return nil
 }
 
-// fallbackInput is what the policy needs beyond the outcome; time and
-// randomness come in from outside so that tests are exact.
+// fallbackInput is what the policy needs beyond the outcome: the session's
+// counters after it (localState.observe), and time and randomness, which come
+// in from outside so that tests are exact.
 type fallbackInput struct {
 	// consecutive counts the failures of the outcome's tool in a row in the session, this one included.
 	consecutive int
+	// identical counts the session's identical errors in a row, this one included.
+	identical int
+	// errors counts the session's failures, and steps its outcomes, this one included.
+	errors, steps uint32
+	// cost sums the session's costs, this outcome's included.
+	cost float64
+	// state is the session's state before this outcome; zero is active.
+	state reboundpb.SessionState
+	// limits are what the session declared.
+	limits sessionLimits
 	// now resolves a Retry-After given as an HTTP date.
 	now time.Time
 	// random is uniform in [0, 1) and drives the jitter.
@@ -136,42 +164,88 @@ var providerCodes = func() map[string]providerClass {
 	return table
 }()
 
-// decide is the whole fallback policy: one outcome in, one verdict out.
+// decide is the whole fallback policy: one outcome in, one verdict out. As on
+// the sidecar (src/engine.rs), a stopped session answers abort to everything, a
+// success can reach a step or cost limit, and a failure gets its category's
+// plan unless a session breaker says otherwise.
 func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundpb.Verdict {
+	state := in.state
+	if state == reboundpb.SessionState_SESSION_STATE_UNSPECIFIED {
+		state = reboundpb.SessionState_SESSION_STATE_ACTIVE
+	}
 	v := &reboundpb.Verdict{
 		CallId:    o.GetCallId(),
 		SessionId: o.GetSessionId(),
 		Enforced:  true,
 		Breaker: &reboundpb.BreakerStatus{
-			SessionState:        reboundpb.SessionState_SESSION_STATE_ACTIVE,
+			SessionState:        state,
 			ConsecutiveFailures: uint32(max(in.consecutive, 0)),
+			SessionErrors:       in.errors,
+			IdenticalErrors:     uint32(max(in.identical, 0)),
+			Steps:               in.steps,
+			Cost:                in.cost,
 		},
+	}
+	if !o.GetOk() {
+		v.Classification = classification(o)
+	}
+	if state == reboundpb.SessionState_SESSION_STATE_STOPPED {
+		// The run was told to end: whatever it reports is counted and answered abort again.
+		v.Action = ActionAbort
+		v.Breaker.Reason = reboundpb.Reason_REASON_SESSION_STOPPED
+		v.Snippet = stoppedSnippet
+		return v
 	}
 	if o.GetOk() {
 		v.Action = ActionContinue
 		v.Classification = &reboundpb.Classification{Rule: "fallback.success"}
+		if reason, ok := limitReached(in); ok {
+			p.stop(v, ActionAbort, reason)
+			// The run ends on a success: say why, as a failure's abort does.
+			v.Snippet = limitSnippet(reason)
+		}
 		return v
 	}
+	category := v.Classification.Category
+	p.plan(v, o, in)
+	// What the session breakers say over the category's plan, in the sidecar's order:
+	// their abort always wins; a plan that ends the run (a user's cancel) stands over
+	// their escalation, which wins over a retry or a recover.
+	if action, reason, ok := p.onFailure(in); ok && (action == ActionAbort || v.Action != ActionAbort) {
+		v.Retry, v.Escalation = nil, nil
+		p.stop(v, action, reason)
+		if action == ActionEscalate {
+			v.Escalation = escalation(o, escalationWhy(o, reason, in))
+		}
+	} else if v.Retry != nil {
+		// A retry whose failure trips a session breaker is not retried: promise no more than those left.
+		v.Retry.AttemptsLeft = min(v.Retry.AttemptsLeft, p.failuresBeforeATrip(in))
+	}
+	v.Snippet = snippet(o, category, v.Action)
+	return v
+}
+
+// classification is a failure's category, from the coarse signals, with its rule and suggestion.
+func classification(o *reboundpb.Outcome) *reboundpb.Classification {
 	category, rule := classifyCoarse(o)
-	retryable := retryableCategories[category]
-	v.Classification = &reboundpb.Classification{
+	return &reboundpb.Classification{
 		Category:   category,
-		Retryable:  retryable,
+		Retryable:  retryableCategories[category],
 		Rule:       rule,
 		Suggestion: suggestions[category],
 	}
+}
 
-	switch {
+// plan is what a failure's category alone says to do.
+func (p FallbackPolicy) plan(v *reboundpb.Verdict, o *reboundpb.Outcome, in fallbackInput) {
+	switch category := v.Classification.Category; {
 	case category == reboundpb.Category_CATEGORY_CANCELLED:
 		p.stop(v, ActionAbort, reboundpb.Reason_REASON_CATEGORY_POLICY)
 	case category == reboundpb.Category_CATEGORY_AUTH || category == reboundpb.Category_CATEGORY_PERMISSION_DENIED ||
 		category == reboundpb.Category_CATEGORY_QUOTA_EXCEEDED:
 		p.stop(v, ActionEscalate, reboundpb.Reason_REASON_CATEGORY_POLICY)
 		v.Escalation = escalation(o, fmt.Sprintf("%s for tool %q needs a human", categoryName(category), o.GetTool()))
-	case p.MaxConsecutiveFailures > 0 && in.consecutive >= p.MaxConsecutiveFailures:
-		p.stop(v, ActionEscalate, reboundpb.Reason_REASON_CONSECUTIVE_FAILURES)
-		v.Escalation = escalation(o, fmt.Sprintf("tool %q failed %d times in a row", o.GetTool(), in.consecutive))
-	case retryable:
+	case v.Classification.Retryable:
 		p.retry(v, o, in)
 	case category == reboundpb.Category_CATEGORY_UNKNOWN_TOOL:
 		v.Action = ActionReclassify
@@ -180,8 +254,6 @@ func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundp
 	default:
 		v.Action = ActionRecover
 	}
-	v.Snippet = snippet(o, category, v.Action)
-	return v
 }
 
 // stop sets an action that takes the session out of the active state.
@@ -239,11 +311,6 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 		Attempt:       uint32(n),
 		AttemptsLeft:  uint32(p.MaxRetries - n),
 		ProviderDelay: ok,
-	}
-	if p.MaxConsecutiveFailures > 0 {
-		// A retry whose failure escalates is not retried: promise no more than those left.
-		left := max(p.MaxConsecutiveFailures-max(in.consecutive, 1)-1, 0)
-		v.Retry.AttemptsLeft = min(v.Retry.AttemptsLeft, uint32(left))
 	}
 }
 

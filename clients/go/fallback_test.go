@@ -361,7 +361,8 @@ func TestFallbackAttemptsLeftCountsTheFailuresInARowThatEscalateFirst(t *testing
 func TestFallbackBackoffBounds(t *testing.T) {
 	p := DefaultFallbackPolicy()
 	p.MaxRetries = 10
-	p.MaxConsecutiveFailures = 0
+	// No session breaker caps attempts_left.
+	p.MaxConsecutiveFailures, p.MaxIdenticalErrors, p.MaxSessionErrors = 0, 0, 0
 	for n := 1; n <= 10; n++ {
 		for _, r := range []float64{0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.999999} {
 			v := p.decide(&reboundpb.Outcome{Tool: "t", HttpStatus: 503, Attempt: uint32(n)},
@@ -394,6 +395,10 @@ func TestFallbackPolicyValidate(t *testing.T) {
 		{"negative retries", func(p *FallbackPolicy) { p.MaxRetries = -1 }, "MaxRetries"},
 		{"jitter of 1", func(p *FallbackPolicy) { p.Jitter = 1 }, "Jitter"},
 		{"negative breaker", func(p *FallbackPolicy) { p.MaxConsecutiveFailures = -3 }, "MaxConsecutiveFailures"},
+		{"session errors off", func(p *FallbackPolicy) { p.MaxSessionErrors = 0 }, ""},
+		{"identical errors off", func(p *FallbackPolicy) { p.MaxIdenticalErrors = 0 }, ""},
+		{"negative session errors", func(p *FallbackPolicy) { p.MaxSessionErrors = -1 }, "MaxSessionErrors = -1"},
+		{"negative identical errors", func(p *FallbackPolicy) { p.MaxIdenticalErrors = -5 }, "MaxIdenticalErrors = -5"},
 		{"no provider delay", func(p *FallbackPolicy) { p.MaxProviderDelay = 0 }, "MaxProviderDelay"},
 	}
 	for _, tt := range tests {
@@ -628,7 +633,7 @@ func TestSuggestionsMatchSidecarCategories(t *testing.T) {
 }
 
 func TestLocalContextShowsLatestUnresolved(t *testing.T) {
-	l := newLocalState(now)
+	l := newLocalState(now, sessionLimits{})
 	fail := func(o *reboundpb.Outcome, category Category) {
 		l.observe(o)
 		l.record(o, &reboundpb.Verdict{Action: ActionRecover, Classification: &reboundpb.Classification{Category: category}})

@@ -2,6 +2,7 @@ package rebound
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -13,12 +14,19 @@ import (
 
 // localState is what a session remembers on the client side, always, so that
 // the fallback policy can carry on where the sidecar left off: failures in a
-// row per tool, unresolved errors for the context, the summary counters, and
-// the latest call ids with their verdicts.
+// row per tool, identical errors in a row, the declared limits, unresolved
+// errors for the context, the summary counters (steps, cost and errors
+// included), and the latest call ids with their verdicts.
 type localState struct {
 	mu          sync.Mutex
 	started     time.Time
+	limits      sessionLimits
 	consecutive map[string]int
+	// lastTool and lastError are the tool and the normalised text of the session's
+	// latest failure (lastTool is empty after a success of that tool), and
+	// identical how many failures in a row had both, as the sidecar counts them.
+	lastTool, lastError string
+	identical           int
 	// unresolved holds the latest error of each tool whose last call failed, oldest first.
 	unresolved []localError
 	summary    counters
@@ -57,17 +65,20 @@ const maxUnresolved = 64
 // contextShown is how many errors the local context shows as blocks, as the sidecar's default.
 const contextShown = 3
 
-func newLocalState(now time.Time) *localState {
-	return &localState{started: now, consecutive: map[string]int{}}
+func newLocalState(now time.Time, limits sessionLimits) *localState {
+	return &localState{started: now, limits: limits, consecutive: map[string]int{}}
 }
 
-// observe counts an outcome before it is judged and returns the failures of
-// its tool in a row, this one included. A call id seen before counts nothing.
-func (l *localState) observe(o *reboundpb.Outcome) int {
+// observe counts an outcome before it is judged and returns the session's
+// counters after it, for the fallback policy. A call id seen before counts
+// nothing. As on the sidecar, an outcome of a stopped session counts as a step,
+// a cost and an error, and nothing else: the run was told to end.
+func (l *localState) observe(o *reboundpb.Outcome) fallbackInput {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	tool := o.GetTool()
 	if l.find(o.GetCallId()) >= 0 {
-		return l.consecutive[o.GetTool()]
+		return l.counters(tool)
 	}
 	if id := o.GetCallId(); id != "" {
 		if len(l.recent) >= recentCalls {
@@ -75,9 +86,15 @@ func (l *localState) observe(o *reboundpb.Outcome) int {
 		}
 		l.recent = append(l.recent, recentCall{id: id})
 	}
-	l.summary.Calls++
-	l.summary.Cost += o.GetCost()
-	tool := o.GetTool()
+	l.summary.Calls = min(l.summary.Calls, math.MaxUint32-1) + 1
+	// Two huge finite costs must not sum to infinity, as on the sidecar.
+	l.summary.Cost = min(l.summary.Cost+o.GetCost(), math.MaxFloat64)
+	if !o.GetOk() {
+		l.summary.Errors = min(l.summary.Errors, math.MaxUint32-1) + 1
+	}
+	if l.summary.State == reboundpb.SessionState_SESSION_STATE_STOPPED {
+		return l.counters(tool)
+	}
 	idx := -1
 	for i, e := range l.unresolved {
 		if e.tool == tool {
@@ -91,10 +108,22 @@ func (l *localState) observe(o *reboundpb.Outcome) int {
 			// A success of the same tool resolves its error, as on the sidecar.
 			l.unresolved = append(l.unresolved[:idx], l.unresolved[idx+1:]...)
 		}
-		return 0
+		if l.lastTool == tool {
+			l.lastTool, l.lastError, l.identical = "", "", 0
+		}
+		return l.counters(tool)
 	}
-	l.summary.Errors++
 	l.consecutive[tool]++
+	// The sidecar fingerprints the message, or the detail when there is none.
+	text := o.GetMessage()
+	if text == "" {
+		text = o.GetDetail()
+	}
+	if text = normalise(text); l.lastTool == tool && l.lastError == text {
+		l.identical++
+	} else {
+		l.lastTool, l.lastError, l.identical = tool, text, 1
+	}
 	e := localError{tool: tool, kind: errorType(o), message: shownMessage(o), count: 1}
 	if idx >= 0 {
 		if prev := l.unresolved[idx]; prev.message == e.message {
@@ -106,7 +135,20 @@ func (l *localState) observe(o *reboundpb.Outcome) int {
 		l.unresolved = l.unresolved[1:]
 	}
 	l.unresolved = append(l.unresolved, e)
-	return l.consecutive[tool]
+	return l.counters(tool)
+}
+
+// counters are the session's counters for an outcome of tool, as the fallback reads them. l.mu must be held.
+func (l *localState) counters(tool string) fallbackInput {
+	return fallbackInput{
+		consecutive: l.consecutive[tool],
+		identical:   l.identical,
+		errors:      l.summary.Errors,
+		steps:       l.summary.Calls,
+		cost:        l.summary.Cost,
+		state:       l.summary.State,
+		limits:      l.limits,
+	}
 }
 
 // state is the session's state as the verdicts this client saw left it.
@@ -163,7 +205,10 @@ func (l *localState) record(o *reboundpb.Outcome, v *reboundpb.Verdict) {
 		l.summary.Retries++
 	case ActionEscalate:
 		l.summary.Escalations++
-		l.summary.State = reboundpb.SessionState_SESSION_STATE_ESCALATED
+		if l.summary.State != reboundpb.SessionState_SESSION_STATE_STOPPED {
+			// A stopped run stays stopped, as on the sidecar.
+			l.summary.State = reboundpb.SessionState_SESSION_STATE_ESCALATED
+		}
 	case ActionAbort:
 		l.summary.State = reboundpb.SessionState_SESSION_STATE_STOPPED
 	}

@@ -43,11 +43,12 @@ type observeStream struct {
 
 // Pending is an outcome sent on a Reporter whose verdict may not have arrived yet.
 type Pending struct {
-	r           *Reporter
-	stream      *observeStream // nil when the fallback answered at once
-	outcome     *reboundpb.Outcome
-	consecutive int
-	sent        time.Time
+	r       *Reporter
+	stream  *observeStream // nil when the fallback answered at once
+	outcome *reboundpb.Outcome
+	// counters are the session's after the outcome, for the fallback to answer it with.
+	counters fallbackInput
+	sent     time.Time
 
 	once    sync.Once
 	done    chan struct{}
@@ -98,11 +99,11 @@ func (r *Reporter) SendOutcome(o *reboundpb.Outcome) (*Pending, error) {
 
 // send sends an outcome the client may change.
 func (r *Reporter) send(o *reboundpb.Outcome) (*Pending, error) {
-	consecutive, err := r.s.prepare(o)
+	counters, err := r.s.prepare(o)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pending{r: r, outcome: o, consecutive: consecutive, sent: time.Now(), done: make(chan struct{})}
+	p := &Pending{r: r, outcome: o, counters: counters, sent: time.Now(), done: make(chan struct{})}
 
 	r.mu.Lock()
 	if r.closed {
@@ -284,7 +285,7 @@ func (r *Reporter) end(st *observeStream, cause error) {
 // answerLocally resolves the outcome with the fallback policy, unless it already has its verdict.
 func (p *Pending) answerLocally() {
 	p.once.Do(func() {
-		p.verdict = p.r.s.fallback(p.outcome, p.consecutive)
+		p.verdict = p.r.s.fallback(p.outcome, p.counters)
 		close(p.done)
 	})
 }

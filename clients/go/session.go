@@ -229,7 +229,7 @@ func newSession(c *Client, id string, declare *reboundpb.StartSessionRequest) *S
 		id:         id,
 		declare:    declare,
 		callPrefix: hex.EncodeToString(b[:]),
-		local:      newLocalState(c.cfg.now()),
+		local:      newLocalState(c.cfg.now(), declaredLimits(declare)),
 	}
 }
 
@@ -301,18 +301,18 @@ func cloneOutcome(o *reboundpb.Outcome) *reboundpb.Outcome {
 // report reports an outcome the client may change. silent says the sidecar
 // has just failed to answer the session's declaration: the fallback answers.
 func (s *Session) report(ctx context.Context, o *reboundpb.Outcome, silent bool) (*Verdict, error) {
-	consecutive, err := s.prepare(o)
+	counters, err := s.prepare(o)
 	if err != nil {
 		return nil, err
 	}
 	if silent {
-		return s.fallback(o, consecutive), nil
+		return s.fallback(o, counters), nil
 	}
 	if ok, err := s.ensureDeclared(ctx); err != nil {
 		return nil, err
 	} else if !ok {
 		// The sidecar just failed to answer: do not make the agent wait a second deadline.
-		return s.fallback(o, consecutive), nil
+		return s.fallback(o, counters), nil
 	}
 	rctx, cancel := s.c.rpcContext(ctx)
 	pv, err := s.c.rpc.Report(rctx, o)
@@ -321,7 +321,7 @@ func (s *Session) report(ctx context.Context, o *reboundpb.Outcome, silent bool)
 		if err := s.c.failed("Report", err); err != nil {
 			return nil, err
 		}
-		return s.fallback(o, consecutive), nil
+		return s.fallback(o, counters), nil
 	}
 	s.c.answered()
 	s.declared.verdict(pv)
@@ -330,16 +330,16 @@ func (s *Session) report(ctx context.Context, o *reboundpb.Outcome, silent bool)
 }
 
 // prepare checks an outcome, fills in the session and call ids, and counts it
-// locally; it returns the failures of its tool in a row.
-func (s *Session) prepare(o *reboundpb.Outcome) (int, error) {
+// locally; it returns the session's counters after it.
+func (s *Session) prepare(o *reboundpb.Outcome) (fallbackInput, error) {
 	if o == nil {
-		return 0, fmt.Errorf("%w: nil outcome", ErrInvalidInput)
+		return fallbackInput{}, fmt.Errorf("%w: nil outcome", ErrInvalidInput)
 	}
 	if o.SessionId != "" && o.SessionId != s.id {
-		return 0, fmt.Errorf("%w: outcome for session %q reported to session %q", ErrInvalidInput, o.SessionId, s.id)
+		return fallbackInput{}, fmt.Errorf("%w: outcome for session %q reported to session %q", ErrInvalidInput, o.SessionId, s.id)
 	}
 	if err := checkOutcome(o); err != nil {
-		return 0, err
+		return fallbackInput{}, err
 	}
 	o.SessionId = s.id
 	if o.CallId == "" {
@@ -377,8 +377,8 @@ func (s *Session) ensureDeclared(ctx context.Context) (bool, error) {
 	return false, s.c.failed("StartSession", err)
 }
 
-// fallback answers an outcome with the local policy.
-func (s *Session) fallback(o *reboundpb.Outcome, consecutive int) *Verdict {
+// fallback answers an outcome with the local policy, given the session's counters after it.
+func (s *Session) fallback(o *reboundpb.Outcome, in fallbackInput) *Verdict {
 	s.c.fallbacks.Add(1)
 	// The sidecar may have restarted and forgotten the session.
 	s.declared.lost()
@@ -386,11 +386,8 @@ func (s *Session) fallback(o *reboundpb.Outcome, consecutive int) *Verdict {
 		// A call id reported again gets its first verdict, as from the sidecar.
 		return &Verdict{Verdict: pv, Fallback: true}
 	}
-	pv := s.c.cfg.policy.decide(o, fallbackInput{
-		consecutive: consecutive,
-		now:         s.c.cfg.now(),
-		random:      s.c.cfg.random(),
-	})
+	in.now, in.random = s.c.cfg.now(), s.c.cfg.random()
+	pv := s.c.cfg.policy.decide(o, in)
 	s.local.record(o, pv)
 	return &Verdict{Verdict: pv, Fallback: true}
 }
