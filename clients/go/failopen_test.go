@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -170,6 +172,67 @@ func TestFailOpenWhenTheSidecarStopsAndReturns(t *testing.T) {
 	}
 	if n := logs.count("level=WARN"); n != 1 {
 		t.Errorf("%d warnings logged, want still 1", n)
+	}
+}
+
+// The sidecar stops while an agent loops on the same failure: the fallback
+// counts on from the identical errors the sidecar answered and aborts the
+// fifth, and the session stays stopped, as the sidecar would have done.
+func TestFailOpenAbortsTheFifthIdenticalError(t *testing.T) {
+	addr := socketAddr(t)
+	p, err := sidecar.Start(sidecarBin, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(context.Background(), addr, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		WithFallbackPolicy(fastPolicy()), WithCallTimeout(liveTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(sessionID(t, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Real: psycopg's error for a server that stopped accepting connections, with the wait that varies.
+	report := func(n int) *Verdict {
+		t.Helper()
+		v, err := s.Report(ctx, "db", fmt.Errorf("connection timeout expired after %d.%ds", 30, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for n := 1; n <= 2; n++ {
+		if v := report(n); v.Fallback || v.GetBreaker().GetIdenticalErrors() != uint32(n) {
+			t.Fatalf("failure %d with the sidecar up: fallback %v, identical_errors %d; want the sidecar's, %d",
+				n, v.Fallback, v.GetBreaker().GetIdenticalErrors(), n)
+		}
+	}
+	if err := p.Stop(); err != nil {
+		t.Errorf("stopping the sidecar: %v", err)
+	}
+	var v *Verdict
+	for n := 3; n <= 5; n++ {
+		v = report(n)
+	}
+	if !v.Fallback || v.Action != ActionAbort || v.GetBreaker().GetReason() != reboundpb.Reason_REASON_IDENTICAL_ERRORS ||
+		v.GetBreaker().GetIdenticalErrors() != 5 {
+		t.Fatalf("fifth identical failure, the sidecar down: fallback %v, %s, %v; want a local abort, identical_errors 5",
+			v.Fallback, v.Action, v.GetBreaker())
+	}
+	err = s.Do(ctx, "db", func(context.Context) error { return nil })
+	var abort *AbortError
+	if !errors.As(err, &abort) || abort.Verdict.GetBreaker().GetReason() != reboundpb.Reason_REASON_SESSION_STOPPED {
+		t.Errorf("a call after the abort = %v, want an abort, session_stopped", err)
+	}
+	sum, err := s.End(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.GetCalls() != 6 || sum.GetErrors() != 5 || sum.GetState() != reboundpb.SessionState_SESSION_STATE_STOPPED {
+		t.Errorf("local summary = %v, want 6 calls, 5 errors, stopped", sum)
 	}
 }
 
