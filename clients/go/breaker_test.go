@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os/exec"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -330,13 +328,7 @@ func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 
 	var input strings.Builder
 	var order []*reboundpb.Outcome
-	for _, id := range slices.Sorted(func(yield func(string) bool) {
-		for id := range sessions {
-			if !yield(id) {
-				return
-			}
-		}
-	}) {
+	for _, id := range slices.Sorted(maps.Keys(sessions)) {
 		for _, o := range sessions[id] {
 			// Tool names per session: the sidecar's tool breakers span sessions.
 			o.SessionId, o.Tool = id, id+"-"+o.Tool
@@ -349,16 +341,7 @@ func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 			order = append(order, o)
 		}
 	}
-	cmd := exec.Command(sidecarBin, "replay", "-")
-	cmd.Stdin = strings.NewReader(input.String())
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("rebound replay: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(order) {
-		t.Fatalf("rebound replay gave %d verdicts for %d outcomes:\n%s", len(lines), len(order), out)
-	}
+	lines := replay(t, input.String(), len(order))
 	runs := map[string]*localRun{}
 	for i, o := range order {
 		var sidecar struct {
@@ -402,11 +385,7 @@ func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 // The declared limits reach the fallback: a session whose sidecar is down keeps
 // to WithStepLimit and WithErrorLimit.
 func TestFallbackEnforcesTheDeclaredLimits(t *testing.T) {
-	c, err := Dial(context.Background(), refusedAddr(t), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := quietClient(t, refusedAddr(t))
 	ctx := context.Background()
 
 	s, err := c.Session(sessionID(t, "steps"), WithStepLimit(2))

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -184,13 +182,7 @@ func TestFailOpenAbortsTheFifthIdenticalError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(context.Background(), addr, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		WithFallbackPolicy(fastPolicy()), WithCallTimeout(liveTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := c.Session(sessionID(t, "s"))
+	s, err := quietClient(t, addr, WithFallbackPolicy(fastPolicy()), WithCallTimeout(liveTimeout)).Session(sessionID(t, "s"))
 	if err != nil {
 		t.Fatal(err)
 	}

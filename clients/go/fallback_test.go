@@ -505,16 +505,7 @@ func TestProviderDelayReadsLikeTheSidecar(t *testing.T) {
 		}
 		input.Write(append(line, '\n'))
 	}
-	cmd := exec.Command(sidecarBin, "replay", "-")
-	cmd.Stdin = strings.NewReader(input.String())
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("rebound replay: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(headers) {
-		t.Fatalf("rebound replay gave %d verdicts for %d outcomes:\n%s", len(lines), len(headers), out)
-	}
+	lines := replay(t, input.String(), len(headers))
 	for i, h := range headers {
 		var sidecar struct {
 			Action        string `json:"action"`
@@ -536,6 +527,22 @@ func TestProviderDelayReadsLikeTheSidecar(t *testing.T) {
 			t.Errorf("headers %q: the fallback says %s; the sidecar %s", h, got, want)
 		}
 	}
+}
+
+// replay runs n outcomes, one JSON object a line, through `rebound replay` and returns its n verdict lines.
+func replay(t *testing.T, outcomes string, n int) []string {
+	t.Helper()
+	cmd := exec.Command(sidecarBin, "replay", "-")
+	cmd.Stdin = strings.NewReader(outcomes)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rebound replay: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != n {
+		t.Fatalf("rebound replay gave %d verdicts for %d outcomes:\n%s", len(lines), n, out)
+	}
+	return lines
 }
 
 func deref[T any](p *T, none T) T {

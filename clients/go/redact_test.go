@@ -60,16 +60,22 @@ func loadJSONLines[T any](t *testing.T, path string) []T {
 	return lines
 }
 
-// unreachableSession is a session of a client whose sidecar is down, so that
-// every answer is the local fallback's.
-func unreachableSession(t *testing.T) *Session {
+// quietClient is a client of the sidecar at addr that logs nothing, closed when the test ends.
+func quietClient(t *testing.T, addr string, opts ...Option) *Client {
 	t.Helper()
-	c, err := Dial(context.Background(), refusedAddr(t), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	c, err := Dial(context.Background(), addr, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	s, err := c.Session(sessionID(t, "s"))
+	return c
+}
+
+// unreachableSession is a session of a client whose sidecar is down, so that
+// every answer is the local fallback's.
+func unreachableSession(t *testing.T) *Session {
+	t.Helper()
+	s, err := quietClient(t, refusedAddr(t)).Session(sessionID(t, "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
