@@ -9,6 +9,7 @@ local policy when the sidecar cannot be reached.
 - `outcome`: `build_outcome`, an Outcome from a Python exception.
 - `fallback`: `FallbackPolicy`, what the client decides when the sidecar does not answer.
 - `local`: the session state the client keeps for the fallback.
+- `fingerprint`: `normalise`, an error message as the sidecar folds it to tell identical errors.
 - `redact`: secrets out of the text the fallback writes, with the sidecar's patterns.
 - `verdict`: `Verdict`, `ErrorContext` and the `Action`, `Category`, `Kind` and `Reason` enums.
 - `errors`: the exceptions `run` raises.
