@@ -20,8 +20,15 @@ if sys.version_info >= (3, 11):
 else:  # pytest depends on tomli before 3.11; typed where it is installed
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
-from rebound import Action, Category, FallbackPolicy, Kind, build_outcome
-from rebound.fallback import _PROVIDER_CODES, _SUGGESTIONS, classify_coarse, provider_delay
+from rebound import Action, Category, FallbackPolicy, Kind, Reason, build_outcome
+from rebound.fallback import (
+    _PROVIDER_CODES,
+    _SUGGESTIONS,
+    DeclaredLimits,
+    SessionCounters,
+    classify_coarse,
+    provider_delay,
+)
 from rebound.local import CONTEXT_SHOWN, IDEMPOTENCY_WINDOW, LocalState
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Verdict
@@ -340,11 +347,63 @@ def test_suggestions_match_the_sidecars_categories() -> None:
         ("jitter", float("nan")),
         ("max_consecutive_failures", 1.5),
         ("max_provider_delay", 0.0),
+        ("max_session_errors", -1),
+        ("max_session_errors", 10.0),
+        ("max_identical_errors", -1),
+        ("max_identical_errors", True),
     ],
 )
 def test_impossible_policies_are_refused(field: str, value: Any) -> None:
-    with pytest.raises(ValueError, match=f"FallbackPolicy.{field} = "):
+    with pytest.raises(ValueError, match=re.escape(f"FallbackPolicy.{field} = {value!r}: must be")):
         FallbackPolicy(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("step_limit", -1), ("step_limit", 2.0), ("cost_limit", float("inf")), ("cost_limit", -0.5), ("error_limit", None)],
+)
+def test_impossible_declared_limits_are_refused(field: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"DeclaredLimits.{field} = {value!r}: must be")):
+        DeclaredLimits(**{field: value})
+
+
+def test_the_session_breakers_default_to_the_sidecars_seeds() -> None:
+    config = (REPO / "src" / "config.rs").read_text(encoding="utf-8")
+    keys = "tool_consecutive_failures|session_errors|identical_errors"
+    seeds = {key: int(n) for key, n in re.findall(rf"({keys}): (\d+),", config)}
+    assert seeds == {"tool_consecutive_failures": 3, "session_errors": 10, "identical_errors": 5}
+    assert (POLICY.max_consecutive_failures, POLICY.max_session_errors, POLICY.max_identical_errors) == (3, 10, 5)
+
+
+def test_the_breakers_settle_over_the_categorys_plan_as_on_the_sidecar() -> None:
+    cancelled = failure(kind=Kind.CANCELLED, message="cancelled by the user")
+    # A plan that ends the run stands over an escalation...
+    v = decide(cancelled, consecutive=3, policy=POLICY)
+    assert (v.action, v.reason) == (Action.ABORT, Reason.CATEGORY_POLICY)
+    # ...but a breaker's abort wins over it.
+    v = Verdict(POLICY.decide(cancelled, 1, now=NOW, random=0.5, session=SessionCounters(5, 0.0, 5, 5)))
+    assert (v.action, v.reason) == (Action.ABORT, Reason.IDENTICAL_ERRORS)
+    # An escalation breaker wins over a plan to escalate or retry.
+    v = decide(failure(http_status=401), consecutive=3)
+    assert (v.action, v.reason) == (Action.ESCALATE, Reason.CONSECUTIVE_FAILURES)
+    v = Verdict(POLICY.decide(failure(http_status=503), 1, now=NOW, random=0.5, session=SessionCounters(10, 0.0, 10, 1)))
+    assert (v.action, v.reason) == (Action.ESCALATE, Reason.SESSION_ERRORS)
+
+
+@pytest.mark.parametrize(
+    ("session", "left"),
+    [
+        (SessionCounters(steps=1, session_errors=1, identical_errors=1), 2),  # the retries' own limit
+        (SessionCounters(steps=3, session_errors=3, identical_errors=3), 1),  # the fifth identical error aborts
+        (SessionCounters(steps=4, session_errors=4, identical_errors=4), 0),
+        (SessionCounters(steps=8, session_errors=8, identical_errors=1), 1),  # the tenth error escalates
+        (SessionCounters(steps=9, session_errors=9, identical_errors=1), 0),
+    ],
+)
+def test_attempts_left_counts_the_session_breakers(session: SessionCounters, left: int) -> None:
+    policy = FallbackPolicy(max_consecutive_failures=0)
+    v = policy.decide(failure(http_status=503), 1, now=NOW, random=0.5, session=session)
+    assert Action.of(v.action) is Action.RETRY and v.retry.attempts_left == left
 
 
 # The session memory the fallback decides from.

@@ -2,8 +2,10 @@
 reached within the call deadline. It carries the sidecar's seed defaults and classifies only
 coarse signals: timeouts, connection errors, HTTP 429 and 5xx (retried), 401 and 403
 (escalated), cancellation (aborted), an unknown tool (reclassify: choose another tool);
-anything else goes back to the LLM (recover). Every message it writes is redacted as the
-sidecar redacts it (see `rebound.redact`)."""
+anything else goes back to the LLM (recover). Over that plan, the sidecar's session breakers
+(src/breaker.rs): identical errors in a row and a step or cost limit abort, failures of one
+tool in a row and errors in the session escalate, and a stopped session stays stopped. Every
+message it writes is redacted as the sidecar redacts it (see `rebound.redact`)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from rebound.redact import redact
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Action, Category, Kind
 
-__all__ = ["FallbackPolicy"]
+__all__ = ["FallbackPolicy", "SessionCounters", "DeclaredLimits"]
 
 _RETRYABLE = frozenset({Category.TIMEOUT, Category.NETWORK, Category.UNAVAILABLE, Category.RATE_LIMITED})
 
@@ -118,10 +120,79 @@ _HTTP_DATES = tuple(
 )
 
 
+def _bad(obj: object, field: str, problem: str) -> ValueError:
+    """The error for an impossible setting, naming the class, the field and its value."""
+    return ValueError(f"{type(obj).__name__}.{field} = {getattr(obj, field)!r}: {problem}")
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+STOPPED_SNIPPET = "<error>\nThe session was stopped earlier; end the run.\n</error>"
+"""The snippet of every outcome after an abort, as the sidecar writes it."""
+
+
+def limit_snippet(reason: pb.Reason) -> str:
+    """The snippet of a success that reached a step or cost limit, as the sidecar writes it."""
+    limit = "cost" if reason == pb.REASON_COST_LIMIT else "step"
+    return f"<error>\nThe session reached its {limit} limit; end the run.\n</error>"
+
+
+@dataclass(frozen=True)
+class DeclaredLimits:
+    """The limits a session declared (`client.session(step_limit=..., cost_limit=...,
+    error_limit=...)`); 0 asks for the default, as on the sidecar: no step or cost limit, and
+    the policy's `max_session_errors`. Impossible values raise ValueError."""
+
+    step_limit: int = 0
+    """Outcomes in the session that abort it (this one included)."""
+    cost_limit: float = 0.0
+    """Cost reported in the session that aborts it."""
+    error_limit: int = 0
+    """Errors in the session that escalate."""
+
+    def __post_init__(self) -> None:
+        for field in ("step_limit", "error_limit"):
+            if not _int(getattr(self, field)) or getattr(self, field) < 0:
+                raise _bad(self, field, "must be an int, zero or more")
+        if not _finite(self.cost_limit) or self.cost_limit < 0:
+            raise _bad(self, "cost_limit", "must be a finite number, zero or more")
+
+    @classmethod
+    def of(cls, req: Optional[pb.StartSessionRequest]) -> DeclaredLimits:
+        """The limits a StartSession request declares; none without one."""
+        return cls() if req is None else cls(req.step_limit, req.cost_limit, req.error_limit)
+
+
+@dataclass(frozen=True)
+class SessionCounters:
+    """What the session breakers read besides the tool's failures in a row: the session's
+    counts after the outcome being judged, and its state before it (as the sidecar's
+    `breaker::Counters` and session state). `rebound.local.LocalState.observe` keeps them."""
+
+    steps: int = 0
+    """Outcomes reported, this one included."""
+    cost: float = 0.0
+    """Cost reported, this one included."""
+    session_errors: int = 0
+    """Failures reported, this one included."""
+    identical_errors: int = 0
+    """Failures in a row with the same tool and normalised message (`rebound.fingerprint`),
+    this one included."""
+    state: pb.SessionState = pb.SESSION_STATE_ACTIVE
+    """The session's state before this outcome: once stopped, every outcome is answered abort."""
+
+
 @dataclass(frozen=True)
 class FallbackPolicy:
     """The seed defaults: backoff 1 s ×2 capped at 10 s, 3 retries, ±20 % jitter, 3 consecutive
-    failures of one tool escalate. Times are in seconds. Impossible values raise ValueError."""
+    failures of one tool escalate, 10 errors in a session escalate, 5 identical errors in a row
+    abort. Times are in seconds. Impossible values raise ValueError."""
 
     base_delay: float = 1.0
     """The first retry's backoff delay."""
@@ -139,54 +210,90 @@ class FallbackPolicy:
     max_provider_delay: float = 300.0
     """The longest Retry-After honoured; a longer one escalates instead of sleeping, as the
     sidecar's default policy does."""
+    max_session_errors: int = 10
+    """Errors in a session that escalate, unless the session declared its `error_limit`; 0
+    turns this breaker off."""
+    max_identical_errors: int = 5
+    """Identical errors in a row (same tool, same message once numbers, ids, paths and quoted
+    values are folded) that abort the session; 0 turns this breaker off."""
 
     def __post_init__(self) -> None:
-        def bad(field: str, problem: str) -> ValueError:
-            return ValueError(f"FallbackPolicy.{field} = {getattr(self, field)!r}: {problem}")
-
         if not _finite(self.base_delay) or self.base_delay <= 0:
-            raise bad("base_delay", "must be a positive number of seconds")
+            raise _bad(self, "base_delay", "must be a positive number of seconds")
         if not _finite(self.multiplier) or self.multiplier < 1:
-            raise bad("multiplier", "must be a finite number of at least 1")
+            raise _bad(self, "multiplier", "must be a finite number of at least 1")
         if not _finite(self.max_delay) or self.max_delay < self.base_delay:
-            raise bad("max_delay", f"must be at least base_delay ({self.base_delay})")
-        if not _int(self.max_retries) or self.max_retries < 0:
-            raise bad("max_retries", "must be an int, zero or more")
+            raise _bad(self, "max_delay", f"must be at least base_delay ({self.base_delay})")
         if not _finite(self.jitter) or not 0 <= self.jitter < 1:
-            raise bad("jitter", "must be in [0, 1)")
-        if not _int(self.max_consecutive_failures) or self.max_consecutive_failures < 0:
-            raise bad("max_consecutive_failures", "must be an int, zero or more")
+            raise _bad(self, "jitter", "must be in [0, 1)")
+        for field in ("max_retries", "max_consecutive_failures", "max_session_errors", "max_identical_errors"):
+            if not _int(getattr(self, field)) or getattr(self, field) < 0:
+                raise _bad(self, field, "must be an int, zero or more")
         if not _finite(self.max_provider_delay) or self.max_provider_delay <= 0:
-            raise bad("max_provider_delay", "must be a positive number of seconds")
+            raise _bad(self, "max_provider_delay", "must be a positive number of seconds")
 
-    def decide(self, outcome: pb.Outcome, consecutive: int, *, now: float, random: float) -> pb.Verdict:
+    def decide(
+        self,
+        outcome: pb.Outcome,
+        consecutive: int,
+        *,
+        now: float,
+        random: float,
+        session: SessionCounters = SessionCounters(),
+        limits: DeclaredLimits = DeclaredLimits(),
+    ) -> pb.Verdict:
         """The whole policy: one outcome in, one verdict out. `consecutive` counts the failures of
-        the outcome's tool in a row in the session, this one included; `now` (epoch seconds)
-        resolves a Retry-After date; `random` in [0, 1) drives the jitter."""
+        the outcome's tool in a row in the session, this one included; `session` holds the
+        session's other counts and `limits` what it declared (without them, only the
+        consecutive-failures breaker can trip); `now` (epoch seconds) resolves a Retry-After
+        date; `random` in [0, 1) drives the jitter."""
         v = pb.Verdict(call_id=outcome.call_id, session_id=outcome.session_id, enforced=True)
-        v.breaker.session_state = pb.SESSION_STATE_ACTIVE
-        v.breaker.consecutive_failures = max(consecutive, 0)
+        b = v.breaker
+        b.session_state = session.state
+        b.consecutive_failures = max(consecutive, 0)
+        b.session_errors, b.identical_errors = session.session_errors, session.identical_errors
+        b.steps, b.cost = session.steps, session.cost
+
+        category, rule = (Category.UNSPECIFIED, "fallback.success") if outcome.ok else classify_coarse(outcome)
+        v.classification.rule = rule
+        if not outcome.ok:
+            v.classification.category = category.proto
+            v.classification.retryable = category in _RETRYABLE
+            v.classification.suggestion = _SUGGESTIONS.get(category, "")
+
+        if session.state == pb.SESSION_STATE_STOPPED:
+            # Still counted (by the caller), but the run was told to end: say so again.
+            self._stop(v, Action.ABORT, pb.REASON_SESSION_STOPPED)
+            v.snippet = STOPPED_SNIPPET
+            return v
         if outcome.ok:
-            v.action = Action.CONTINUE.proto
-            v.classification.rule = "fallback.success"
+            reason = self._limit_reached(session, limits)
+            if reason is None:
+                v.action = Action.CONTINUE.proto
+            else:
+                self._stop(v, Action.ABORT, reason)
+                v.snippet = limit_snippet(reason)
             return v
 
-        category, rule = classify_coarse(outcome)
-        v.classification.category = category.proto
-        v.classification.retryable = category in _RETRYABLE
-        v.classification.rule = rule
-        v.classification.suggestion = _SUGGESTIONS.get(category, "")
-
-        if category is Category.CANCELLED:
+        # The breakers over the category's plan: aborts first, then a plan that itself aborts
+        # (a cancel still ends the run), then escalations, as the sidecar settles them.
+        trip = self._on_failure(consecutive, session, limits)
+        if trip is not None and trip[0] is Action.ABORT:
+            self._stop(v, Action.ABORT, trip[1])
+        elif category is Category.CANCELLED:
             self._stop(v, Action.ABORT, pb.REASON_CATEGORY_POLICY)
+        elif trip is not None:
+            self._stop(v, Action.ESCALATE, trip[1])
+            if trip[1] == pb.REASON_SESSION_ERRORS:
+                why = f"{session.session_errors} errors in this session, the last from tool {outcome.tool!r}"
+            else:
+                why = f"tool {outcome.tool!r} failed {consecutive} times in a row"
+            _escalation(v, outcome, why)
         elif category in (Category.AUTH, Category.PERMISSION_DENIED, Category.QUOTA_EXCEEDED):
             self._stop(v, Action.ESCALATE, pb.REASON_CATEGORY_POLICY)
             _escalation(v, outcome, f"{category.label} for tool {outcome.tool!r} needs a human")
-        elif self.max_consecutive_failures and consecutive >= self.max_consecutive_failures:
-            self._stop(v, Action.ESCALATE, pb.REASON_CONSECUTIVE_FAILURES)
-            _escalation(v, outcome, f"tool {outcome.tool!r} failed {consecutive} times in a row")
         elif category in _RETRYABLE:
-            self._retry(v, outcome, consecutive, now, random)
+            self._retry(v, outcome, consecutive, session, limits, now, random)
         elif category is Category.UNKNOWN_TOOL:
             v.action = Action.RECLASSIFY.proto
         elif category in (Category.CONTEXT_LENGTH, Category.CONTENT_FILTER):
@@ -196,13 +303,68 @@ class FallbackPolicy:
         v.snippet = _snippet(outcome, category, Action.of(v.action))
         return v
 
+    def _error_limit(self, limits: DeclaredLimits) -> int:
+        """The errors in a session that escalate: the declared limit over the policy's (0: none)."""
+        return limits.error_limit or self.max_session_errors
+
+    @staticmethod
+    def _limit_reached(c: SessionCounters, limits: DeclaredLimits) -> Optional[pb.Reason]:
+        """Whether a declared step or cost limit is reached (for successes and failures alike)."""
+        if limits.step_limit and c.steps >= limits.step_limit:
+            return pb.REASON_STEP_LIMIT
+        if limits.cost_limit and c.cost >= limits.cost_limit:
+            return pb.REASON_COST_LIMIT
+        return None
+
+    def _on_failure(
+        self, consecutive: int, c: SessionCounters, limits: DeclaredLimits
+    ) -> Optional[tuple[Action, pb.Reason]]:
+        """The session breaker a failure trips, if any, in the sidecar's order: identical errors,
+        then a step or cost limit (abort); failures of the tool in a row, then errors in the
+        session (escalate). A limit of 0 is off."""
+        if self.max_identical_errors and c.identical_errors >= self.max_identical_errors:
+            return Action.ABORT, pb.REASON_IDENTICAL_ERRORS
+        reason = self._limit_reached(c, limits)
+        if reason is not None:
+            return Action.ABORT, reason
+        if self.max_consecutive_failures and consecutive >= self.max_consecutive_failures:
+            return Action.ESCALATE, pb.REASON_CONSECUTIVE_FAILURES
+        error_limit = self._error_limit(limits)
+        if error_limit and c.session_errors >= error_limit:
+            return Action.ESCALATE, pb.REASON_SESSION_ERRORS
+        return None
+
+    def _failures_before_a_trip(self, consecutive: int, c: SessionCounters, limits: DeclaredLimits) -> Optional[int]:
+        """How many more failures in a row the session breakers let pass before one trips (each
+        counted as the same error again, as a retry of the same call most often gives); None
+        when every breaker is off."""
+        left = [
+            max(limit - count - 1, 0)
+            for limit, count in (
+                (self.max_identical_errors, c.identical_errors),
+                (self.max_consecutive_failures, max(consecutive, 1)),
+                (self._error_limit(limits), c.session_errors),
+            )
+            if limit
+        ]
+        return min(left, default=None)
+
     @staticmethod
     def _stop(v: pb.Verdict, action: Action, reason: pb.Reason) -> None:
         v.action = action.proto
         v.breaker.reason = reason
         v.breaker.session_state = pb.SESSION_STATE_STOPPED if action is Action.ABORT else pb.SESSION_STATE_ESCALATED
 
-    def _retry(self, v: pb.Verdict, o: pb.Outcome, consecutive: int, now: float, random: float) -> None:
+    def _retry(
+        self,
+        v: pb.Verdict,
+        o: pb.Outcome,
+        consecutive: int,
+        session: SessionCounters,
+        limits: DeclaredLimits,
+        now: float,
+        random: float,
+    ) -> None:
         """Plans the next attempt: the provider's delay when it gave one, else exponential
         backoff; recover when the retries are used up or the provider says not to retry,
         escalate when the provider asks for too long a wait."""
@@ -233,9 +395,9 @@ class FallbackPolicy:
         v.retry.delay_ms = round(delay * 1000)
         v.retry.attempt = n
         v.retry.attempts_left = self.max_retries - n
-        if self.max_consecutive_failures:
-            # A retry whose failure escalates is not retried: promise no more than those left.
-            left = max(self.max_consecutive_failures - max(consecutive, 1) - 1, 0)
+        # A retry whose failure trips a session breaker is not retried: promise no more than those left.
+        left = self._failures_before_a_trip(consecutive, session, limits)
+        if left is not None:
             v.retry.attempts_left = min(v.retry.attempts_left, left)
         v.retry.provider_delay = provided is not None
 
@@ -408,11 +570,3 @@ def cut(text: str, limit: int) -> str:
     """Shortens `text` to at most `limit` characters, marking the cut."""
     text = text.strip()
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
