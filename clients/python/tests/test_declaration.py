@@ -99,6 +99,12 @@ def outcome(s: _State) -> pb.Outcome:
     return o
 
 
+def fall_back(s: _State) -> None:
+    """A report the local policy answers."""
+    o = build_outcome("search")
+    s.fallback(o, s.prepare(o))
+
+
 class Refusal(grpc.RpcError):  # type: ignore[misc]
     """The error gRPC raises for an INVALID_ARGUMENT answer, as `_State` reads it."""
 
@@ -112,7 +118,7 @@ class Refusal(grpc.RpcError):  # type: ignore[misc]
 def test_a_declaration_answered_after_a_fallback_does_not_count() -> None:
     s = state()
     epoch = s.sending()  # a StartSession goes out...
-    s.fallback(outcome(s), 1)  # ...a report on another thread falls back: the sidecar may have restarted...
+    fall_back(s)  # ...a report on another thread falls back: the sidecar may have restarted...
     s.started(epoch)  # ...and then the StartSession is answered, maybe by the sidecar that is gone
     assert not s.declared
     s.started(s.sending())
@@ -132,9 +138,9 @@ def test_a_declaration_answered_after_a_first_step_verdict_does_not_count() -> N
 def test_a_refused_redeclaration_answered_after_a_fallback_does_not_count() -> None:
     s = state()
     s.started(s.sending())
-    s.fallback(outcome(s), 1)
+    fall_back(s)
     epoch = s.sending()
-    s.fallback(outcome(s), 1)
+    fall_back(s)
     assert s.start_failed(epoch, Refusal())  # the sidecar answered: no fallback for this report
     assert not s.declared
     assert s.start_failed(s.sending(), Refusal())

@@ -227,6 +227,59 @@ def test_a_session_the_fallback_escalated_or_aborted_says_so_in_admit(logs: Reco
             assert not refused.allowed and refused.reason == pb.REASON_SESSION_STOPPED
 
 
+def test_the_fallback_carries_on_the_sidecars_count_of_identical_errors() -> None:
+    # Two timeouts answered by the sidecar, then it stops: the fallback counts on from two, and
+    # the fifth identical error (its seconds differ) ends the run, as the sidecar would have.
+    sidecar = Sidecar.start()
+    tool = unique("search")
+    try:
+        with rebound.Client(sidecar.grpc, timeout=LIVE_TIMEOUT, fallback_policy=FAST) as client:
+            session = client.session(unique("py-identical"), tools=[tool])
+
+            def timed_out(seconds: float) -> Verdict:
+                return session.report(tool, kind=rebound.Kind.TIMEOUT, message=f"read timed out after {seconds}s")
+
+            answered = [timed_out(30.1), timed_out(30.4)]
+            assert [(v.fallback, v.action, v.breaker.identical_errors) for v in answered] == [
+                (False, Action.RETRY, 1), (False, Action.RETRY, 2)
+            ]
+            sidecar.stop()
+            local = [timed_out(s) for s in (29.8, 31.0, 30.2)]
+            assert all(v.fallback for v in local)
+            assert [(v.action, v.reason) for v in local] == [
+                (Action.ESCALATE, rebound.Reason.CONSECUTIVE_FAILURES),
+                (Action.ESCALATE, rebound.Reason.CONSECUTIVE_FAILURES),
+                (Action.ABORT, rebound.Reason.IDENTICAL_ERRORS),
+            ]
+            assert local[-1].breaker.identical_errors == 5 and local[-1].breaker.steps == 5
+
+            with pytest.raises(rebound.AbortError) as info:
+                session.run(tool, lambda: "results")
+            assert info.value.verdict.reason is rebound.Reason.SESSION_STOPPED and info.value.result == "results"
+            assert not session.admit(tool).allowed
+            summary = session.end()
+        assert (summary.calls, summary.errors, summary.escalations, summary.state) == (6, 5, 2, pb.SESSION_STATE_STOPPED)
+    finally:
+        if sidecar.proc.poll() is None:
+            sidecar.kill()
+
+
+def test_the_fallback_enforces_the_declared_limits() -> None:
+    host, port = refused_address()
+    with rebound.Client(f"{host}:{port}", fallback_policy=FAST) as client:
+        with client.session(unique("py-limits"), step_limit=2) as session:
+            assert session.report("search").action is Action.CONTINUE
+            with pytest.raises(rebound.AbortError) as info:
+                session.run("search", lambda: "results")
+            v = info.value.verdict
+            assert v.fallback and v.reason is rebound.Reason.STEP_LIMIT and info.value.result == "results"
+            assert v.snippet == "<error>\nThe session reached its step limit; end the run.\n</error>"
+        with client.session(unique("py-limits"), cost_limit=1.0) as session:
+            assert session.report("llm", cost=0.6).action is Action.CONTINUE
+            v = session.report("llm", error=TimeoutError("read timed out"), cost=0.6)
+            assert (v.action, v.reason) == (Action.ABORT, rebound.Reason.COST_LIMIT)
+
+
 def test_async_client_fails_open_and_comes_back(
     socket_dir: str, unavailable: httpx.HTTPStatusError, logs: RecordedLogs
 ) -> None:

@@ -409,12 +409,21 @@ def test_attempts_left_counts_the_session_breakers(session: SessionCounters, lef
 # The session memory the fallback decides from.
 
 
-def observe(state: LocalState, outcome: pb.Outcome) -> int:
-    """Counts an outcome and records the policy's verdict, as a session does."""
+def judge(state: LocalState, outcome: pb.Outcome, policy: FallbackPolicy = POLICY) -> Verdict:
+    """Counts an outcome, decides on it with the counts and records the verdict, as a session
+    does when its sidecar does not answer."""
     outcome.session_id = "s"
-    consecutive = state.observe(outcome)
-    state.record(outcome, POLICY.decide(outcome, consecutive, now=NOW, random=0.5))
-    return consecutive
+    counted = state.observe(outcome)
+    v = policy.decide(
+        outcome, counted.consecutive, now=NOW, random=0.5, session=counted.session, limits=state.limits
+    )
+    state.record(outcome, v)
+    return Verdict(v, fallback=True)
+
+
+def observe(state: LocalState, outcome: pb.Outcome) -> int:
+    """`judge`, for the failures of the outcome's tool in a row it counted."""
+    return judge(state, outcome).breaker.consecutive_failures
 
 
 def test_consecutive_failures_are_counted_per_tool_and_reset_by_success() -> None:
@@ -466,7 +475,7 @@ def test_the_call_id_window_is_the_sidecars() -> None:
     first = failure(http_status=503, call_id="c0")
     observe(state, first)
     for i in range(1, IDEMPOTENCY_WINDOW):
-        observe(state, failure(tool="other", http_status=503, call_id=f"c{i}"))
+        observe(state, failure(tool=f"other-{i}", http_status=503, call_id=f"c{i}"))
     again = state.recall(failure(http_status=503, call_id="c0"))
     assert again is not None and again.replayed and again.breaker.consecutive_failures == 1
     assert observe(state, failure(http_status=503, call_id="c0")) == 1  # still the first call
@@ -484,3 +493,118 @@ def test_local_summary() -> None:
     assert (s.calls, s.errors, s.retries, s.escalations, s.cost, s.duration_ms) == (3, 2, 1, 1, 0.5, 2500)
     assert dict(s.errors_by_category) == {"unavailable": 1, "auth": 1}
     assert s.state == pb.SESSION_STATE_ESCALATED
+
+
+# The session breakers, as the sidecar's (src/breaker.rs, src/engine.rs): the counts are kept
+# for every outcome by the local state, and the policy trips on them.
+
+TIMED_OUT = "upstream timed out after {}s"
+
+
+def test_the_fifth_identical_failure_aborts_and_the_session_stays_stopped() -> None:
+    state = LocalState(NOW)
+    verdicts = [judge(state, failure(http_status=503, message=TIMED_OUT.format(30.1))) for _ in range(5)]
+    # Retried twice, escalated twice (three failures in a row), then the loop is ended.
+    assert [v.action for v in verdicts] == [Action.RETRY] * 2 + [Action.ESCALATE] * 2 + [Action.ABORT]
+    assert [v.breaker.identical_errors for v in verdicts] == [1, 2, 3, 4, 5]
+    fifth = verdicts[-1]
+    assert fifth.reason is Reason.IDENTICAL_ERRORS and fifth.breaker.session_state == pb.SESSION_STATE_STOPPED
+    assert fifth.snippet.endswith("The run is over: stop.") and fifth.escalation is None
+
+    # Every later outcome, a success too, is still counted and answered abort.
+    for later in (build_outcome("search", cost=0.25), failure(tool="other", http_status=404)):
+        v = judge(state, later)
+        assert (v.action, v.reason) == (Action.ABORT, Reason.SESSION_STOPPED)
+        assert v.snippet == "<error>\nThe session was stopped earlier; end the run.\n</error>"
+        assert v.breaker.session_state == pb.SESSION_STATE_STOPPED
+    assert (v.breaker.steps, v.breaker.session_errors, v.breaker.cost) == (7, 6, 0.25)
+    assert v.breaker.identical_errors == 5 and v.category is Category.UNKNOWN
+    summary = state.summary(NOW)
+    assert (summary.calls, summary.errors, summary.retries, summary.escalations) == (7, 6, 2, 2)
+    assert dict(summary.errors_by_category) == {"unavailable": 5, "unknown": 1}
+    assert summary.state == pb.SESSION_STATE_STOPPED
+
+
+def test_identical_is_judged_on_the_normalised_message() -> None:
+    policy = FallbackPolicy(max_consecutive_failures=0)
+    state = LocalState(NOW)
+    seconds = ["30.1", "30.4", "29.9", "31", "30.0"]
+    verdicts = [judge(state, failure(kind=Kind.TIMEOUT, message=TIMED_OUT.format(s)), policy) for s in seconds]
+    assert [v.breaker.identical_errors for v in verdicts] == [1, 2, 3, 4, 5]
+    assert verdicts[-1].reason is Reason.IDENTICAL_ERRORS
+    # Without a message, the detail is what the sidecar compares.
+    state = LocalState(NOW)
+    traces = [f"Traceback ...\n  File \"/app/run.py\", line {n}\nKeyError: 'id'" for n in (3, 4)]
+    assert [judge(state, failure(message="", detail=t)).breaker.identical_errors for t in traces] == [1, 2]
+
+
+def test_another_error_or_a_success_of_the_tool_restarts_the_count() -> None:
+    policy = FallbackPolicy(max_consecutive_failures=0)
+    state = LocalState(NOW)
+    counts = [
+        judge(state, o, policy).breaker.identical_errors
+        for o in [
+            failure(message=TIMED_OUT.format(1)),
+            failure(message=TIMED_OUT.format(2)),
+            failure(tool="fetch", message=TIMED_OUT.format(3)),  # another tool: another error
+            failure(message=TIMED_OUT.format(4)),
+            failure(message=TIMED_OUT.format(5)),
+            build_outcome("fetch"),  # a success of another tool leaves the run as it is
+            failure(message=TIMED_OUT.format(6)),
+            failure(message="connection reset by peer"),
+            failure(message="connection reset by peer"),
+            build_outcome("search"),  # a success of the last error's tool clears it
+            failure(message="connection reset by peer"),
+        ]
+    ]
+    assert counts == [1, 2, 1, 1, 2, 2, 3, 1, 2, 0, 1]
+
+
+def test_ten_errors_in_a_session_escalate() -> None:
+    state = LocalState(NOW)
+    verdicts = [judge(state, failure(tool=f"tool-{i}", http_status=404, message=f"missing {i}")) for i in range(10)]
+    assert {v.action for v in verdicts[:9]} == {Action.RECOVER}
+    tenth = verdicts[-1]
+    assert (tenth.action, tenth.reason) == (Action.ESCALATE, Reason.SESSION_ERRORS)
+    assert tenth.breaker.session_errors == 10 and tenth.breaker.session_state == pb.SESSION_STATE_ESCALATED
+    assert tenth.escalation is not None
+    assert tenth.escalation.summary.startswith("10 errors in this session, the last from tool 'tool-9'")
+    # An escalated session goes on, and says so in each verdict, as the sidecar's do.
+    v = judge(state, build_outcome("tool-0"))
+    assert v.action is Action.CONTINUE and v.breaker.session_state == pb.SESSION_STATE_ESCALATED
+
+
+def test_a_declared_error_limit_replaces_the_policys() -> None:
+    state = LocalState(NOW, DeclaredLimits(error_limit=2))
+    first, second = (judge(state, failure(tool=t, http_status=404)) for t in ("a", "b"))
+    assert first.action is Action.RECOVER and (second.action, second.reason) == (Action.ESCALATE, Reason.SESSION_ERRORS)
+    # 0 asks for the policy's, and the policy's 0 turns the breaker off.
+    off = FallbackPolicy(max_session_errors=0, max_consecutive_failures=0, max_identical_errors=0)
+    state = LocalState(NOW)
+    assert {judge(state, failure(tool=f"t{i}", http_status=404), off).action for i in range(20)} == {Action.RECOVER}
+
+
+@pytest.mark.parametrize(
+    ("limits", "costs", "reason", "snippet"),
+    [
+        (DeclaredLimits(step_limit=2), [0.0, 0.0], Reason.STEP_LIMIT, "The session reached its step limit; end the run."),
+        (DeclaredLimits(cost_limit=1.5), [1.0, 0.5], Reason.COST_LIMIT, "The session reached its cost limit; end the run."),
+    ],
+)
+def test_a_success_that_reaches_a_declared_limit_aborts(
+    limits: DeclaredLimits, costs: list[float], reason: Reason, snippet: str
+) -> None:
+    state = LocalState(NOW, limits)
+    first, second = (judge(state, build_outcome("search", cost=c)) for c in costs)
+    assert first.action is Action.CONTINUE and first.reason is Reason.UNSPECIFIED
+    assert (second.action, second.reason) == (Action.ABORT, reason)
+    assert second.snippet == f"<error>\n{snippet}\n</error>"
+    assert second.breaker.session_state == pb.SESSION_STATE_STOPPED and second.breaker.steps == 2
+    assert judge(state, build_outcome("search")).reason is Reason.SESSION_STOPPED
+
+
+def test_a_limit_reached_on_a_failure_aborts_before_any_escalation() -> None:
+    state = LocalState(NOW, DeclaredLimits(step_limit=3))
+    verdicts = [judge(state, failure(http_status=401, message=f"bad key {i}")) for i in range(3)]
+    assert [v.action for v in verdicts] == [Action.ESCALATE] * 2 + [Action.ABORT]
+    assert [v.reason for v in verdicts] == [Reason.CATEGORY_POLICY, Reason.CATEGORY_POLICY, Reason.STEP_LIMIT]

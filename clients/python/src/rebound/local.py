@@ -1,14 +1,17 @@
 """What a session remembers on the client side, always, so that the fallback policy carries on
-where the sidecar left off: failures in a row per tool, unresolved errors for the context, and
-the summary counters."""
+where the sidecar left off: the session breakers' counts (failures in a row per tool, errors,
+identical errors in a row, steps, cost, the state), the limits the session declared,
+unresolved errors for the context, and the summary counters."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
-from rebound.fallback import error_block, error_type, message_line, shown_message
+from rebound.fallback import DeclaredLimits, SessionCounters, error_block, error_type, message_line, shown_message
+from rebound.fingerprint import normalise
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Action, Category, ErrorContext
 
@@ -31,13 +34,28 @@ class _Error:
     suggestion: str = ""
 
 
+class Counted(NamedTuple):
+    """What the fallback policy reads for one outcome, as `LocalState.observe` counted it."""
+
+    consecutive: int
+    """Failures of the outcome's tool in a row, this one included."""
+    session: SessionCounters
+    """The session's counts after the outcome, and its state before it."""
+
+
 class LocalState:
     """One session's client-side memory; safe for concurrent use."""
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, limits: DeclaredLimits = DeclaredLimits()) -> None:
         self._lock = threading.Lock()
         self._started = now
+        self.limits = limits
+        """The limits the session declared, which the fallback enforces."""
         self._consecutive: dict[str, int] = {}
+        # The tool and normalised message of the session's last error while it repeats, and how
+        # many times in a row it came; a success of that tool clears it, as on the sidecar.
+        self._last_error: Optional[tuple[str, str]] = None
+        self._identical = 0
         # The latest error of each tool whose last call failed, oldest first.
         self._unresolved: list[_Error] = []
         self._summary = pb.SessionSummary(state=pb.SESSION_STATE_ACTIVE)
@@ -47,27 +65,39 @@ class LocalState:
         # so does the fallback. As on the sidecar, the oldest id goes when the window is full.
         self._recent: dict[str, Optional[pb.Verdict]] = {}
 
-    def observe(self, o: pb.Outcome) -> int:
-        """Counts an outcome before it is judged; returns its tool's failures in a row, this one
-        included. A repeated call id counts nothing."""
+    def observe(self, o: pb.Outcome) -> Counted:
+        """Counts an outcome before it is judged; returns what the fallback policy reads for it.
+        A repeated call id counts nothing. After an abort the outcome still counts as a step,
+        its cost and its error, but no longer in the breakers' runs or the context, as on the
+        sidecar."""
         with self._lock:
             if o.call_id in self._recent:
-                return 0 if o.ok else self._consecutive.get(o.tool, 0)
+                return self._counted(0 if o.ok else self._consecutive.get(o.tool, 0))
             if o.call_id:
                 if len(self._recent) >= IDEMPOTENCY_WINDOW:
                     del self._recent[next(iter(self._recent))]
                 self._recent[o.call_id] = None
             self._summary.calls += 1
-            self._summary.cost += o.cost
+            # Two huge finite costs must not sum to infinity, as on the sidecar.
+            self._summary.cost = min(self._summary.cost + o.cost, sys.float_info.max)
+            if not o.ok:
+                self._summary.errors += 1
+            if self._summary.state == pb.SESSION_STATE_STOPPED:
+                return self._counted(self._consecutive.get(o.tool, 0))
             idx = next((i for i, e in enumerate(self._unresolved) if e.tool == o.tool), None)
             if o.ok:
                 self._consecutive.pop(o.tool, None)
                 if idx is not None:
                     # A success of the same tool resolves its error, as on the sidecar.
                     del self._unresolved[idx]
-                return 0
-            self._summary.errors += 1
+                if self._last_error is not None and self._last_error[0] == o.tool:
+                    self._last_error, self._identical = None, 0
+                return self._counted(0)
             self._consecutive[o.tool] = self._consecutive.get(o.tool, 0) + 1
+            # What the sidecar fingerprints: the message, or the detail when there is none.
+            last = (o.tool, normalise(o.message or o.detail))
+            self._identical = self._identical + 1 if last == self._last_error else 1
+            self._last_error = last
             error = _Error(o.tool, error_type(o), shown_message(o))
             if idx is not None:
                 previous = self._unresolved.pop(idx)
@@ -76,7 +106,12 @@ class LocalState:
             if len(self._unresolved) >= MAX_UNRESOLVED:
                 del self._unresolved[0]
             self._unresolved.append(error)
-            return self._consecutive[o.tool]
+            return self._counted(self._consecutive[o.tool])
+
+    def _counted(self, consecutive: int) -> Counted:
+        # Called with the lock held.
+        s = self._summary
+        return Counted(consecutive, SessionCounters(s.calls, s.cost, s.errors, self._identical, s.state))
 
     def recall(self, o: pb.Outcome) -> Optional[pb.Verdict]:
         """The earlier verdict for the outcome's call id, if it is still remembered, marked
@@ -104,13 +139,16 @@ class LocalState:
                 self._summary.retries += 1
             elif action is Action.ESCALATE:
                 self._summary.escalations += 1
-                self._summary.state = pb.SESSION_STATE_ESCALATED
+                if self._summary.state != pb.SESSION_STATE_STOPPED:  # a stopped session stays stopped
+                    self._summary.state = pb.SESSION_STATE_ESCALATED
             elif action is Action.ABORT:
                 self._summary.state = pb.SESSION_STATE_STOPPED
             if o.ok:
                 return
             category = Category.of(v.classification.category)
             self._summary.errors_by_category[category.label] += 1
+            if v.breaker.reason == pb.REASON_SESSION_STOPPED:
+                return  # the outcome did not go into the context (see `observe`)
             for e in self._unresolved:
                 if e.tool == o.tool:
                     e.category = category

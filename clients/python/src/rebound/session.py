@@ -20,7 +20,8 @@ import grpc
 from rebound._checks import check_uint32
 from rebound.client import details, status_code
 from rebound.errors import AbortError, EscalationError, RecoverError
-from rebound.local import LocalState
+from rebound.fallback import DeclaredLimits
+from rebound.local import Counted, LocalState
 from rebound.outcome import build_outcome, check_outcome
 from rebound.v1 import rebound_pb2 as pb
 from rebound.v1 import rebound_pb2_grpc as pb_grpc
@@ -68,11 +69,11 @@ class _State:
         self._prefix = secrets.token_hex(6)
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
-        self.local = LocalState(core.clock())
+        self.local = LocalState(core.clock(), DeclaredLimits.of(declare))
 
-    def prepare(self, o: pb.Outcome) -> int:
-        """Fills in the session and call ids and counts the outcome locally; returns the
-        failures of its tool in a row."""
+    def prepare(self, o: pb.Outcome) -> Counted:
+        """Fills in the session and call ids and counts the outcome locally; returns what the
+        fallback policy would read for it."""
         check_outcome(o)
         if o.session_id and o.session_id != self.id:
             raise ValueError(f"session_id {o.session_id!r}: outcome reported to session {self.id!r}")
@@ -146,7 +147,7 @@ class _State:
         self.local.record(o, v)
         return Verdict(v)
 
-    def fallback(self, o: pb.Outcome, consecutive: int) -> Verdict:
+    def fallback(self, o: pb.Outcome, counted: Counted) -> Verdict:
         """Answers an outcome with the local policy."""
         self.core.fell_back()
         # The sidecar may have restarted and forgotten the session.
@@ -154,7 +155,14 @@ class _State:
         # A repeated call id gets its earlier verdict, as the sidecar would answer it.
         v = self.local.recall(o)
         if v is None:
-            v = self.core.policy.decide(o, consecutive, now=self.core.clock(), random=self.core.random())
+            v = self.core.policy.decide(
+                o,
+                counted.consecutive,
+                now=self.core.clock(),
+                random=self.core.random(),
+                session=counted.session,
+                limits=self.local.limits,
+            )
         self.local.record(o, v)
         return Verdict(v, fallback=True)
 
@@ -288,15 +296,15 @@ class Session:
 
     def report_outcome(self, outcome: pb.Outcome) -> Verdict:
         """Reports an outcome built by hand; fills in the session id and, when empty, a call id."""
-        consecutive = self._s.prepare(outcome)
+        counted = self._s.prepare(outcome)
         if not self._declare():
             # The sidecar just failed to answer: do not make the agent wait a second deadline.
-            return self._s.fallback(outcome, consecutive)
+            return self._s.fallback(outcome, counted)
         try:
             v: pb.Verdict = self._stub.Report(outcome, timeout=self._s.core.timeout)
         except grpc.RpcError as err:
             self._s.core.failed("Report", err)
-            return self._s.fallback(outcome, consecutive)
+            return self._s.fallback(outcome, counted)
         return self._s.accept(outcome, v)
 
     def call(self, tool: str, **fields: Any) -> Call:
@@ -474,14 +482,14 @@ class AsyncSession:
 
     async def report_outcome(self, outcome: pb.Outcome) -> Verdict:
         """Reports an outcome built by hand; see `Session.report_outcome`."""
-        consecutive = self._s.prepare(outcome)
+        counted = self._s.prepare(outcome)
         if not await self._declare():
-            return self._s.fallback(outcome, consecutive)
+            return self._s.fallback(outcome, counted)
         try:
             v: pb.Verdict = await self._stub().Report(outcome, timeout=self._s.core.timeout)
         except grpc.RpcError as err:
             self._s.core.failed("Report", err)
-            return self._s.fallback(outcome, consecutive)
+            return self._s.fallback(outcome, counted)
         return self._s.accept(outcome, v)
 
     def call(self, tool: str, **fields: Any) -> AsyncCall:

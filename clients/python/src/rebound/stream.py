@@ -26,6 +26,7 @@ from rebound.v1 import rebound_pb2_grpc as pb_grpc
 from rebound.verdict import Verdict
 
 if TYPE_CHECKING:
+    from rebound.local import Counted
     from rebound.session import AsyncSession, Session, _State
 
 __all__ = ["Reporter", "PendingVerdict", "AsyncReporter", "AsyncPendingVerdict"]
@@ -50,10 +51,10 @@ def _broken(state: _State, error: Optional[BaseException], why: str) -> Optional
 class PendingVerdict:
     """An outcome sent on a `Reporter` whose verdict may not have arrived yet."""
 
-    def __init__(self, outcome: pb.Outcome, consecutive: int, deadline: float, on_timeout: Callable[[], None]) -> None:
+    def __init__(self, outcome: pb.Outcome, counted: Counted, deadline: float, on_timeout: Callable[[], None]) -> None:
         self.outcome = outcome
         """The outcome sent (with its session and call ids filled in)."""
-        self.consecutive = consecutive
+        self._counted = counted  # for the fallback, should it have to answer
         self._deadline = deadline
         self._on_timeout = on_timeout
         self._done = threading.Event()
@@ -111,15 +112,15 @@ class Reporter:
         """Sends an outcome built by hand."""
         if self._closed:
             raise RuntimeError("rebound: the Reporter is closed")
-        consecutive = self._s.prepare(outcome)
+        counted = self._s.prepare(outcome)
         deadline = time.monotonic() + self._s.core.timeout
         if not self._session._declare():
-            p = PendingVerdict(outcome, consecutive, deadline, lambda: None)
-            p._set(self._s.fallback(outcome, consecutive))
+            p = PendingVerdict(outcome, counted, deadline, lambda: None)
+            p._set(self._s.fallback(outcome, counted))
             return p
         with self._lock:
             stream = self._stream if self._stream is not None and not self._stream.ended else self._open()
-            p = PendingVerdict(outcome, consecutive, deadline, lambda: self._break(stream, None, "DEADLINE_EXCEEDED"))
+            p = PendingVerdict(outcome, counted, deadline, lambda: self._break(stream, None, "DEADLINE_EXCEEDED"))
             stream.pending.append(p)
             stream.requests.put(outcome)
         return p
@@ -190,7 +191,7 @@ class Reporter:
             if bad_input is not None:
                 p._set(None, bad_input)
             else:
-                p._set(self._s.fallback(p.outcome, p.consecutive))
+                p._set(self._s.fallback(p.outcome, p._counted))
 
     def __enter__(self) -> Reporter:
         return self
@@ -204,10 +205,10 @@ class Reporter:
 class AsyncPendingVerdict:
     """An outcome sent on an `AsyncReporter` whose verdict may not have arrived yet."""
 
-    def __init__(self, outcome: pb.Outcome, consecutive: int, deadline: float, stream: Optional[_AsyncStream]) -> None:
+    def __init__(self, outcome: pb.Outcome, counted: Counted, deadline: float, stream: Optional[_AsyncStream]) -> None:
         self.outcome = outcome
         """The outcome sent (with its session and call ids filled in)."""
-        self.consecutive = consecutive
+        self._counted = counted  # for the fallback, should it have to answer
         self._deadline = deadline
         self._stream = stream
         self._future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
@@ -265,15 +266,15 @@ class AsyncReporter:
         """Sends an outcome built by hand."""
         if self._closed:
             raise RuntimeError("rebound: the AsyncReporter is closed")
-        consecutive = self._s.prepare(outcome)
+        counted = self._s.prepare(outcome)
         deadline = time.monotonic() + self._s.core.timeout
         if not await self._session._declare():
-            p = AsyncPendingVerdict(outcome, consecutive, deadline, None)
-            p._set(self._s.fallback(outcome, consecutive))
+            p = AsyncPendingVerdict(outcome, counted, deadline, None)
+            p._set(self._s.fallback(outcome, counted))
             return p
         async with self._send_lock:
             stream = self._stream if self._stream is not None and not self._stream.ended else self._open()
-            p = AsyncPendingVerdict(outcome, consecutive, deadline, stream)
+            p = AsyncPendingVerdict(outcome, counted, deadline, stream)
             stream.pending.append(p)
             try:
                 await asyncio.wait_for(stream.call.write(outcome), max(deadline - time.monotonic(), 0.0))
@@ -351,7 +352,7 @@ class AsyncReporter:
             if bad_input is not None:
                 p._set(None, bad_input)
             else:
-                p._set(self._s.fallback(p.outcome, p.consecutive))
+                p._set(self._s.fallback(p.outcome, p._counted))
 
     async def __aenter__(self) -> AsyncReporter:
         return self
