@@ -132,7 +132,8 @@ HttpError.prototype.name = "HttpError";
  * errors in its `cause` chain, it reads:
  * - the message (the chain's messages joined with ": ") and the type name (`err.name` or the class name);
  * - kind `timeout` for a `TimeoutError`-like name, a timeout errno/undici code, execa's `timedOut`, or a
- *   child process killed by its timeout; kind `cancelled` for an `AbortError`/`CanceledError`;
+ *   child process killed by its timeout; kind `cancelled` for an `AbortError`/`CanceledError`; kind
+ *   `provider_error` for the OpenAI and Anthropic SDKs' errors; kind `tool_error` for anything else;
  * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`);
  * - the HTTP status from `status`, `statusCode`, `response.status` or `response.statusCode`;
  * - the headers from `headers` or `response.headers` (`Headers`, `Map` or a plain object);
@@ -293,6 +294,25 @@ function isTimeout(e: unknown): boolean {
   return get(e, "killed") === true && typeof get(e, "signal") === "string" && get(e, "code") === null;
 }
 
+/** The base classes of the OpenAI and Anthropic SDKs' errors (the Python client names their packages). */
+const PROVIDER_ERROR_CLASSES = new Set(["OpenAIError", "AnthropicError"]);
+
+/** True for an error an LLM provider's SDK threw: a provider error, not the tool's. */
+function isProviderError(e: unknown): boolean {
+  let proto: unknown = e;
+  for (let depth = 0; depth < MAX_CHAIN; depth++) {
+    try {
+      proto = typeof proto === "object" && proto !== null ? Object.getPrototypeOf(proto) : null;
+    } catch {
+      return false;
+    }
+    if (proto === null || proto === Error.prototype) return false;
+    const name = get(get(proto, "constructor"), "name");
+    if (typeof name === "string" && PROVIDER_ERROR_CLASSES.has(name)) return true;
+  }
+  return false;
+}
+
 function isCancelled(e: unknown): boolean {
   const name = typeName(e);
   if (/AbortError$/.test(name) || /Cancell?edError$/.test(name)) return true;
@@ -359,8 +379,13 @@ function fillFromError(o: pb.Outcome, err: unknown): void {
   o.message = message;
   o.exceptionType = chain.map(typeName).find((n) => n !== "") ?? "";
 
+  // As the Python client: what the tool threw is a tool error, unless it timed out, was
+  // cancelled or came from an LLM provider's SDK. The sidecar tells a parse error the tool
+  // hit (JSON.parse of an HTML error page) from the model's malformed call by this.
   if (chain.some(isTimeout)) o.kind = pb.OutcomeKind.OUTCOME_KIND_TIMEOUT;
   else if (chain.some(isCancelled)) o.kind = pb.OutcomeKind.OUTCOME_KIND_CANCELLED;
+  else if (isProviderError(err)) o.kind = pb.OutcomeKind.OUTCOME_KIND_PROVIDER_ERROR;
+  else o.kind = pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR;
 
   for (const e of chain) {
     if (o.code === "") o.code = codeOf(e);

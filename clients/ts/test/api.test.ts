@@ -20,7 +20,15 @@ import {
   type SessionOptions,
   type Verdict,
 } from "../src/index.js";
-import { forget, LIVE_TIMEOUT_MS, LogRecorder, sessionId, toolNames } from "./helpers.js";
+import {
+  forget,
+  LIVE_TIMEOUT_MS,
+  LogRecorder,
+  NGINX_502_PAGE,
+  serve,
+  sessionId,
+  toolNames,
+} from "./helpers.js";
 import { Sidecar } from "./sidecar.mjs";
 
 let sidecar: Sidecar;
@@ -91,6 +99,37 @@ describe("Session.run", () => {
     assert.notEqual(err.report, "");
     assert.equal(err.tool, t.llm);
     assert.match(err.message, /escalate after .* \(auth\): HTTP 401 Unauthorized: Incorrect API key provided/);
+  });
+
+  it("retries a tool whose JSON.parse met an error page, as the sidecar's internal error, not the model's format error", async () => {
+    const t = toolNames();
+    let requests = 0;
+    const upstream = await serve((_req, res) => {
+      // Down for the report's call and run's first attempt, back for its second.
+      if (++requests <= 2) {
+        res.writeHead(502, { "Content-Type": "text/html" });
+        res.end(NGINX_502_PAGE);
+      } else {
+        res.writeHead(200, { "Content-Type": "application/json" });
+        res.end('{"hits":3}');
+      }
+    });
+    const search = async (): Promise<unknown> => JSON.parse(await (await fetch(upstream.url)).text());
+    try {
+      const s = open(dial(), "run-tool-parse");
+      const parseError = await rejection(search());
+      const v = await s.report(t.fetch, { error: parseError });
+      assert.deepEqual([v.action, v.category, v.rule], ["retry", "internal", "kind.tool_error.parse"]);
+      const attempts: number[] = [];
+      const value = await s.run(t.search, ({ attempt }) => {
+        attempts.push(attempt);
+        return search();
+      });
+      assert.deepEqual(value, { hits: 3 });
+      assert.deepEqual(attempts, [1, 2]);
+    } finally {
+      await upstream.close();
+    }
   });
 
   it("aborts with an AbortRunError when the tool was cancelled", async () => {

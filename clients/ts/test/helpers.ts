@@ -1,8 +1,10 @@
 // Shared by the tests: unique names, a log recorder, the call deadline for
-// tests that expect the sidecar's own answer, and a way to make the sidecar
-// forget a session.
+// tests that expect the sidecar's own answer, a way to make the sidecar
+// forget a session, a local HTTP server and real servers' error bodies.
 
 import assert from "node:assert/strict";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 
 import { credentials, Metadata } from "@grpc/grpc-js";
 
@@ -83,3 +85,29 @@ export async function forget(addr: string, id: string): Promise<void> {
     raw.close();
   }
 }
+
+/** A local HTTP server answering with `handler`, on an ephemeral loopback port. */
+export async function serve(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** nginx's 502 page, which a tool that parses its upstream's JSON gets when the upstream is down. */
+export const NGINX_502_PAGE = `<html>
+<head><title>502 Bad Gateway</title></head>
+<body>
+<center><h1>502 Bad Gateway</h1></center>
+<hr><center>nginx</center>
+</body>
+</html>
+`;

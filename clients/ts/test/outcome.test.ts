@@ -23,6 +23,7 @@ import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { HttpError, InvalidInputError, outcomeFromError } from "../src/index.js";
 import { kindName } from "../src/names.js";
 import { checkOutcome, RETRY_HEADERS, type ReportOptions } from "../src/outcome.js";
+import { NGINX_502_PAGE } from "./helpers.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -73,7 +74,21 @@ describe("outcomes from real errors", () => {
     assert.equal(o.code, "ECONNREFUSED");
     assert.match(o.message, /^fetch failed: connect ECONNREFUSED 127\.0\.0\.1:\d+$/);
     assert.match(o.detail, /^TypeError: fetch failed\n[\s\S]*\n\[cause\]: Error: connect ECONNREFUSED/);
-    assert.equal(kindName(o.kind), "unspecified");
+    assert.equal(kindName(o.kind), "tool_error");
+  });
+
+  it("JSON.parse of an error page the tool fetched is a tool error, not the model's malformed call", async () => {
+    handler = (_req, res) => {
+      res.writeHead(502, { "Content-Type": "text/html" });
+      res.end(NGINX_502_PAGE);
+    };
+    const err = await thrown(async () => JSON.parse(await (await fetch(base)).text()) as unknown);
+    assert.ok(err instanceof SyntaxError, `got ${String(err)}`);
+    const o = build(err);
+    assert.equal(o.exceptionType, "SyntaxError");
+    assert.equal(kindName(o.kind), "tool_error");
+    // An explicit kind still wins: the model's own arguments that do not parse.
+    assert.equal(kindName(build(err, { kind: "invalid_tool_call" }).kind), "invalid_tool_call");
   });
 
   it("fetch past AbortSignal.timeout is a timeout", async () => {
@@ -166,6 +181,7 @@ describe("outcomes from real errors", () => {
     assert.ok(err instanceof OpenAI.RateLimitError);
     const o = build(err);
     assert.equal(o.exceptionType, "RateLimitError");
+    assert.equal(kindName(o.kind), "provider_error", "an LLM provider's SDK failed, as the Python client says");
     assert.equal(o.httpStatus, 429);
     assert.equal(o.code, "rate_limit_exceeded");
     assert.equal(o.headers["retry-after-ms"], "250");
@@ -194,6 +210,7 @@ describe("outcomes from real errors", () => {
     assert.ok(err instanceof Anthropic.APIError);
     const o = build(err);
     assert.equal(o.httpStatus, 529);
+    assert.equal(kindName(o.kind), "provider_error");
     assert.equal(o.code, "overloaded_error");
     assert.equal(o.headers["retry-after"], "3");
     assert.notEqual(o.exceptionType, "");
@@ -227,7 +244,7 @@ describe("outcomes from real errors", () => {
     const o = build(await thrown(() => promisify(execFile)("sh", ["-c", "echo 'rg: command not found' >&2; exit 127"])));
     assert.equal(o.exitCode, 127);
     assert.equal(o.detail.trim(), "rg: command not found");
-    assert.equal(kindName(o.kind), "unspecified");
+    assert.equal(kindName(o.kind), "tool_error");
   });
 
   it("a gRPC call to a closed port: the status code", async () => {
