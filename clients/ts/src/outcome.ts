@@ -130,7 +130,8 @@ HttpError.prototype.name = "HttpError";
  * Builds the outcome of one call of `tool` from its error (a success when
  * there is none), then applies the explicit fields. From the error, and the
  * errors in its `cause` chain, it reads:
- * - the message (the chain's messages joined with ": ") and the type name (`err.name` or the class name);
+ * - the message (the chain's messages joined with ": "; of an error with stderr, the first line) and the
+ *   type name (`err.name` or the class name);
  * - kind `timeout` for a `TimeoutError`-like name, a timeout errno/undici code, execa's `timedOut`, or a
  *   child process killed by its timeout; kind `cancelled` for an `AbortError`/`CanceledError`; kind
  *   `provider_error` for the OpenAI and Anthropic SDKs' errors; kind `tool_error` for anything else;
@@ -373,7 +374,9 @@ function fillFromError(o: pb.Outcome, err: unknown): void {
   // JavaScript messages leave the cause out ("fetch failed"); the causes say what happened.
   let message = "";
   for (const e of chain) {
-    const m = messageOf(e).trim();
+    let m = messageOf(e).trim();
+    // A child process's error says "Command failed: <cmd>" and then the whole of its stderr, which goes as the detail.
+    if (stderrOf(e).trim() !== "") m = m.split("\n", 1)[0]?.trim() ?? "";
     if (m !== "" && !message.includes(m)) message = message === "" ? m : `${message}: ${m}`;
   }
   o.message = message;

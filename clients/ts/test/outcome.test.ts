@@ -4,10 +4,12 @@
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -245,6 +247,34 @@ describe("outcomes from real errors", () => {
     assert.equal(o.exitCode, 127);
     assert.equal(o.detail.trim(), "rg: command not found");
     assert.equal(kindName(o.kind), "tool_error");
+  });
+
+  it("a child process's message is Node's first line, its stderr the detail, not both", async () => {
+    // A Python script that logs as it works, then fails with a traceback.
+    const dir = mkdtempSync(join(tmpdir(), "rebound-ts-"));
+    const script = join(dir, "collect.py");
+    writeFileSync(
+      script,
+      [
+        "import sys",
+        "for i in range(300):",
+        "    print(f'collecting item {i} ... ok', file=sys.stderr)",
+        "int('abc')",
+        "",
+      ].join("\n"),
+    );
+    try {
+      const err = await thrown(() => promisify(execFile)("python3", [script]));
+      const stderr = (err as { stderr: string }).stderr;
+      assert.match(stderr, /collecting item 299 \.\.\. ok\nTraceback[\s\S]*ValueError: invalid literal for int\(\) with base 10: 'abc'\n$/);
+      assert.ok((err as Error).message.endsWith(stderr), "Node's message holds all of stderr");
+      const o = build(err);
+      assert.equal(o.message, `Command failed: python3 ${script}`);
+      assert.equal(o.detail, stderr);
+      assert.equal(o.exitCode, 1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("a gRPC call to a closed port: the status code", async () => {
