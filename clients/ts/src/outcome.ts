@@ -86,7 +86,7 @@ export interface ReportOptions extends OutcomeFields {
 /**
  * A failed HTTP response as an error, carrying its status and headers: throw it
  * from a tool that uses fetch (`throw await HttpError.fromResponse(res)`) and
- * the outcome gets the status and Retry-After.
+ * the outcome gets the status, Retry-After and the provider's error code.
  */
 export class HttpError extends Error {
   /** The response's status, 100 to 599. */
@@ -98,6 +98,11 @@ export class HttpError extends Error {
   readonly headers: Readonly<Record<string, string>>;
   /** The start of the response body. */
   readonly body: string;
+  /**
+   * The provider's error code from a JSON body: its `error.code`, else its `error.type`
+   * (OpenAI's `insufficient_quota`, Anthropic's `rate_limit_error`); undefined when it has none.
+   */
+  readonly code: string | undefined;
 
   /** A failure with this status, headers and (the start of) the body. */
   constructor(status: number, init: { headers?: HeadersInput; body?: string; statusText?: string } = {}) {
@@ -108,9 +113,10 @@ export class HttpError extends Error {
     this.status = status;
     this.headers = init.headers === undefined ? {} : headersToRecord(init.headers, { all: true });
     this.body = body;
+    this.code = body.startsWith("{") ? bodyCode(parseJson(body)) : undefined;
   }
 
-  /** Reads a failed fetch `Response` (status, headers, the first maxBodyChars of the body). */
+  /** Reads a failed fetch `Response` (status, headers, the first maxBodyChars of the body and the provider's error code in it). */
   static async fromResponse(
     res: { status: number; statusText?: string; headers: HeadersLike; text(): Promise<string> },
     maxBodyChars = 4096,
@@ -135,7 +141,8 @@ HttpError.prototype.name = "HttpError";
  * - kind `timeout` for a `TimeoutError`-like name, a timeout errno/undici code, execa's `timedOut`, or a
  *   child process killed by its timeout; kind `cancelled` for an `AbortError`/`CanceledError`; kind
  *   `provider_error` for the OpenAI and Anthropic SDKs' errors; kind `tool_error` for anything else;
- * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`);
+ * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`),
+ *   else the `error.code` or `error.type` of an SDK error's parsed body (`error`);
  * - the HTTP status from `status`, `statusCode`, `response.status` or `response.statusCode`;
  * - the headers from `headers` or `response.headers` (`Headers`, `Map` or a plain object);
  * - a gRPC code from a numeric `code` with `details`/`metadata` (@grpc/grpc-js's ServiceError);
@@ -342,9 +349,31 @@ function headersOf(e: unknown): Record<string, string> | undefined {
 function codeOf(e: unknown): string {
   const code = get(e, "code");
   if (typeof code === "string" && code.trim() !== "") return code;
-  // Anthropic's SDK errors carry the body's {"error": {"type": "overloaded_error"}} and no code.
-  const bodyType = get(get(get(e, "error"), "error"), "type");
-  return typeof bodyType === "string" ? bodyType : "";
+  // Anthropic's SDK errors carry the body ({"error": {"type": "overloaded_error"}}) as `error`, and no code.
+  return bodyCode(get(e, "error")) ?? "";
+}
+
+/**
+ * A provider's error code in a response body, as the Python client reads it: the
+ * body's `error.code`, else its `error.type` (OpenAI's
+ * `{"error": {"code": "insufficient_quota", ...}}`, Anthropic's
+ * `{"type": "error", "error": {"type": "rate_limit_error", ...}}`).
+ */
+function bodyCode(body: unknown): string | undefined {
+  const inner = get(body, "error");
+  for (const key of ["code", "type"]) {
+    const value = get(inner, key);
+    if (typeof value === "string" && value.trim() !== "") return value.trim();
+  }
+  return undefined;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function grpcCodeOf(e: unknown): number | undefined {

@@ -25,6 +25,7 @@ import {
   LIVE_TIMEOUT_MS,
   LogRecorder,
   NGINX_502_PAGE,
+  OPENAI_QUOTA_BODY,
   serve,
   sessionId,
   toolNames,
@@ -129,6 +130,29 @@ describe("Session.run", () => {
       assert.deepEqual(attempts, [1, 2]);
     } finally {
       await upstream.close();
+    }
+  });
+
+  it("escalates an OpenAI 429 that says insufficient_quota, instead of retrying it as rate limited", async () => {
+    const t = toolNames();
+    const api = await serve((_req, res) => {
+      res.writeHead(429, { "Content-Type": "application/json" });
+      res.end(OPENAI_QUOTA_BODY);
+    });
+    try {
+      let calls = 0;
+      const err = await rejection(
+        open(dial(), "run-quota").run(t.llm, async () => {
+          calls++;
+          const res = await fetch(`${api.url}/v1/chat/completions`, { method: "POST" });
+          if (!res.ok) throw await HttpError.fromResponse(res);
+        }),
+      );
+      assert.ok(err instanceof EscalationError, `got ${String(err)}`);
+      assert.deepEqual([err.verdict.category, err.verdict.rule], ["quota_exceeded", "code.insufficient_quota"]);
+      assert.equal(calls, 1);
+    } finally {
+      await api.close();
     }
   });
 

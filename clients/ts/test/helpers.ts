@@ -111,3 +111,14 @@ export const NGINX_502_PAGE = `<html>
 </body>
 </html>
 `;
+
+/** OpenAI's 429 body for an account out of credits (platform.openai.com/docs/guides/error-codes). */
+export const OPENAI_QUOTA_BODY = JSON.stringify({
+  error: {
+    message:
+      "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+    type: "insufficient_quota",
+    param: null,
+    code: "insufficient_quota",
+  },
+});

@@ -25,7 +25,7 @@ import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { HttpError, InvalidInputError, outcomeFromError } from "../src/index.js";
 import { kindName } from "../src/names.js";
 import { checkOutcome, RETRY_HEADERS, type ReportOptions } from "../src/outcome.js";
-import { NGINX_502_PAGE } from "./helpers.js";
+import { NGINX_502_PAGE, OPENAI_QUOTA_BODY } from "./helpers.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -127,6 +127,35 @@ describe("outcomes from real errors", () => {
     assert.equal(o.headers["retry-after"], "1");
     assert.equal(o.exceptionType, "HttpError");
     assert.equal(o.message, "HTTP 429 Too Many Requests: rate limit exceeded, slow down");
+    assert.equal(o.code, "");
+  });
+
+  it("HttpError.fromResponse takes the provider's error code from a JSON body, as the Python client", async () => {
+    // Anthropic's 429 (docs.anthropic.com/en/api/errors): no code, the error's type.
+    const anthropic = JSON.stringify({
+      type: "error",
+      error: { type: "rate_limit_error", message: "Number of request tokens has exceeded your per-minute rate limit" },
+    });
+    // An OpenAI error whose code is null: its type.
+    const openaiInvalid = JSON.stringify({
+      error: { message: "Invalid type for 'max_tokens': expected an integer.", type: "invalid_request_error", param: "max_tokens", code: null },
+    });
+    const cases: [number, string, string | undefined][] = [
+      [429, OPENAI_QUOTA_BODY, "insufficient_quota"],
+      [429, anthropic, "rate_limit_error"],
+      [400, openaiInvalid, "invalid_request_error"],
+      [502, NGINX_502_PAGE, undefined],
+      [429, JSON.stringify({ error: "rate limited" }), undefined],
+    ];
+    for (const [status, body, code] of cases) {
+      handler = (_req, res) => {
+        res.writeHead(status, { "Content-Type": "application/json" });
+        res.end(body);
+      };
+      const err = await HttpError.fromResponse(await fetch(base));
+      assert.equal(err.code, code, body);
+      assert.equal(build(err).code, code ?? "", body);
+    }
   });
 
   it("keeps only the Retry-After family of a response's headers, however many others it has", async () => {
