@@ -9,6 +9,7 @@ import {
   status,
   type CallOptions,
   type ChannelOptions,
+  type ClientDuplexStream,
   type ClientUnaryCall,
   type ServiceError,
 } from "@grpc/grpc-js";
@@ -100,6 +101,8 @@ export class Core {
   private degraded = false;
   private warned = false;
   private closed = false;
+  /** The Observe streams open on the channel: close() cancels them, which closing the channel does not. */
+  private readonly streams = new Set<ClientDuplexStream<pb.Outcome, pb.Verdict>>();
 
   /** Checks the options and opens the channel (it connects in the background). */
   constructor(addr: string, options: ClientOptions) {
@@ -147,10 +150,15 @@ export class Core {
     channel.watchConnectivityState(state, Infinity, () => this.keepConnected());
   }
 
-  /** Closes the channel; calls in flight fail and fall back. */
+  /**
+   * Closes the channel; calls in flight fail and fall back. Open streams are
+   * cancelled, so that their outcomes still waiting fall back too and nothing
+   * of the client keeps Node running.
+   */
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    for (const call of this.streams) call.cancel();
     this.rpc.close();
   }
 
@@ -167,6 +175,15 @@ export class Core {
         else resolve(res);
       });
     });
+  }
+
+  /** Opens an Observe stream, which close() cancels; undefined once closed. */
+  observe(): ClientDuplexStream<pb.Outcome, pb.Verdict> | undefined {
+    if (this.closed) return undefined;
+    const call = this.rpc.observe();
+    this.streams.add(call);
+    call.on("status", () => this.streams.delete(call));
+    return call;
   }
 
   /** StartSession with the call deadline. */

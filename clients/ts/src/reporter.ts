@@ -101,7 +101,9 @@ export class Reporter {
       if (this.signal?.aborted || this.closed) return undefined;
       if (!(await this.session.ensureDeclared())) return undefined;
       if (this.signal?.aborted || this.closed) return undefined;
-      const call = this.core.rpc.observe();
+      const call = this.core.observe();
+      // The client was closed: answered locally, as when the sidecar is down.
+      if (call === undefined) return undefined;
       let finish: () => void = () => {};
       const st: ObserveStream = {
         call,
