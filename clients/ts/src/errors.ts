@@ -13,10 +13,22 @@ export class InvalidInputError extends Error {
 }
 InvalidInputError.prototype.name = "InvalidInputError";
 
+/** What a {@link VerdictError} is built from, besides its action, tool and verdict. */
+export interface VerdictErrorInit {
+  /** The tool's own error, when the call failed. */
+  cause?: unknown;
+  /** What the tool returned, when the call succeeded and the verdict still stopped the run. */
+  result?: unknown;
+  /** A word on why, for the message (`gave up after 10 attempts`). */
+  note?: string;
+}
+
 /**
  * What `Session.run` throws when a verdict takes the agent off its plan. The
  * subclasses say which way: {@link RecoverError}, {@link EscalationError},
- * {@link AbortRunError}. `cause` is the tool's own error, when it failed.
+ * {@link AbortRunError}. `cause` is the tool's own error, when it failed;
+ * `result` what it returned, when it succeeded and a verdict still stopped the
+ * run (a step or cost limit reached, the session stopped).
  */
 export abstract class VerdictError extends Error {
   /** The tool whose outcome led here. */
@@ -25,13 +37,21 @@ export abstract class VerdictError extends Error {
   readonly verdict: Verdict;
   /** The verdict's action. */
   readonly action: Action;
+  /**
+   * What the tool returned when its call succeeded and the verdict still stopped the
+   * run, so that the call's effect is not lost; undefined when the call failed (see
+   * `cause`). A tool may return undefined too: no `cause` tells a success.
+   */
+  readonly result: unknown;
 
-  /** Builds the message from the action, tool, category and the tool's error. */
-  constructor(action: Action, tool: string, verdict: Verdict, cause: unknown, note = "") {
+  /** Builds the message from the action, tool, category, the verdict's reason and the tool's error. */
+  constructor(action: Action, tool: string, verdict: Verdict, init: VerdictErrorInit = {}) {
+    const { cause, result, note = "" } = init;
     super(describe(action, tool, verdict, cause, note), cause === undefined ? undefined : { cause });
     this.tool = tool;
     this.verdict = verdict;
     this.action = action;
+    this.result = result;
   }
 
   /** The compact error text for the LLM's next turn. */
@@ -65,9 +85,14 @@ EscalationError.prototype.name = "EscalationError";
 export class AbortRunError extends VerdictError {}
 AbortRunError.prototype.name = "AbortRunError";
 
+/**
+ * `rebound: abort after "charge_card" (reason step_limit)`: the category and the
+ * verdict's reason when there is one, then the tool's error.
+ */
 function describe(action: Action, tool: string, verdict: Verdict, cause: unknown, note: string): string {
   let s = `rebound: ${action} after ${JSON.stringify(tool)}`;
   if (verdict.category !== "unspecified") s += ` (${verdict.category})`;
+  if (verdict.reason !== "unspecified") s += ` (reason ${verdict.reason})`;
   if (verdict.fallback) s += " [local fallback]";
   if (note !== "") s += `: ${note}`;
   if (cause !== undefined) s += `: ${cause instanceof Error ? cause.message : String(cause)}`;

@@ -13,7 +13,14 @@
 
 export { Client, connect, DEFAULT_ADDRESS } from "./client.js";
 export { DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_ATTEMPTS, type ClientOptions, type Logger } from "./core.js";
-export { AbortRunError, EscalationError, InvalidInputError, RecoverError, VerdictError } from "./errors.js";
+export {
+  AbortRunError,
+  EscalationError,
+  InvalidInputError,
+  RecoverError,
+  VerdictError,
+  type VerdictErrorInit,
+} from "./errors.js";
 export { DEFAULT_FALLBACK_POLICY, type FallbackPolicy } from "./fallback.js";
 export type { Action, BreakerState, Category, OutcomeKind, Reason, SessionState } from "./names.js";
 export {

@@ -311,8 +311,10 @@ export class Session {
    * resolves to `fn`'s value once a call succeeds. Otherwise it rejects with a
    * {@link RecoverError} (recover, replan, reclassify: give its `snippet` to
    * the LLM), an {@link EscalationError} or an {@link AbortRunError}, each
-   * with the tool's error as `cause`. When `options.signal` aborts before an
-   * attempt or while waiting to retry, it rejects with the signal's reason.
+   * with the tool's error as `cause`, or, when a verdict stops the run after a
+   * successful call (a step or cost limit reached), with its value as `result`.
+   * When `options.signal` aborts before an attempt or while waiting to retry,
+   * it rejects with the signal's reason.
    */
   async run<T>(tool: string, fn: (call: RunContext) => T | Promise<T>, options: RunOptions = {}): Promise<T> {
     checkId("tool", tool);
@@ -342,7 +344,8 @@ export class Session {
       const report: ReportOptions = { attempt, durationMs: performance.now() - start, ...fields };
       if (failed) report.error = error;
       const verdict = await this.report(tool, report);
-      const cause = failed ? error : undefined;
+      // A verdict can stop the run after a successful call too (a limit reached): keep what the tool returned.
+      const stop = failed ? { cause: error } : { result: value };
       switch (verdict.action) {
         case "continue":
           if (failed) throw error;
@@ -350,21 +353,21 @@ export class Session {
         case "retry":
           if (!failed) return value as T;
           if (attempt >= this.core.maxAttempts) {
-            throw new RecoverError("recover", tool, verdict, cause, `gave up after ${attempt} attempts`);
+            throw new RecoverError("recover", tool, verdict, { ...stop, note: `gave up after ${attempt} attempts` });
           }
           await sleep(verdict.delayMs, signal);
           break;
         case "escalate":
-          throw new EscalationError("escalate", tool, verdict, cause);
+          throw new EscalationError("escalate", tool, verdict, stop);
         case "abort":
-          throw new AbortRunError("abort", tool, verdict, cause);
+          throw new AbortRunError("abort", tool, verdict, stop);
         case "recover":
         case "replan":
         case "reclassify":
-          throw new RecoverError(verdict.action, tool, verdict, cause);
+          throw new RecoverError(verdict.action, tool, verdict, stop);
         default:
           // An action newer than this client: back to the LLM.
-          throw new RecoverError("recover", tool, verdict, cause);
+          throw new RecoverError("recover", tool, verdict, stop);
       }
     }
   }

@@ -99,7 +99,7 @@ describe("Session.run", () => {
     assert.equal(err.action, "escalate");
     assert.notEqual(err.report, "");
     assert.equal(err.tool, t.llm);
-    assert.match(err.message, /escalate after .* \(auth\): HTTP 401 Unauthorized: Incorrect API key provided/);
+    assert.equal(err.message, `rebound: escalate after "${t.llm}" (auth) (reason category_policy): HTTP 401 Unauthorized: Incorrect API key provided`);
   });
 
   it("retries a tool whose JSON.parse met an error page, as the sidecar's internal error, not the model's format error", async () => {
@@ -311,6 +311,23 @@ describe("Session", () => {
     const err = await rejection(s.run(t.search, () => "ok"));
     assert.ok(err instanceof AbortRunError, `got ${String(err)}`);
     assert.equal(err.cause, undefined);
+  });
+
+  it("keeps the tool's result when a verdict stops the run after a successful call, and names the reason", async () => {
+    const t = toolNames();
+    const s = open(dial(), "steps-result", { stepLimit: 2 });
+    const charges: string[] = [];
+    const charge = (): { chargeId: string } => {
+      charges.push(`ch_${charges.length + 1}`);
+      return { chargeId: charges.at(-1) ?? "" };
+    };
+    assert.deepEqual(await s.run(t.fetch, charge), { chargeId: "ch_1" });
+    const err = await rejection(s.run(t.fetch, charge));
+    assert.ok(err instanceof AbortRunError, `got ${String(err)}`);
+    assert.equal(err.message, `rebound: abort after "${t.fetch}" (reason step_limit)`);
+    assert.deepEqual(err.result, { chargeId: "ch_2" }, "the second charge happened: its result must not be lost");
+    assert.equal(err.cause, undefined);
+    assert.deepEqual(charges, ["ch_1", "ch_2"]);
   });
 
   it("does not paper over an argument the sidecar rejects", async () => {
