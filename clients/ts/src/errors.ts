@@ -1,4 +1,5 @@
 import type { Action } from "./names.js";
+import { redactHead, REDACTED_UNITS } from "./redact.js";
 import type { Verdict } from "./verdict.js";
 
 /**
@@ -44,7 +45,10 @@ export abstract class VerdictError extends Error {
    */
   readonly result: unknown;
 
-  /** Builds the message from the action, tool, category, the verdict's reason and the tool's error. */
+  /**
+   * Builds the message from the action, tool, category, the verdict's reason and the
+   * tool's error, redacted (the error itself stays as it was, as `cause`).
+   */
   constructor(action: Action, tool: string, verdict: Verdict, init: VerdictErrorInit = {}) {
     const { cause, result, note = "" } = init;
     super(describe(action, tool, verdict, cause, note), cause === undefined ? undefined : { cause });
@@ -87,7 +91,8 @@ AbortRunError.prototype.name = "AbortRunError";
 
 /**
  * `rebound: abort after "charge_card" (reason step_limit)`: the category and the
- * verdict's reason when there is one, then the tool's error.
+ * verdict's reason when there is one, then the tool's error with its secrets
+ * redacted, since agents log these messages as they are.
  */
 function describe(action: Action, tool: string, verdict: Verdict, cause: unknown, note: string): string {
   let s = `rebound: ${action} after ${JSON.stringify(tool)}`;
@@ -95,6 +100,9 @@ function describe(action: Action, tool: string, verdict: Verdict, cause: unknown
   if (verdict.reason !== "unspecified") s += ` (reason ${verdict.reason})`;
   if (verdict.fallback) s += " [local fallback]";
   if (note !== "") s += `: ${note}`;
-  if (cause !== undefined) s += `: ${cause instanceof Error ? cause.message : String(cause)}`;
+  if (cause !== undefined) {
+    const text = cause instanceof Error ? cause.message : String(cause);
+    s += `: ${redactHead(text)}${text.length > REDACTED_UNITS ? "…" : ""}`;
+  }
   return s;
 }

@@ -6,7 +6,7 @@ import { cut } from "./checks.js";
 import { InvalidInputError } from "./errors.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
 import { categoryName } from "./names.js";
-import { redact } from "./redact.js";
+import { redactHead } from "./redact.js";
 
 /**
  * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
@@ -379,29 +379,11 @@ const INSTRUCTIONS = new Map<pb.Action, string>([
 export const MAX_SNIPPET_MESSAGE = 200;
 
 /**
- * How much of a message is redacted, in UTF-16 units (8 KiB, as the Python and
- * Go clients): far more than the {@link MAX_SNIPPET_MESSAGE} characters shown,
- * so that a secret starting in the shown part is read whole (a JWT runs to a
- * few KB), yet bounded: JavaScript's regex engine backtracks where the
- * sidecar's runs in linear time, and on some crafted text takes time quadratic
- * in its length, holding up the whole process (256 KiB of `-eyJ` takes tens of
- * seconds on Node 20; 16 KiB, about a tenth of one).
- */
-const REDACTED_UNITS = 8 * 1024;
-
-/**
  * A tool's message as the fallback writes it: redacted as the sidecar redacts
  * it, then cut to {@link MAX_SNIPPET_MESSAGE}, so that the cut cannot leave part of a secret.
  */
 export function shownMessage(message: string): string {
-  return cut(redact(head(message, REDACTED_UNITS)), MAX_SNIPPET_MESSAGE);
-}
-
-/** The first `n` UTF-16 units of `s` at most, not ending between the two halves of a surrogate pair. */
-function head(s: string, n: number): string {
-  if (s.length <= n) return s;
-  const last = s.charCodeAt(n - 1);
-  return s.slice(0, last >= 0xd800 && last <= 0xdbff ? n - 1 : n);
+  return cut(redactHead(message), MAX_SNIPPET_MESSAGE);
 }
 
 /** The fallback's `<error>` block for the LLM's next turn, then what to make of it. */
@@ -461,9 +443,9 @@ export function defuseTags(text: string): string {
 /** Names the failure for a snippet from the most telling field set. */
 export function errorType(o: pb.Outcome): string {
   // The exception type and the code are free text, set by the caller: redacted like the message.
-  if (o.exceptionType !== "") return redact(head(o.exceptionType, REDACTED_UNITS));
+  if (o.exceptionType !== "") return redactHead(o.exceptionType);
   if (o.httpStatus !== 0) return `HTTP ${o.httpStatus}`;
-  if (o.code !== "") return redact(head(o.code, REDACTED_UNITS));
+  if (o.code !== "") return redactHead(o.code);
   if (o.exitCode !== undefined) return `exit ${o.exitCode}`;
   return "";
 }

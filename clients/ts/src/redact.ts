@@ -200,6 +200,28 @@ export function redact(text: string): string {
   return redactWithin(text, MAX_PASSES);
 }
 
+/**
+ * How much of a text {@link redactHead} redacts, in UTF-16 units (8 KiB, as the
+ * Python and Go clients): far more than a snippet's 200 characters, so that a
+ * secret starting in the shown part is read whole (a JWT runs to a few KB), yet
+ * bounded: JavaScript's regex engine backtracks where the sidecar's runs in
+ * linear time, and on some crafted text takes time quadratic in its length,
+ * holding up the whole process (256 KiB of `-eyJ` takes tens of seconds on
+ * Node 20; 16 KiB, about a tenth of one).
+ */
+export const REDACTED_UNITS = 8 * 1024;
+
+/** The first {@link REDACTED_UNITS} of `text` (not ending inside a surrogate pair), redacted; the rest is dropped. */
+export function redactHead(text: string): string {
+  let n = REDACTED_UNITS;
+  if (text.length > n) {
+    const last = text.charCodeAt(n - 1);
+    if (last >= 0xd800 && last <= 0xdbff) n--;
+    text = text.slice(0, n);
+  }
+  return redact(text);
+}
+
 /** @internal {@link redact} with a bound on the passes, for tests. */
 export function redactWithin(text: string, passes: number): string {
   for (let i = 0; i < passes; i++) {

@@ -102,6 +102,30 @@ describe("Session.run", () => {
     assert.equal(err.message, `rebound: escalate after "${t.llm}" (auth) (reason category_policy): HTTP 401 Unauthorized: Incorrect API key provided`);
   });
 
+  it("redacts the tool's error in its message, which agents log, and keeps the error as it was", async () => {
+    const t = toolNames();
+    const key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD";
+    // OpenAI's 401 for a wrong key, answered by a local server.
+    const api = await serve((_req, res) => {
+      res.writeHead(401, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `Incorrect API key provided: ${key}.`, type: "invalid_request_error", param: null, code: "invalid_api_key" } }));
+    });
+    try {
+      const err = await rejection(
+        open(dial(), "run-redact").run(t.llm, async () => {
+          const res = await fetch(api.url);
+          if (!res.ok) throw await HttpError.fromResponse(res);
+        }),
+      );
+      assert.ok(err instanceof EscalationError, `got ${String(err)}`);
+      assert.ok(!err.message.includes(key), err.message);
+      assert.match(err.message, /: HTTP 401 Unauthorized: .*Incorrect API key provided: \[REDACTED:openai_key\]/);
+      assert.ok(err.cause instanceof HttpError && err.cause.message.includes(key), "the cause is the tool's error as it was");
+    } finally {
+      await api.close();
+    }
+  });
+
   it("retries a tool whose JSON.parse met an error page, as the sidecar's internal error, not the model's format error", async () => {
     const t = toolNames();
     let requests = 0;
