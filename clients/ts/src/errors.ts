@@ -1,3 +1,4 @@
+import { cut } from "./checks.js";
 import type { Action } from "./names.js";
 import { redactHead, REDACTED_UNITS } from "./redact.js";
 import type { Verdict } from "./verdict.js";
@@ -89,6 +90,9 @@ EscalationError.prototype.name = "EscalationError";
 export class AbortRunError extends VerdictError {}
 AbortRunError.prototype.name = "AbortRunError";
 
+/** How much of a thrown value that is no Error a message shows, in characters. */
+const MAX_VALUE_CHARS = 200;
+
 /**
  * `rebound: abort after "charge_card" (reason step_limit)`: the category and the
  * verdict's reason when there is one, then the tool's error with its secrets
@@ -101,8 +105,27 @@ function describe(action: Action, tool: string, verdict: Verdict, cause: unknown
   if (verdict.fallback) s += " [local fallback]";
   if (note !== "") s += `: ${note}`;
   if (cause !== undefined) {
-    const text = cause instanceof Error ? cause.message : String(cause);
+    const text = causeText(cause);
     s += `: ${redactHead(text)}${text.length > REDACTED_UNITS ? "…" : ""}`;
   }
   return s;
+}
+
+/**
+ * The text of what the tool threw: an error's message, a string as it is, and for
+ * anything else (`throw { status: 404, message: "Repository not found" }`) its
+ * `message` when that is a string, else its JSON, cut short.
+ */
+function causeText(cause: unknown): string {
+  if (cause instanceof Error) return cause.message;
+  if (typeof cause === "string") return cause;
+  let text: string;
+  try {
+    const message = (cause as { message?: unknown } | null)?.message;
+    text = typeof message === "string" ? message : (JSON.stringify(cause) ?? String(cause));
+  } catch {
+    // A getter that throws, a cycle, a BigInt: what the value is, at least.
+    text = Object.prototype.toString.call(cause);
+  }
+  return typeof cause === "object" && cause !== null ? cut(text, MAX_VALUE_CHARS) : text;
 }

@@ -126,6 +126,24 @@ describe("Session.run", () => {
     }
   });
 
+  it("describes a thrown value that is no Error by its message, else its JSON, cut short", async () => {
+    const t = toolNames();
+    const s = open(dial(), "run-thrown-values");
+    const messageOf = async (value: unknown): Promise<string> => {
+      const err = await rejection(s.run(t.fetch, () => Promise.reject(value)));
+      assert.ok(err instanceof RecoverError || err instanceof EscalationError, `got ${String(err)}`);
+      assert.equal(err.cause, value);
+      return err.message;
+    };
+    // What Octokit-style code and hand-rolled clients throw.
+    assert.match(await messageOf({ status: 404, message: "Repository not found" }), /: Repository not found$/);
+    assert.match(await messageOf({ status: 422, errors: [{ field: "title" }] }), /: \{"status":422,"errors":\[\{"field":"title"\}\]\}$/);
+    assert.match(await messageOf("no results for that query"), /: no results for that query$/);
+    const long = await messageOf({ items: Array.from({ length: 100 }, (_, i) => `item-${i}`) });
+    assert.match(long, /: \{"items":\["item-0",.*…$/);
+    assert.ok(long.length < 400, long);
+  });
+
   it("retries a tool whose JSON.parse met an error page, as the sidecar's internal error, not the model's format error", async () => {
     const t = toolNames();
     let requests = 0;
