@@ -17,6 +17,7 @@ import {
 import { InvalidInputError } from "./errors.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
 import { kindValue, OUTCOME_KINDS, type OutcomeKind } from "./names.js";
+import { withoutOwnFrames } from "./stack.js";
 
 /** Anything with `forEach((value, key) => ...)`: fetch's `Headers`, a `Map`. */
 export interface HeadersLike {
@@ -147,7 +148,7 @@ HttpError.prototype.name = "HttpError";
  * - the headers from `headers` or `response.headers` (`Headers`, `Map` or a plain object);
  * - a gRPC code from a numeric `code` with `details`/`metadata` (@grpc/grpc-js's ServiceError);
  * - an exit code from `exitCode` (execa) or a child process error's numeric `code`;
- * - the detail from `stderr`, else the stack traces of the chain.
+ * - the detail from `stderr`, else the stack traces of the chain, without the client's own frames.
  */
 export function outcomeFromError(tool: string, options: ReportOptions = {}): pb.Outcome {
   checkId("tool", tool);
@@ -430,7 +431,10 @@ function fillFromError(o: pb.Outcome, err: unknown): void {
   if (stderr !== undefined) {
     o.detail = stderr;
   } else {
-    const stacks = chain.map((e) => get(e, "stack")).filter((s): s is string => typeof s === "string" && s !== "");
+    const stacks = chain
+      .map((e) => get(e, "stack"))
+      .filter((s): s is string => typeof s === "string" && s !== "")
+      .map(withoutOwnFrames);
     o.detail = stacks.join("\n[cause]: ");
   }
 }

@@ -158,6 +158,21 @@ describe("outcomes from real errors", () => {
     }
   });
 
+  it("leaves the client's own frames out of the stack trace it sends", async () => {
+    handler = (_req, res) => {
+      res.writeHead(503);
+      res.end("upstream overloaded");
+    };
+    const err = await HttpError.fromResponse(await fetch(base));
+    // This file runs as build/test/outcome.test.js, the client as build/src/.
+    const client = fileURLToPath(new URL("../src/", import.meta.url));
+    assert.ok(err.stack?.includes(`${client}outcome.js`), `the error's own stack: ${err.stack}`);
+    const o = build(err);
+    assert.ok(!o.detail.includes(client), `a frame of the client was sent: ${o.detail}`);
+    assert.ok(o.detail.startsWith("HttpError: HTTP 503 Service Unavailable: upstream overloaded\n"), o.detail);
+    assert.ok(o.detail.includes(fileURLToPath(import.meta.url)), `the caller's frame is gone: ${o.detail}`);
+  });
+
   it("keeps only the Retry-After family of a response's headers, however many others it has", async () => {
     // OpenAI's rate-limit headers (platform.openai.com/docs/guides/rate-limits), behind 70 others
     // that sort before them, with a cookie and a credential that must not leave the process.

@@ -1,11 +1,14 @@
 // The client as an agent's process uses it, each case a node process of its
-// own: that it lets the process exit once closed.
+// own: that it lets the process exit once closed, and that it keeps its own
+// frames out of the stack traces it sends when installed from a folder
+// (`npm install /path/to/clients/ts`, a symlink in node_modules).
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 
@@ -61,5 +64,32 @@ console.log(JSON.stringify({ first: first.fallback, second: second.fallback }));
       [sidecar.grpc],
     );
     assert.deepEqual(JSON.parse(out), { first: false, second: true }, "the stream was open, and close() answered what it left locally");
+  });
+});
+
+describe("installed from a folder (a symlink in node_modules)", () => {
+  it("sends the stack trace without the client's own frames", async () => {
+    // clients/ts, which this file runs two folders below (build/test/).
+    const pkg = fileURLToPath(new URL("../../", import.meta.url));
+    mkdirSync(join(dir, "node_modules"), { recursive: true });
+    symlinkSync(pkg, join(dir, "node_modules", "rebound-client"), "dir");
+    const out = await runScript(
+      "where.mjs",
+      `import { createServer } from "node:http";
+import { HttpError, outcomeFromError } from "rebound-client";
+const server = createServer((_req, res) => { res.writeHead(503); res.end("upstream overloaded"); });
+await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+const res = await fetch("http://127.0.0.1:" + server.address().port);
+const err = await HttpError.fromResponse(res);
+server.close();
+console.log(JSON.stringify({ stack: err.stack, detail: outcomeFromError("search", { error: err }).detail }));
+`,
+    );
+    const { stack, detail } = JSON.parse(out) as { stack: string; detail: string };
+    const dist = join(realpathSync(pkg), "dist");
+    assert.ok(stack.includes(`${dist}/outcome.js`), `the error's own stack: ${stack}`);
+    assert.ok(!detail.includes(dist), `a frame of the client was sent: ${detail}`);
+    assert.match(detail, /^HttpError: HTTP 503 Service Unavailable: upstream overloaded\n/);
+    assert.ok(detail.includes(join(realpathSync(dir), "where.mjs")), `the agent's own frame is gone: ${detail}`);
   });
 });
