@@ -29,6 +29,15 @@ fn p(kind: &'static str, group: usize, re: &str) -> Pattern {
 /// part of ordinary words (`PGPASSWORD`, `SERPAPI_API_KEY`, `clientSecret`,
 /// `HF_TOKEN`), `(?:[a-z0-9_]*_)?`, joined by `_` only, for short ones that
 /// are (`MYSQL_PWD`, not `bypass`) and header names (`HTTP_AUTHORIZATION`).
+///
+/// A cookie's value may sit in double quotes (RFC 6265), escaped in JSON
+/// (`=\"`); a quote opens one only right after the `=` and closes it before
+/// any comma, so a JSON string ending in base64's `=` runs on no further. A
+/// URL's userinfo ends at the first `/`, `?` or `#`, so an `@` in a query is
+/// no password's end; a password without an `@` before them may hold a `?`
+/// or `#` (SQLAlchemy takes one unencoded), unless all before them is a port.
+/// An alternative without the secret's group matches what must stay, as
+/// MySQL's `(using password: YES)`, which says only whether one was sent.
 static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     vec![
         p(
@@ -56,13 +65,21 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             1,
             r#"(?i)(?-u:\b)(?:[a-z0-9_]*_)?authorization["']?[ \t]*[:=][ \t]*["']?(?:\[?[a-z][a-z0-9._\-]*[ \t]+)?([^\s"',;\]]{4,})"#,
         ),
-        p("cookie", 1, r#"(?i)(?-u:\b)(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?([^\r\n"'\]]{3,})"#),
+        p(
+            "cookie",
+            1,
+            r#"(?i)(?-u:\b)(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"[^\r\n",]*"|[^\r\n"'\]]){3,})"#,
+        ),
         p("url_signature", 2, r#"(?i)[?&;](sig|x-amz-signature|x-goog-signature)=([^\s&"'#;)\]>]{8,})"#),
-        p("url_password", 1, r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/]*:([^\s/]+)@"),
+        p(
+            "url_password",
+            1,
+            r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*)@",
+        ),
         p(
             "password",
             2,
-            r#"(?i)(?-u:\b)([a-z0-9_]*(?:password|passwd|passphrase)|(?:[a-z0-9_]*_)?(?:pwd|pass))(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})"#,
+            r#"(?i)(?-u:\b)([a-z0-9_]*(?:password|passwd|passphrase)|(?:[a-z0-9_]*_)?(?:pwd|pass))(?:["']?\s*[:=]\s*["']?|["']?\s*=>\s*["']?)([^\s"'&,;}\])]{3,})|\(using password: (?:YES|NO)\)"#,
         ),
         p(
             "api_key",
@@ -300,6 +317,7 @@ fn redact_once(text: &str) -> Option<String> {
         let mut replaced_any = false;
         let replaced = pattern.regex.replace_all(current, |caps: &Captures<'_>| {
             let whole = caps.get(0).expect("group 0 always matches");
+            // An alternative without the secret's group matched what must stay.
             let Some(secret) = caps.get(pattern.group) else {
                 return whole.as_str().to_string();
             };
@@ -433,6 +451,8 @@ mod tests {
             "> Cookie: sessionid=abc123def456; csrftoken=abcdef",
             "https://a.blob.core.windows.net/c/f?sv=2022-11-02&sig=AbC%2Bdef0123%3D",
             "AccountKey=abcdef0123456789==;EndpointSuffix=core.windows.net",
+            "> Cookie: sessionid=\"abc123def456\"",
+            "mysql://app:Tq4#bW9?kLz2@db:3306/app",
         ];
         for text in examples {
             let let_through = candidates(text);
@@ -567,6 +587,53 @@ mod tests {
     }
 
     #[test]
+    fn quoted_cookie_values_and_passwords_beside_the_mysql_phrase_are_redacted() {
+        for (text, redacted) in [
+            // RFC 6265 lets a cookie value sit in double quotes; JSON escapes them.
+            (r#"> Cookie: sessionid="abc123def456""#, "> Cookie: [REDACTED:cookie]"),
+            (r#"Set-Cookie: token="YWJjZGVmMTIz=="; Path=/; HttpOnly"#, "Set-Cookie: [REDACTED:cookie]"),
+            (r#"'Cookie': 'csrftoken=abcdef; sessionid="abc123def456"'}"#, "'Cookie': '[REDACTED:cookie]'}"),
+            (r#"{"cookie":"sid=\"abc123def456\"","host":"h"}"#, r#"{"cookie":"[REDACTED:cookie]","host":"h"}"#),
+            // A base64 value's = before a JSON string's closing quote opens no quoted value.
+            (r#"{"Cookie": "s=YWJjZA=", "Host": "h"}"#, r#"{"Cookie": "[REDACTED:cookie]", "Host": "h"}"#),
+            // Only MySQL's own phrase keeps its YES.
+            (
+                "+ MYSQL_PWD=Tr0ub4dor3xyz mysql\nERROR 1045 (28000): Access denied for user 'app'@'h' (using password: YES)",
+                "+ MYSQL_PWD=[REDACTED:password] mysql\nERROR 1045 (28000): Access denied for user 'app'@'h' (using password: YES)",
+            ),
+            ("login with password: YES rejected", "login with password: [REDACTED:password] rejected"),
+            ("(using password: hunter2)", "(using password: [REDACTED:password])"),
+            // Userinfo ends at the first /, ? or #: a password's @ is before it, a query's after.
+            (
+                "https://app:hunter2@h:8080?email=a@b.com",
+                "https://app:[REDACTED:url_password]@h:8080?email=a@b.com",
+            ),
+            ("postgres://user:p@ss@host/db?x=a@b", "postgres://user:[REDACTED:url_password]@host/db?x=a@b"),
+            // A password holding an unencoded # or ? (SQLAlchemy takes it) has no @ before them.
+            (
+                "mysql://app:Tq4#bW9?kLz2@db:3306/app",
+                "mysql://app:[REDACTED:url_password]@db:3306/app",
+            ),
+        ] {
+            assert_eq!(redact(text), redacted, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_mysql_phrase_and_an_at_sign_after_the_host_stay() {
+        for text in [
+            "ERROR 1045 (28000): Access denied for user 'app'@'10.0.0.5' (using password: YES)",
+            "Access denied for user 'root'@'localhost' (using password: NO)",
+            r#"Get "http://localhost:8080?email=jane.doe@example.com": connection refused"#,
+            r#"Get "https://api.example.com?since=12:30&notify=ops@example.com": timeout"#,
+            "https://h:8443#contact=ops@example.com",
+            "https://h:8080/users/jane.doe@example.com",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
     fn the_shared_corpora_are_redacted_and_left_alone() {
         // tests/data/secrets: the corpora every client's fallback is held to as well.
         let secrets = include_str!("../tests/data/secrets/secrets.jsonl");
@@ -646,7 +713,7 @@ mod tests {
                 "xoxb-", "eyJ", ".eyJ", "Bearer ", "basic ", "https://u:", "@h", "password=", "pwd: ", "api_key=",
                 "X-Api-Key: ", "client_secret=", "private_key=", "token=", "-----BEGIN PRIVATE KEY-----",
                 "DB_", "PG", "Authorization: ", "Token ", "Cookie: ", "Set-Cookie: ", "?sig=", "&X-Amz-Signature=",
-                "AccountKey=", "a@b",
+                "AccountKey=", "a@b", "?", "#", "=\"", "(using password: YES)",
                 "0123456789abcdefABCDEF0123456789", "ABCDEFGHIJKLMNOP", " ", "'", "\"", "=", ":", "/", "x",
                 "pa\u{17F}sword=", "api_\u{212A}ey=", "\u{2026}",
             ][..]), 0..12),
