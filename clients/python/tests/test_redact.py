@@ -46,7 +46,7 @@ def unreachable() -> Iterator[rebound.Client]:
 
 
 def test_the_corpora_are_there() -> None:
-    assert (len(SECRETS), len(ORDINARY)) == (110, 57), f"the corpora under {CORPUS} changed"
+    assert (len(SECRETS), len(ORDINARY)) == (115, 62), f"the corpora under {CORPUS} changed"
 
 
 @pytest.mark.parametrize("line", SECRETS)
@@ -139,6 +139,30 @@ def test_regex_constructs_read_as_in_rust(text: str, redacted: str) -> None:
 def test_names_joined_to_a_prefix_and_other_headers(text: str, redacted: str) -> None:
     # Environment variables and camelCase keys, any Authorization scheme, cookies, URL signatures, and a
     # URL password holding an unencoded @, as src/redact.rs's names_joined_to_a_prefix_and_other_headers_are_redacted.
+    assert redact(text) == redacted
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ('> Cookie: sessionid="abc123def456"', "> Cookie: [REDACTED:cookie]"),
+        ('Set-Cookie: token="YWJjZGVmMTIz=="; Path=/; HttpOnly', "Set-Cookie: [REDACTED:cookie]"),
+        ("""'Cookie': 'csrftoken=abcdef; sessionid="abc123def456"'}""", "'Cookie': '[REDACTED:cookie]'}"),
+        (r'{"cookie":"sid=\"abc123def456\"","host":"h"}', '{"cookie":"[REDACTED:cookie]","host":"h"}'),
+        ('{"Cookie": "s=YWJjZA=", "Host": "h"}', '{"Cookie": "[REDACTED:cookie]", "Host": "h"}'),
+        ("MYSQL_PWD=Tr0ub4dor3xyz mysql (using password: YES)", "MYSQL_PWD=[REDACTED:password] mysql (using password: YES)"),
+        ("login with password: YES rejected", "login with password: [REDACTED:password] rejected"),
+        ("(using password: hunter2)", "(using password: [REDACTED:password])"),
+        ("https://app:hunter2@h:8080?email=a@b.com", "https://app:[REDACTED:url_password]@h:8080?email=a@b.com"),
+        ("postgres://user:p@ss@host/db?x=a@b", "postgres://user:[REDACTED:url_password]@host/db?x=a@b"),
+        ("mysql://app:Tq4#bW9?kLz2@db:3306/app", "mysql://app:[REDACTED:url_password]@db:3306/app"),
+        ('Get "http://localhost:8080?email=jane.doe@example.com"', 'Get "http://localhost:8080?email=jane.doe@example.com"'),
+        ("https://h:8443#contact=ops@example.com", "https://h:8443#contact=ops@example.com"),
+    ],
+)
+def test_quoted_cookies_the_mysql_phrase_and_an_at_after_the_host(text: str, redacted: str) -> None:
+    # As src/redact.rs's quoted_cookie_values_and_passwords_beside_the_mysql_phrase_are_redacted and
+    # the_mysql_phrase_and_an_at_sign_after_the_host_stay.
     assert redact(text) == redacted
 
 
