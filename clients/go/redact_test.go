@@ -185,6 +185,22 @@ func TestRedactMatchesTheSidecar(t *testing.T) {
 		{"/o?X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0", "/o?X-Amz-Signature=[REDACTED:url_signature]"},
 		// A password holding an unencoded @: the userinfo runs to the last @.
 		{"postgresql://app:p@ssw0rd!@db.internal:5432/app", "postgresql://app:[REDACTED:url_password]@db.internal:5432/app"},
+		// A cookie value in double quotes (RFC 6265), JSON-escaped too; a base64 = before a JSON quote opens none.
+		{`> Cookie: sessionid="abc123def456"`, "> Cookie: [REDACTED:cookie]"},
+		{`Set-Cookie: token="YWJjZGVmMTIz=="; Path=/; HttpOnly`, "Set-Cookie: [REDACTED:cookie]"},
+		{`'Cookie': 'csrftoken=abcdef; sessionid="abc123def456"'}`, "'Cookie': '[REDACTED:cookie]'}"},
+		{`{"cookie":"sid=\"abc123def456\"","host":"h"}`, `{"cookie":"[REDACTED:cookie]","host":"h"}`},
+		{`{"Cookie": "s=YWJjZA=", "Host": "h"}`, `{"Cookie": "[REDACTED:cookie]", "Host": "h"}`},
+		// Only MySQL's own phrase keeps its YES.
+		{"MYSQL_PWD=Tr0ub4dor3xyz mysql (using password: YES)", "MYSQL_PWD=[REDACTED:password] mysql (using password: YES)"},
+		{"login with password: YES rejected", "login with password: [REDACTED:password] rejected"},
+		{"(using password: hunter2)", "(using password: [REDACTED:password])"},
+		// Userinfo ends at the first /, ? or #; a password with no @ before them may hold one.
+		{"https://app:hunter2@h:8080?email=a@b.com", "https://app:[REDACTED:url_password]@h:8080?email=a@b.com"},
+		{"postgres://user:p@ss@host/db?x=a@b", "postgres://user:[REDACTED:url_password]@host/db?x=a@b"},
+		{"mysql://app:Tq4#bW9?kLz2@db:3306/app", "mysql://app:[REDACTED:url_password]@db:3306/app"},
+		{`Get "http://localhost:8080?email=jane.doe@example.com"`, `Get "http://localhost:8080?email=jane.doe@example.com"`},
+		{"https://h:8443#contact=ops@example.com", "https://h:8443#contact=ops@example.com"},
 		// Uncovered by another redaction: the second pass sees the URL.
 		{"ab://u:pass:w/cd://e:f@h", "ab://u:[REDACTED:url_password]@h"},
 	}
