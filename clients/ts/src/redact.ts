@@ -57,7 +57,7 @@ export const PATTERNS: readonly SecretPattern[] = [
   {
     kind: "cookie",
     group: 1,
-    pattern: String.raw`\b(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?([^\r\n"'\]]{3,})`,
+    pattern: String.raw`\b(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"[^\r\n",]*"|[^\r\n"'\]]){3,})`,
     ignoreCase: true,
   },
   {
@@ -66,11 +66,16 @@ export const PATTERNS: readonly SecretPattern[] = [
     pattern: String.raw`[?&;](sig|x-amz-signature|x-goog-signature)=([^{space}&"'#;)\]>]{8,})`,
     ignoreCase: true,
   },
-  { kind: "url_password", group: 1, pattern: String.raw`\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/]*:([^{space}/]+)@`, ignoreCase: true },
+  {
+    kind: "url_password",
+    group: 1,
+    pattern: String.raw`\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*)@`,
+    ignoreCase: true,
+  },
   {
     kind: "password",
     group: 2,
-    pattern: String.raw`\b([a-z0-9_]*(?:password|passwd|passphrase)|(?:[a-z0-9_]*_)?(?:pwd|pass))(?:["']?[{space}]*[:=][{space}]*["']?|["']?[{space}]*=>[{space}]*["']?)([^{space}"'&,;}\])]{3,})`,
+    pattern: String.raw`\b([a-z0-9_]*(?:password|passwd|passphrase)|(?:[a-z0-9_]*_)?(?:pwd|pass))(?:["']?[{space}]*[:=][{space}]*["']?|["']?[{space}]*=>[{space}]*["']?)([^{space}"'&,;}\])]{3,})|\(using password: (?:YES|NO)\)`,
     ignoreCase: true,
   },
   {
@@ -256,14 +261,17 @@ function replaceSecrets(secret: CompiledSecret, text: string): string | undefine
   let replaced = false;
   re.lastIndex = 0;
   for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    const span = m.indices?.[secret.group];
+    // An alternative without the secret's group (MySQL's "(using password: YES)") matched what must stay.
+    // The leading \b is the first alternative's only, so it is checked after this.
+    if (span === undefined) continue;
     if (secret.leadingBoundary && !isAsciiBoundary(text, m.index)) {
       // No match starts here; look for the leftmost one after it, as the regex with its \b would.
       re.lastIndex = m.index + 1;
       continue;
     }
-    const span = m.indices?.[secret.group];
-    // A group that took no part, or a value that is already a placeholder, stays as it is.
-    if (span === undefined || text.slice(span[0], span[1]).startsWith("[REDACTED")) continue;
+    // A value that is already a placeholder stays as it is.
+    if (text.slice(span[0], span[1]).startsWith("[REDACTED")) continue;
     out += `${text.slice(from, span[0])}[REDACTED:${secret.kind}]`;
     from = span[1];
     replaced = true;

@@ -36,7 +36,7 @@ interface SecretCase {
 const SECRET_CASES = lines<SecretCase>("secrets/secrets.jsonl");
 const ORDINARY = lines<{ id: string; message: string }>("secrets/ordinary.jsonl");
 // A corpus read short would leave most of the checks below without a case.
-assert.ok(SECRET_CASES.length >= 110 && ORDINARY.length >= 57, "tests/data/secrets: fewer lines than expected");
+assert.ok(SECRET_CASES.length >= 115 && ORDINARY.length >= 62, "tests/data/secrets: fewer lines than expected");
 
 /** An SDK error as the OpenAI and Anthropic SDKs shape theirs: the message and the HTTP status. */
 function sdkError(message: string, status?: number): Error {
@@ -168,6 +168,28 @@ describe("the port of src/redact.rs", () => {
     assert.equal(redact("PGPASSWORD=hunter22 pg_dump"), "PGPASSWORD=[REDACTED:password] pg_dump");
     assert.equal(redact("bypass: enabled, compass=north"), "bypass: enabled, compass=north");
     assert.equal(redact("https://api.example.com/v1?api_key=abcdef123456&page=2"), "https://api.example.com/v1?api_key=[REDACTED:api_key]&page=2");
+  });
+
+  it("redacts a quoted cookie value and a password beside MySQL's phrase, and ends userinfo at the first /, ? or #", () => {
+    const cases: [string, string][] = [
+      // A cookie value in double quotes (RFC 6265), JSON-escaped too; a base64 = before a JSON quote opens none.
+      ['> Cookie: sessionid="abc123def456"', "> Cookie: [REDACTED:cookie]"],
+      ['Set-Cookie: token="YWJjZGVmMTIz=="; Path=/; HttpOnly', "Set-Cookie: [REDACTED:cookie]"],
+      [`'Cookie': 'csrftoken=abcdef; sessionid="abc123def456"'}`, "'Cookie': '[REDACTED:cookie]'}"],
+      [String.raw`{"cookie":"sid=\"abc123def456\"","host":"h"}`, '{"cookie":"[REDACTED:cookie]","host":"h"}'],
+      ['{"Cookie": "s=YWJjZA=", "Host": "h"}', '{"Cookie": "[REDACTED:cookie]", "Host": "h"}'],
+      // Only MySQL's own phrase keeps its YES; its "(" is no word boundary, and needs none.
+      ["MYSQL_PWD=Tr0ub4dor3xyz mysql (using password: YES)", "MYSQL_PWD=[REDACTED:password] mysql (using password: YES)"],
+      ["login with password: YES rejected", "login with password: [REDACTED:password] rejected"],
+      ["(using password: hunter2)", "(using password: [REDACTED:password])"],
+      // Userinfo ends at the first /, ? or #; a password with no @ before them may hold one.
+      ["https://app:hunter2@h:8080?email=a@b.com", "https://app:[REDACTED:url_password]@h:8080?email=a@b.com"],
+      ["postgres://user:p@ss@host/db?x=a@b", "postgres://user:[REDACTED:url_password]@host/db?x=a@b"],
+      ["mysql://app:Tq4#bW9?kLz2@db:3306/app", "mysql://app:[REDACTED:url_password]@db:3306/app"],
+      ['Get "http://localhost:8080?email=jane.doe@example.com"', 'Get "http://localhost:8080?email=jane.doe@example.com"'],
+      ["https://h:8443#contact=ops@example.com", "https://h:8443#contact=ops@example.com"],
+    ];
+    for (const [text, redacted] of cases) assert.equal(redact(text), redacted, text);
   });
 
   it("redacts a secret uncovered by another redaction, and gives up on text that does not settle", () => {
