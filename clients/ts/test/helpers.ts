@@ -1,10 +1,13 @@
 // Shared by the tests: unique names, a log recorder, the call deadline for
 // tests that expect the sidecar's own answer, a way to make the sidecar
-// forget a session, a local HTTP server and real servers' error bodies.
+// forget a session, a local HTTP server, real servers' error bodies and the
+// repository's shared test data.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
 
 import { credentials, Metadata } from "@grpc/grpc-js";
 
@@ -16,6 +19,17 @@ import { proto, type Logger } from "../src/index.js";
  * than the 250 ms production default (the fail-open tests set their own).
  */
 export const LIVE_TIMEOUT_MS = 3000;
+
+/** The repository's tests/data/, shared with the sidecar and the other clients (this file runs as clients/ts/build/test/helpers.js). */
+export const TEST_DATA = fileURLToPath(new URL("../../../../tests/data/", import.meta.url));
+
+/** The objects of a JSON Lines file under {@link TEST_DATA}, one a line. */
+export function lines<T>(file: string): T[] {
+  return readFileSync(TEST_DATA + file, "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as T);
+}
 
 let seq = 0;
 /** Makes names unique per test process, so that tests never share sidecar state. */

@@ -7,23 +7,12 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 
 import { decide, DEFAULT_FALLBACK_POLICY, shownMessage } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { Client, EscalationError, RecoverError } from "../src/index.js";
 import { candidates, NEEDLES, PATTERNS, redact, redactWithin, UNSETTLED } from "../src/redact.js";
-import { LogRecorder, sessionId } from "./helpers.js";
-
-// This file runs as clients/ts/build/test/redact.test.js; the corpora are the repository's tests/data.
-const data = fileURLToPath(new URL("../../../../tests/data/", import.meta.url));
-
-function lines<T>(file: string): T[] {
-  return readFileSync(data + file, "utf8")
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .map((l) => JSON.parse(l) as T);
-}
+import { lines, LogRecorder, sessionId, TEST_DATA } from "./helpers.js";
 
 /** A real-shaped error message carrying a secret of one kind; `secrets` must never appear. */
 interface SecretCase {
@@ -198,7 +187,7 @@ describe("the port of src/redact.rs", () => {
     assert.equal(redactWithin("ab://u:pass:w/cd://e:f@h", 2), UNSETTLED);
     assert.equal(redactWithin("ab://u:pass:w/cd://e:f@h", 3), "ab://u:[REDACTED:url_password]@h");
     // The input cargo-fuzz found on the sidecar: one pass was not enough.
-    const found = new TextDecoder().decode(readFileSync(`${data}fuzz/redact_compact-two-passes`));
+    const found = new TextDecoder().decode(readFileSync(`${TEST_DATA}fuzz/redact_compact-two-passes`));
     const once = redact(found);
     assert.ok(once.includes("[REDACTED:url_password]@d_por0"), once);
     assert.equal(redact(once), once);
