@@ -1,7 +1,18 @@
 // The local policy that decides when the sidecar cannot be reached within the
 // call deadline: the sidecar's seed defaults, on the coarse signals a client
-// can trust. The same policy as the Go client's fallback.go.
+// can trust, under the sidecar's session breakers (src/breaker.ts). The same
+// policy as the Go client's fallback.go.
 
+import {
+  failuresBeforeATrip,
+  limitReached,
+  limitSnippet,
+  NO_LIMITS,
+  onFailure,
+  STOPPED_SNIPPET,
+  type DeclaredLimits,
+  type SessionCounts,
+} from "./breaker.js";
 import { cut } from "./checks.js";
 import { InvalidInputError } from "./errors.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
@@ -15,7 +26,10 @@ import { redactHead } from "./redact.js";
  * the providers' quota codes (escalated, even with a 429), their
  * context-length and content-filter codes (replan), cancellation (aborted),
  * an unknown tool (reclassify: choose another tool); anything else goes back
- * to the LLM (recover).
+ * to the LLM (recover). Over that plan, the sidecar's session breakers:
+ * identical errors in a row and a declared step or cost limit abort, failures
+ * of one tool in a row and errors in the session escalate, and a stopped
+ * session stays stopped.
  */
 export interface FallbackPolicy {
   /** The first retry's backoff delay, in milliseconds. */
@@ -32,9 +46,20 @@ export interface FallbackPolicy {
   maxConsecutiveFailures: number;
   /** The longest Retry-After honoured, in milliseconds; a longer one escalates instead of sleeping, as the sidecar's default policy does. */
   maxProviderDelayMs: number;
+  /** Errors in a session that escalate, unless the session declared its `errorLimit`; 0 turns this breaker off. */
+  maxSessionErrors: number;
+  /**
+   * Identical errors in a row (one tool, one message once numbers, ids, paths
+   * and quoted values are folded) that abort the session; 0 turns this breaker off.
+   */
+  maxIdenticalErrors: number;
 }
 
-/** The seed defaults: backoff 1 s ×2 capped at 10 s, 3 retries, ±20 % jitter, 3 failures of a tool in a row escalate, a provider delay over 5 minutes escalates. */
+/**
+ * The seed defaults: backoff 1 s ×2 capped at 10 s, 3 retries, ±20 % jitter, 3
+ * failures of a tool in a row escalate, a provider delay over 5 minutes
+ * escalates, 10 errors in a session escalate, 5 identical errors in a row abort.
+ */
 export const DEFAULT_FALLBACK_POLICY: Readonly<FallbackPolicy> = Object.freeze({
   baseDelayMs: 1000,
   multiplier: 2,
@@ -43,6 +68,8 @@ export const DEFAULT_FALLBACK_POLICY: Readonly<FallbackPolicy> = Object.freeze({
   jitter: 0.2,
   maxConsecutiveFailures: 3,
   maxProviderDelayMs: 300_000,
+  maxSessionErrors: 10,
+  maxIdenticalErrors: 5,
 });
 
 /** Fills a partial policy from the defaults and checks it; throws InvalidInputError naming the first bad field. */
@@ -63,17 +90,24 @@ export function fallbackPolicy(overrides: Partial<FallbackPolicy> = {}): Readonl
   if (!finite(p.maxDelayMs) || p.maxDelayMs < p.baseDelayMs) bad("maxDelayMs", `must be at least baseDelayMs (${p.baseDelayMs})`);
   if (!Number.isInteger(p.maxRetries) || p.maxRetries < 0) bad("maxRetries", "must be an integer, zero or more");
   if (!finite(p.jitter) || p.jitter < 0 || p.jitter >= 1) bad("jitter", "must be in [0, 1)");
-  if (!Number.isInteger(p.maxConsecutiveFailures) || p.maxConsecutiveFailures < 0) {
-    bad("maxConsecutiveFailures", "must be an integer, zero or more");
+  for (const field of ["maxConsecutiveFailures", "maxSessionErrors", "maxIdenticalErrors"] as const) {
+    if (!Number.isInteger(p[field]) || p[field] < 0) bad(field, "must be an integer, zero or more");
   }
   if (!finite(p.maxProviderDelayMs) || p.maxProviderDelayMs <= 0) bad("maxProviderDelayMs", "must be a positive number");
   return Object.freeze(p);
 }
 
-/** What the policy needs beyond the outcome; time and randomness come from outside so that tests are exact. */
-export interface FallbackInput {
+/**
+ * What the policy needs beyond the outcome: the session's counts (as
+ * `LocalState.observe` keeps them; left out, 0 and an active session) and
+ * declared limits (left out, none), so that only the consecutive-failures
+ * breaker can trip without them. Time and randomness come from outside so that tests are exact.
+ */
+export interface FallbackInput extends Partial<Omit<SessionCounts, "consecutive">> {
   /** Failures of the outcome's tool in a row in the session, this one included. */
   consecutive: number;
+  /** The limits the session declared. */
+  limits?: Readonly<DeclaredLimits>;
   /** Now, in milliseconds since the epoch: resolves a Retry-After given as an HTTP date. */
   nowMs: number;
   /** Uniform in [0, 1): drives the jitter. */
@@ -132,41 +166,92 @@ export const PROVIDER_CODES: ReadonlyMap<string, readonly [pb.Category, string]>
 
 /** The whole fallback policy: one outcome in, one verdict out. */
 export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: FallbackInput): pb.Verdict {
+  const counts: SessionCounts = {
+    consecutive: Math.max(input.consecutive, 0),
+    identicalErrors: input.identicalErrors ?? 0,
+    sessionErrors: input.sessionErrors ?? 0,
+    steps: input.steps ?? 0,
+    cost: input.cost ?? 0,
+    state: input.state || pb.SessionState.SESSION_STATE_ACTIVE,
+  };
+  const limits = input.limits ?? NO_LIMITS;
   const v = pb.Verdict.create({
     callId: o.callId,
     sessionId: o.sessionId,
     enforced: true,
     breaker: {
-      sessionState: pb.SessionState.SESSION_STATE_ACTIVE,
-      consecutiveFailures: Math.max(input.consecutive, 0),
+      sessionState: counts.state,
+      consecutiveFailures: counts.consecutive,
+      sessionErrors: counts.sessionErrors,
+      identicalErrors: counts.identicalErrors,
+      steps: counts.steps,
+      cost: counts.cost,
     },
   });
-  const breaker = v.breaker as pb.BreakerStatus;
-  if (o.ok) {
-    v.action = A.ACTION_CONTINUE;
-    v.classification = pb.Classification.create({ rule: "fallback.success" });
+  v.classification = o.ok ? pb.Classification.create({ rule: "fallback.success" }) : classification(o);
+  if (counts.state === pb.SessionState.SESSION_STATE_STOPPED) {
+    // Still counted (by the caller), but the run was told to end: say so again.
+    stop(v, A.ACTION_ABORT, pb.Reason.REASON_SESSION_STOPPED);
+    v.snippet = STOPPED_SNIPPET;
     return v;
   }
-  const [category, rule] = classifyCoarse(o);
-  const retryable = RETRYABLE.has(category);
-  v.classification = pb.Classification.create({ category, retryable, rule, suggestion: SUGGESTIONS.get(category) ?? "" });
+  if (o.ok) {
+    v.action = A.ACTION_CONTINUE;
+    const reason = limitReached(counts, limits);
+    if (reason !== undefined) {
+      stop(v, A.ACTION_ABORT, reason);
+      // The run ends on a success: say why, as a failure's abort does.
+      v.snippet = limitSnippet(reason);
+    }
+    return v;
+  }
+  const category = v.classification.category;
+  plan(policy, v, o, input);
+  // What the session breakers say over the category's plan, in the sidecar's order: their abort
+  // always wins; a plan that ends the run (a user's cancel) stands over their escalation, which
+  // wins over anything else the plan said.
+  const trip = onFailure(policy, counts, limits);
+  if (trip !== undefined && (trip[0] === A.ACTION_ABORT || v.action !== A.ACTION_ABORT)) {
+    v.retry = undefined;
+    v.escalation = undefined;
+    const [action, reason] = trip;
+    stop(v, action, reason);
+    if (action === A.ACTION_ESCALATE) {
+      const why =
+        reason === pb.Reason.REASON_SESSION_ERRORS
+          ? `${counts.sessionErrors} errors in this session, the last from tool ${JSON.stringify(o.tool)}`
+          : `tool ${JSON.stringify(o.tool)} failed ${counts.consecutive} times in a row`;
+      v.escalation = escalation(o, why);
+    }
+  } else if (v.retry !== undefined) {
+    // A retry whose failure trips a session breaker is not retried: promise no more than those left.
+    v.retry.attemptsLeft = Math.min(v.retry.attemptsLeft, failuresBeforeATrip(policy, counts, limits));
+  }
+  v.snippet = snippet(o, category, v.action);
+  return v;
+}
 
-  const stop = (action: pb.Action, reason: pb.Reason): void => {
-    v.action = action;
-    breaker.reason = reason;
-    breaker.sessionState =
-      action === A.ACTION_ABORT ? pb.SessionState.SESSION_STATE_STOPPED : pb.SessionState.SESSION_STATE_ESCALATED;
-  };
+/** A failure's category, from the coarse signals, with its rule and suggestion. */
+function classification(o: pb.Outcome): pb.Classification {
+  const [category, rule] = classifyCoarse(o);
+  return pb.Classification.create({ category, retryable: RETRYABLE.has(category), rule, suggestion: SUGGESTIONS.get(category) ?? "" });
+}
+
+/** What a failure's category alone says to do. */
+function plan(
+  policy: Readonly<FallbackPolicy>,
+  v: pb.Verdict,
+  o: pb.Outcome,
+  input: FallbackInput,
+): void {
+  const category = v.classification?.category ?? C.CATEGORY_UNSPECIFIED;
   if (category === C.CATEGORY_CANCELLED) {
-    stop(A.ACTION_ABORT, pb.Reason.REASON_CATEGORY_POLICY);
+    stop(v, A.ACTION_ABORT, pb.Reason.REASON_CATEGORY_POLICY);
   } else if (category === C.CATEGORY_AUTH || category === C.CATEGORY_PERMISSION_DENIED || category === C.CATEGORY_QUOTA_EXCEEDED) {
-    stop(A.ACTION_ESCALATE, pb.Reason.REASON_CATEGORY_POLICY);
+    stop(v, A.ACTION_ESCALATE, pb.Reason.REASON_CATEGORY_POLICY);
     v.escalation = escalation(o, `${categoryName(category)} for tool ${JSON.stringify(o.tool)} needs a human`);
-  } else if (policy.maxConsecutiveFailures > 0 && input.consecutive >= policy.maxConsecutiveFailures) {
-    stop(A.ACTION_ESCALATE, pb.Reason.REASON_CONSECUTIVE_FAILURES);
-    v.escalation = escalation(o, `tool ${JSON.stringify(o.tool)} failed ${input.consecutive} times in a row`);
-  } else if (retryable) {
-    planRetry(policy, v, breaker, o, input);
+  } else if (RETRYABLE.has(category)) {
+    planRetry(policy, v, o, input);
   } else if (category === C.CATEGORY_UNKNOWN_TOOL) {
     v.action = A.ACTION_RECLASSIFY;
   } else if (category === C.CATEGORY_CONTEXT_LENGTH || category === C.CATEGORY_CONTENT_FILTER) {
@@ -174,8 +259,14 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
   } else {
     v.action = A.ACTION_RECOVER;
   }
-  v.snippet = snippet(o, category, v.action);
-  return v;
+}
+
+/** Sets an action that takes the session out of the active state. */
+function stop(v: pb.Verdict, action: pb.Action, reason: pb.Reason): void {
+  const breaker = v.breaker as pb.BreakerStatus;
+  v.action = action;
+  breaker.reason = reason;
+  breaker.sessionState = action === A.ACTION_ABORT ? pb.SessionState.SESSION_STATE_STOPPED : pb.SessionState.SESSION_STATE_ESCALATED;
 }
 
 /**
@@ -183,7 +274,8 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
  * exponential backoff; recover when the retries are used up or the provider says
  * not to retry, escalate when the provider asks for too long a wait.
  */
-function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.BreakerStatus, o: pb.Outcome, input: FallbackInput): void {
+function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, input: FallbackInput): void {
+  const breaker = v.breaker as pb.BreakerStatus;
   // Which retry this would be: the caller's attempt number when it counts, else the run of failures.
   const n = Math.max(o.attempt || input.consecutive, 1);
   if (n > p.maxRetries) {
@@ -201,9 +293,7 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.Break
   let delay: number;
   if (provided !== undefined) {
     if (provided > p.maxProviderDelayMs) {
-      v.action = A.ACTION_ESCALATE;
-      breaker.reason = pb.Reason.REASON_DELAY_TOO_LONG;
-      breaker.sessionState = pb.SessionState.SESSION_STATE_ESCALATED;
+      stop(v, A.ACTION_ESCALATE, pb.Reason.REASON_DELAY_TOO_LONG);
       const seconds = (ms: number): string => `${Math.round(ms / 1000)} s`;
       const why = `tool ${JSON.stringify(o.tool)} asks for a wait of ${seconds(provided)}, longer than ${seconds(p.maxProviderDelayMs)}`;
       v.escalation = escalation(o, why);
@@ -223,11 +313,6 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, breaker: pb.Break
     attemptsLeft: p.maxRetries - n,
     providerDelay: provided !== undefined,
   });
-  if (p.maxConsecutiveFailures > 0) {
-    // A retry whose failure escalates is not retried: promise no more than those left.
-    const left = Math.max(p.maxConsecutiveFailures - Math.max(input.consecutive, 1) - 1, 0);
-    v.retry.attemptsLeft = Math.min(v.retry.attemptsLeft, left);
-  }
 }
 
 /**

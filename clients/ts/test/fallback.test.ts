@@ -363,7 +363,8 @@ describe("fallback policy", () => {
   });
 
   it("keeps every backoff delay within base×2^(n-1) ±20 % and under the cap", () => {
-    const policy = fallbackPolicy({ maxRetries: 10, maxConsecutiveFailures: 0 });
+    // Every session breaker off, so that only the retries bound the attempts left.
+    const policy = fallbackPolicy({ maxRetries: 10, maxConsecutiveFailures: 0, maxIdenticalErrors: 0, maxSessionErrors: 0 });
     for (let n = 1; n <= 10; n++) {
       for (const random of [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.999999]) {
         const v = decide(policy, pb.Outcome.fromPartial({ tool: "t", httpStatus: 503, attempt: n }), { consecutive: 1, nowMs: NOW, random });
@@ -473,6 +474,10 @@ describe("fallback policy", () => {
       ["NaN jitter", { jitter: Number.NaN }, "jitter"],
       ["negative breaker", { maxConsecutiveFailures: -3 }, "maxConsecutiveFailures"],
       ["no provider delay", { maxProviderDelayMs: 0 }, "maxProviderDelayMs"],
+      ["negative session errors", { maxSessionErrors: -1 }, "maxSessionErrors = -1"],
+      ["fractional session errors", { maxSessionErrors: 2.5 }, "maxSessionErrors = 2.5"],
+      ["identical errors as a string", { maxIdenticalErrors: "5" }, "maxIdenticalErrors = 5"],
+      ["NaN identical errors", { maxIdenticalErrors: Number.NaN }, "maxIdenticalErrors = NaN"],
       ["a string", { baseDelayMs: "1000" }, "baseDelayMs"],
       ["an unknown knob", { baseDelay: 1000 }, "baseDelay"],
     ];
@@ -481,10 +486,12 @@ describe("fallback policy", () => {
         assert.throws(() => fallbackPolicy(overrides), (err: Error) => err.name === "InvalidInputError" && err.message.includes(field));
       });
     }
-    it("accepts the defaults, no jitter and the breaker off", () => {
+    it("accepts the defaults, no jitter and the breakers off", () => {
       assert.deepEqual(fallbackPolicy(), DEFAULT_FALLBACK_POLICY);
+      assert.deepEqual([DEFAULT_FALLBACK_POLICY.maxSessionErrors, DEFAULT_FALLBACK_POLICY.maxIdenticalErrors], [10, 5]);
       assert.equal(fallbackPolicy({ jitter: 0 }).jitter, 0);
-      assert.equal(fallbackPolicy({ maxConsecutiveFailures: 0 }).maxConsecutiveFailures, 0);
+      const off = fallbackPolicy({ maxConsecutiveFailures: 0, maxSessionErrors: 0, maxIdenticalErrors: 0 });
+      assert.deepEqual([off.maxConsecutiveFailures, off.maxSessionErrors, off.maxIdenticalErrors], [0, 0, 0]);
     });
   });
 });

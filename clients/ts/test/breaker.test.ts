@@ -1,0 +1,103 @@
+// The fallback's session breakers, the sidecar's (src/breaker.rs and the
+// guard in src/engine.rs), on the policy alone.
+
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { NO_LIMITS, type DeclaredLimits } from "../src/breaker.js";
+import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, type FallbackInput, type FallbackPolicy } from "../src/fallback.js";
+import * as pb from "../src/gen/rebound/v1/rebound.js";
+import { actionName, reasonName, sessionStateName } from "../src/names.js";
+
+const STEP_LIMIT_SNIPPET = "<error>\nThe session reached its step limit; end the run.\n</error>";
+const COST_LIMIT_SNIPPET = "<error>\nThe session reached its cost limit; end the run.\n</error>";
+const STOPPED_SNIPPET = "<error>\nThe session was stopped earlier; end the run.\n</error>";
+
+/** A verdict's action, reason and session state, by name. */
+function read(v: pb.Verdict): [string, string, string] {
+  return [actionName(v.action), reasonName(v.breaker?.reason ?? 0), sessionStateName(v.breaker?.sessionState ?? 0)];
+}
+
+/** The policy's verdict on one outcome, with the session's counts given. */
+function judge(outcome: pb.DeepPartial<pb.Outcome>, counts: Partial<FallbackInput>, policy: Readonly<FallbackPolicy> = DEFAULT_FALLBACK_POLICY): pb.Verdict {
+  const o = pb.Outcome.fromPartial({ tool: "db", ...outcome });
+  return decide(policy, o, { consecutive: o.ok ? 0 : 1, nowMs: 0, random: 0.5, ...counts });
+}
+
+describe("on the policy alone", () => {
+  it("aborts the fifth identical error, and fills the counters as the sidecar does", () => {
+    const v = judge({ httpStatus: 503 }, { consecutive: 1, identicalErrors: 5, sessionErrors: 5, steps: 7, cost: 0.25 });
+    assert.deepEqual(read(v), ["abort", "identical_errors", "stopped"]);
+    assert.equal(v.retry, undefined);
+    assert.equal(v.escalation, undefined);
+    assert.ok(v.snippet.endsWith("\nThe run is over: stop."), v.snippet);
+    const b = v.breaker as pb.BreakerStatus;
+    assert.deepEqual([b.consecutiveFailures, b.identicalErrors, b.sessionErrors, b.steps, b.cost], [1, 5, 5, 7, 0.25]);
+    assert.deepEqual(read(judge({ httpStatus: 503 }, { identicalErrors: 4 })).slice(0, 2), ["retry", "unspecified"]);
+  });
+
+  it("settles the breakers over the category's plan in the sidecar's order", () => {
+    const cancelled = { kind: pb.OutcomeKind.OUTCOME_KIND_CANCELLED };
+    // A breaker's abort wins over everything, a cancel's abort over an escalation.
+    assert.deepEqual(read(judge(cancelled, { identicalErrors: 5 })), ["abort", "identical_errors", "stopped"]);
+    assert.deepEqual(read(judge(cancelled, { consecutive: 3 })), ["abort", "category_policy", "stopped"]);
+    // A step limit aborts before three failures in a row escalate.
+    const limits: DeclaredLimits = { stepLimit: 4, costLimit: 0, errorLimit: 0 };
+    assert.deepEqual(read(judge({ httpStatus: 503 }, { consecutive: 3, steps: 4, limits })), ["abort", "step_limit", "stopped"]);
+    // An escalation breaker wins over the category's own escalation and over a retry.
+    const auth = judge({ httpStatus: 401 }, { consecutive: 3 });
+    assert.deepEqual(read(auth), ["escalate", "consecutive_failures", "escalated"]);
+    assert.ok(auth.escalation?.summary.startsWith('tool "db" failed 3 times in a row'), auth.escalation?.summary);
+    const wait = judge({ httpStatus: 429, headers: { "Retry-After": "3600" } }, { sessionErrors: 10 });
+    assert.deepEqual(read(wait), ["escalate", "session_errors", "escalated"]);
+  });
+
+  it("escalates the tenth error of the session, or the declared number", () => {
+    const v = judge({ tool: "fetch", httpStatus: 404 }, { sessionErrors: 10 });
+    assert.deepEqual(read(v), ["escalate", "session_errors", "escalated"]);
+    assert.ok(v.escalation?.summary.startsWith('10 errors in this session, the last from tool "fetch"'), v.escalation?.summary);
+    assert.ok(v.snippet.endsWith("\nThis needs a human: stop and report the error."), v.snippet);
+    assert.equal(actionName(judge({ httpStatus: 404 }, { sessionErrors: 9 }).action), "recover");
+    const declared = { limits: { ...NO_LIMITS, errorLimit: 3 } };
+    assert.deepEqual(read(judge({ httpStatus: 404 }, { sessionErrors: 3, ...declared })).slice(0, 2), ["escalate", "session_errors"]);
+    // 0 turns the policy's breakers off; a declared error limit still holds.
+    const off = fallbackPolicy({ maxSessionErrors: 0, maxIdenticalErrors: 0 });
+    assert.equal(actionName(judge({ httpStatus: 404 }, { sessionErrors: 1000, identicalErrors: 1000 }, off).action), "recover");
+    assert.equal(actionName(judge({ httpStatus: 404 }, { sessionErrors: 3, ...declared }, off).action), "escalate");
+  });
+
+  it("aborts a success that reaches a declared step or cost limit, saying which", () => {
+    const steps: DeclaredLimits = { stepLimit: 2, costLimit: 0, errorLimit: 0 };
+    let v = judge({ ok: true }, { steps: 2, limits: steps });
+    assert.deepEqual(read(v), ["abort", "step_limit", "stopped"]);
+    assert.equal(v.snippet, STEP_LIMIT_SNIPPET);
+    assert.deepEqual(read(judge({ ok: true }, { steps: 1, limits: steps })), ["continue", "unspecified", "active"]);
+    const cost: DeclaredLimits = { stepLimit: 0, costLimit: 1, errorLimit: 0 };
+    v = judge({ ok: true }, { steps: 2, cost: 1.2, limits: cost });
+    assert.deepEqual(read(v), ["abort", "cost_limit", "stopped"]);
+    assert.equal(v.snippet, COST_LIMIT_SNIPPET);
+    assert.equal(actionName(judge({ ok: true }, { cost: 0.99, limits: cost }).action), "continue");
+    // Without a declaration there is no step or cost limit.
+    assert.equal(actionName(judge({ ok: true }, { steps: 1_000_000, cost: 1e9 }).action), "continue");
+  });
+
+  it("answers every outcome of a stopped session abort, session_stopped", () => {
+    for (const outcome of [{ ok: true }, { httpStatus: 503 }, { httpStatus: 401 }]) {
+      const v = judge(outcome, { state: pb.SessionState.SESSION_STATE_STOPPED, steps: 9 });
+      assert.deepEqual(read(v), ["abort", "session_stopped", "stopped"], JSON.stringify(outcome));
+      assert.equal(v.snippet, STOPPED_SNIPPET);
+      assert.deepEqual([v.retry, v.escalation, v.breaker?.steps], [undefined, undefined, 9]);
+    }
+  });
+
+  it("promises no retry that a session breaker would stop", () => {
+    // Consecutive failures off, so that the other two breakers show.
+    const loose = fallbackPolicy({ maxConsecutiveFailures: 0 });
+    const left = (counts: Partial<FallbackInput>): number | undefined => judge({ httpStatus: 503 }, counts, loose).retry?.attemptsLeft;
+    assert.equal(left({ identicalErrors: 1, sessionErrors: 1 }), 2, "the retries bound it");
+    assert.equal(left({ identicalErrors: 3, sessionErrors: 3 }), 1, "the fifth identical error aborts");
+    assert.equal(left({ identicalErrors: 4, sessionErrors: 4 }), 0);
+    assert.equal(left({ identicalErrors: 1, sessionErrors: 9 }), 0, "the tenth error escalates");
+    assert.equal(left({ identicalErrors: 1, sessionErrors: 2, limits: { ...NO_LIMITS, errorLimit: 4 } }), 1);
+  });
+});
