@@ -1,9 +1,13 @@
 // What a session remembers on the client side, always, so that the fallback
-// policy can carry on where the sidecar left off: failures in a row per tool,
-// unresolved errors for the context, the summary counters, and the verdicts of
-// the latest calls for a repeated call id.
+// policy can carry on where the sidecar left off: the session breakers' counts
+// (failures in a row per tool, identical errors in a row, errors, steps, cost,
+// the state), the limits the session declared, unresolved errors for the
+// context, the summary counters, and the verdicts of the latest calls for a
+// repeated call id.
 
+import { NO_LIMITS, type DeclaredLimits, type SessionCounts } from "./breaker.js";
 import { errorBlock, errorType, shownMessage, type ErrorBlock } from "./fallback.js";
+import { normalise } from "./fingerprint.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
 import { categoryName } from "./names.js";
 
@@ -17,7 +21,16 @@ const REMEMBERED_CALLS = 16;
 /** A session's client-side memory. */
 export class LocalState {
   private readonly started: number;
+  /** The limits the session declared, which the fallback enforces. */
+  readonly limits: Readonly<DeclaredLimits>;
   private readonly consecutive = new Map<string, number>();
+  /**
+   * The tool and normalised message of the session's latest failure, while no
+   * success of that tool came after it, and how many failures in a row had both,
+   * as the sidecar counts identical errors.
+   */
+  private lastError: { tool: string; text: string } | undefined;
+  private identical = 0;
   /** The latest error of each tool whose last call failed, oldest first. */
   private unresolved: ErrorBlock[] = [];
   private calls = 0;
@@ -30,34 +43,48 @@ export class LocalState {
   /** The latest call ids, oldest first, each with its verdict once it has one. */
   private readonly recent = new Map<string, pb.Verdict | undefined>();
 
-  /** Starts the memory at nowMs. */
-  constructor(nowMs: number) {
+  /** Starts the memory at nowMs, for a session that declared `limits`. */
+  constructor(nowMs: number, limits: Readonly<DeclaredLimits> = NO_LIMITS) {
     this.started = nowMs;
+    this.limits = limits;
   }
 
   /**
-   * Counts an outcome before it is judged; returns the failures of its tool in
-   * a row, this one included. A call id among the latest calls' is a repeat, as
-   * on the sidecar: it counts nothing again.
+   * Counts an outcome before it is judged; returns the session's counts after
+   * it, for the fallback. A call id among the latest calls' is a repeat, as on
+   * the sidecar: it counts nothing again. After an abort, an outcome still counts
+   * as a step, a cost and an error, and nothing else, as on the sidecar: the
+   * run was told to end.
    */
-  observe(o: pb.Outcome): number {
+  observe(o: pb.Outcome): SessionCounts {
     if (o.callId !== "") {
-      if (this.recent.has(o.callId)) return this.consecutive.get(o.tool) ?? 0;
+      if (this.recent.has(o.callId)) return this.counts(o.ok ? 0 : (this.consecutive.get(o.tool) ?? 0));
       this.recent.set(o.callId, undefined);
       if (this.recent.size > REMEMBERED_CALLS) this.recent.delete(this.recent.keys().next().value as string);
     }
     this.calls++;
-    this.cost += o.cost;
+    // Two huge finite costs must not sum to infinity, as on the sidecar.
+    this.cost = Math.min(this.cost + o.cost, Number.MAX_VALUE);
+    if (!o.ok) this.errors++;
+    if (this.sessionState === pb.SessionState.SESSION_STATE_STOPPED) return this.counts(this.consecutive.get(o.tool) ?? 0);
     const idx = this.unresolved.findIndex((e) => e.tool === o.tool);
     if (o.ok) {
       this.consecutive.delete(o.tool);
       // A success of the same tool resolves its error, as on the sidecar.
       if (idx >= 0) this.unresolved.splice(idx, 1);
-      return 0;
+      if (this.lastError?.tool === o.tool) {
+        this.lastError = undefined;
+        this.identical = 0;
+      }
+      return this.counts(0);
     }
-    this.errors++;
     const n = (this.consecutive.get(o.tool) ?? 0) + 1;
     this.consecutive.set(o.tool, n);
+    // What the sidecar fingerprints: the message, or the detail when there is none.
+    const text = normalise(o.message === "" ? o.detail : o.message);
+    const same = this.lastError?.tool === o.tool && this.lastError.text === text;
+    this.identical = same ? this.identical + 1 : 1;
+    this.lastError = { tool: o.tool, text };
     const e: ErrorBlock = {
       tool: o.tool,
       type: errorType(o),
@@ -72,7 +99,19 @@ export class LocalState {
     }
     if (this.unresolved.length >= MAX_UNRESOLVED) this.unresolved.shift();
     this.unresolved.push(e);
-    return n;
+    return this.counts(n);
+  }
+
+  /** The session's counts now, with `consecutive` failures of the outcome's tool. */
+  private counts(consecutive: number): SessionCounts {
+    return {
+      consecutive,
+      identicalErrors: this.identical,
+      sessionErrors: this.errors,
+      steps: this.calls,
+      cost: this.cost,
+      state: this.sessionState,
+    };
   }
 
   /** Counts what a verdict decided, once per call id: a repeat's verdict was counted with the first. */
@@ -85,7 +124,8 @@ export class LocalState {
         break;
       case pb.Action.ACTION_ESCALATE:
         this.escalations++;
-        this.sessionState = pb.SessionState.SESSION_STATE_ESCALATED;
+        // A stopped run stays stopped, as on the sidecar.
+        if (this.sessionState !== pb.SessionState.SESSION_STATE_STOPPED) this.sessionState = pb.SessionState.SESSION_STATE_ESCALATED;
         break;
       case pb.Action.ACTION_ABORT:
         this.sessionState = pb.SessionState.SESSION_STATE_STOPPED;
@@ -96,6 +136,8 @@ export class LocalState {
     const category = v.classification?.category ?? pb.Category.CATEGORY_UNSPECIFIED;
     const name = categoryName(category);
     this.errorsByCategory[name] = (this.errorsByCategory[name] ?? 0) + 1;
+    // An outcome after the abort did not go into the context (see `observe`).
+    if (v.breaker?.reason === pb.Reason.REASON_SESSION_STOPPED) return;
     for (const e of this.unresolved) {
       if (e.tool !== o.tool) continue;
       e.category = category;

@@ -1,5 +1,6 @@
 import type { ClientDuplexStream } from "@grpc/grpc-js";
 
+import type { SessionCounts } from "./breaker.js";
 import { show } from "./checks.js";
 import type { Core } from "./core.js";
 import { InvalidInputError } from "./errors.js";
@@ -11,7 +12,8 @@ import type { Verdict } from "./verdict.js";
 /** An outcome sent on a stream, waiting for its verdict. */
 interface Pending {
   outcome: pb.Outcome;
-  consecutive: number;
+  /** The session's counts after it, for the fallback. */
+  counts: SessionCounts;
   /** When it was sent (performance.now()), for the call timeout. */
   sentAt: number;
   settled: boolean;
@@ -80,15 +82,15 @@ export class Reporter {
 
   private async send(o: pb.Outcome): Promise<Verdict> {
     if (this.closed) throw new Error("rebound: report on a closed Reporter");
-    const consecutive = this.session.prepare(o);
+    const counts = this.session.prepare(o);
     let st = this.current !== undefined && !this.current.ended ? this.current : undefined;
     st ??= await this.open();
     // The sidecar may have lost the session while the stream stayed open (expiry, eviction): declare it again first.
     if (st !== undefined && this.session.undeclared && !(await this.session.ensureDeclared())) st = undefined;
-    if (st === undefined || st.ended) return this.session.fallback(o, consecutive);
+    if (st === undefined || st.ended) return this.session.fallback(o, counts);
     const stream = st;
     return new Promise<Verdict>((resolve, reject) => {
-      stream.pending.push({ outcome: o, consecutive, sentAt: performance.now(), settled: false, resolve, reject });
+      stream.pending.push({ outcome: o, counts, sentAt: performance.now(), settled: false, resolve, reject });
       // A sidecar that stops reading makes writes queue up in memory; the call timeout bounds that.
       stream.call.write(o);
       this.arm(stream);
@@ -193,7 +195,7 @@ export class Reporter {
       if (p.settled) continue;
       p.settled = true;
       if (rejected !== undefined) p.reject(rejected);
-      else p.resolve(this.session.fallback(p.outcome, p.consecutive));
+      else p.resolve(this.session.fallback(p.outcome, p.counts));
     }
   }
 

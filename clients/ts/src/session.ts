@@ -11,6 +11,7 @@ import {
   MAX_TOOLS,
   show,
 } from "./checks.js";
+import { declaredLimits, type SessionCounts } from "./breaker.js";
 import { refused, type Core } from "./core.js";
 import { AbortRunError, EscalationError, InvalidInputError, RecoverError } from "./errors.js";
 import { decide } from "./fallback.js";
@@ -155,7 +156,7 @@ export class Session {
     // Call ids only need to be unique within the session; a random prefix keeps
     // two processes that reuse a session id apart.
     this.callPrefix = randomBytes(6).toString("hex");
-    this.local = new LocalState(core.now());
+    this.local = new LocalState(core.now(), declaredLimits(this.declaration));
   }
 
   /**
@@ -222,17 +223,17 @@ export class Session {
   }
 
   private async send(o: pb.Outcome): Promise<Verdict> {
-    const consecutive = this.prepare(o);
+    const counts = this.prepare(o);
     if (!(await this.ensureDeclared())) {
       // The sidecar just failed to answer: do not make the agent wait a second deadline.
-      return this.fallback(o, consecutive);
+      return this.fallback(o, counts);
     }
     let pv: pb.Verdict;
     try {
       pv = await this.core.report(o);
     } catch (err) {
       this.core.failed("Report", err);
-      return this.fallback(o, consecutive);
+      return this.fallback(o, counts);
     }
     this.core.answered();
     return this.accept(o, pv);
@@ -260,9 +261,9 @@ export class Session {
 
   /**
    * @internal Checks an outcome, fills in the session and call ids, and counts
-   * it locally; returns the failures of its tool in a row.
+   * it locally; returns the session's counts after it, for the fallback.
    */
-  prepare(o: pb.Outcome): number {
+  prepare(o: pb.Outcome): SessionCounts {
     if (o.sessionId !== "" && o.sessionId !== this.id) {
       throw new InvalidInputError(`an outcome for session ${show(o.sessionId)} reported to session ${show(this.id)}`);
     }
@@ -293,14 +294,14 @@ export class Session {
     this.answeredBefore = false;
   }
 
-  /** @internal Answers an outcome with the local policy. */
-  fallback(o: pb.Outcome, consecutive: number): Verdict {
+  /** @internal Answers an outcome with the local policy, on the session's counts after it (from `prepare`). */
+  fallback(o: pb.Outcome, counts: SessionCounts): Verdict {
     this.core.fallbacks++;
     this.lost();
     // A repeated call id gets its first verdict again, as the sidecar would give it.
     const earlier = this.local.recall(o.callId);
     if (earlier !== undefined) return new Verdict(pb.Verdict.fromPartial({ ...earlier, replayed: true }), true);
-    const pv = decide(this.core.policy, o, { consecutive, nowMs: this.core.now(), random: this.core.random() });
+    const pv = decide(this.core.policy, o, { ...counts, limits: this.local.limits, nowMs: this.core.now(), random: this.core.random() });
     this.local.record(o, pv);
     return new Verdict(pv, true);
   }

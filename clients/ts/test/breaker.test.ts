@@ -1,5 +1,6 @@
 // The fallback's session breakers, the sidecar's (src/breaker.rs and the
-// guard in src/engine.rs), on the policy alone.
+// guard in src/engine.rs): on the policy alone, then through the session's
+// client-side memory as a session drives it, outcome after outcome.
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -7,6 +8,7 @@ import { describe, it } from "node:test";
 import { NO_LIMITS, type DeclaredLimits } from "../src/breaker.js";
 import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, type FallbackInput, type FallbackPolicy } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
+import { LocalState } from "../src/local.js";
 import { actionName, reasonName, sessionStateName } from "../src/names.js";
 
 const STEP_LIMIT_SNIPPET = "<error>\nThe session reached its step limit; end the run.\n</error>";
@@ -99,5 +101,105 @@ describe("on the policy alone", () => {
     assert.equal(left({ identicalErrors: 4, sessionErrors: 4 }), 0);
     assert.equal(left({ identicalErrors: 1, sessionErrors: 9 }), 0, "the tenth error escalates");
     assert.equal(left({ identicalErrors: 1, sessionErrors: 2, limits: { ...NO_LIMITS, errorLimit: 4 } }), 1);
+  });
+});
+
+/** A session's memory and the fallback deciding on it, as a session drives them. */
+class Run {
+  readonly state: LocalState;
+  private n = 0;
+
+  constructor(limits: Partial<DeclaredLimits> = {}, readonly policy: Readonly<FallbackPolicy> = DEFAULT_FALLBACK_POLICY) {
+    this.state = new LocalState(0, { ...NO_LIMITS, ...limits });
+  }
+
+  /** Reports one outcome and returns the fallback's verdict on it. */
+  report(outcome: pb.DeepPartial<pb.Outcome>): pb.Verdict {
+    const o = pb.Outcome.fromPartial({ callId: `c${++this.n}`, ...outcome });
+    const v = decide(this.policy, o, { ...this.state.observe(o), limits: this.state.limits, nowMs: 0, random: 0.5 });
+    this.state.record(o, v);
+    return v;
+  }
+}
+
+describe("through the session's memory", () => {
+  // Real: psycopg's error when the server stops accepting connections, with the wait that varies.
+  const timeout = (s: string): pb.DeepPartial<pb.Outcome> => ({
+    tool: "db",
+    exceptionType: "psycopg.errors.ConnectionTimeout",
+    message: `connection timeout expired after ${s}s`,
+  });
+
+  it("aborts the fifth identical failure, different numbers and all, and every outcome after it", () => {
+    const run = new Run();
+    const verdicts = ["30.1", "30.4", "29.8", "30.0", "31.2"].map((s) => run.report(timeout(s)));
+    assert.deepEqual(verdicts.map((v) => v.breaker?.identicalErrors), [1, 2, 3, 4, 5]);
+    // The third and fourth escalate (three failures in a row), the fifth aborts.
+    assert.deepEqual(verdicts.map((v) => actionName(v.action)), ["retry", "retry", "escalate", "escalate", "abort"]);
+    assert.deepEqual(read(verdicts[4] as pb.Verdict), ["abort", "identical_errors", "stopped"]);
+    const after = run.report({ tool: "db", ok: true });
+    assert.deepEqual(read(after), ["abort", "session_stopped", "stopped"]);
+    assert.equal(after.snippet, STOPPED_SNIPPET);
+    // Still counted, as on the sidecar: the local summary shows what the run did after its abort.
+    assert.equal(run.report({ tool: "fetch", httpStatus: 503 }).breaker?.reason, pb.Reason.REASON_SESSION_STOPPED);
+    const sum = run.state.snapshot(0);
+    assert.deepEqual([sum.calls, sum.errors, sum.escalations, sum.state], [7, 6, 2, pb.SessionState.SESSION_STATE_STOPPED]);
+    assert.deepEqual(sum.errorsByCategory, { timeout: 5, unavailable: 1 });
+  });
+
+  it("starts the count again after a success of the tool, another message or another tool's failure", () => {
+    const run = new Run({}, fallbackPolicy({ maxConsecutiveFailures: 0 }));
+    const identical = (): number | undefined => run.report(timeout("30.1")).breaker?.identicalErrors;
+    for (let i = 0; i < 4; i++) identical();
+    run.report({ tool: "search", ok: true });
+    assert.equal(identical(), 5, "another tool's success clears nothing");
+    const fresh = new Run({}, run.policy);
+    for (let i = 0; i < 4; i++) fresh.report(timeout("30.1"));
+    assert.equal(fresh.report({ tool: "db", ok: true }).breaker?.identicalErrors, 0);
+    assert.equal(fresh.report(timeout("30.1")).breaker?.identicalErrors, 1);
+    assert.equal(fresh.report({ ...timeout("30.1"), message: "connection refused" }).breaker?.identicalErrors, 1);
+    assert.equal(fresh.report({ ...timeout("30.1"), tool: "cache" }).breaker?.identicalErrors, 1);
+    assert.equal(fresh.report({ ...timeout("30.1"), tool: "cache" }).breaker?.identicalErrors, 2);
+  });
+
+  it("judges the detail when the message is empty, as the sidecar fingerprints it", () => {
+    const run = new Run();
+    const panic = (line: number): pb.DeepPartial<pb.Outcome> => ({ tool: "parse", detail: `thread 'main' panicked at src/main.rs:${line}:5` });
+    assert.deepEqual([1, 2].map((n) => run.report(panic(10 + n)).breaker?.identicalErrors), [1, 2]);
+    assert.equal(run.report({ tool: "parse", detail: "stack overflow" }).breaker?.identicalErrors, 1);
+  });
+
+  it("escalates the tenth error across tools", () => {
+    const run = new Run();
+    const verdicts = Array.from({ length: 10 }, (_, i) => run.report({ tool: `tool${i}`, httpStatus: 404, message: `no page ${i}` }));
+    assert.deepEqual(verdicts.slice(0, 9).map((v) => actionName(v.action)), Array(9).fill("recover"));
+    const last = verdicts[9] as pb.Verdict;
+    assert.deepEqual(read(last), ["escalate", "session_errors", "escalated"]);
+    assert.equal(last.breaker?.sessionErrors, 10);
+    assert.ok(last.escalation?.summary.startsWith('10 errors in this session, the last from tool "tool9"'), last.escalation?.summary);
+  });
+
+  it("enforces the declared step, cost and error limits", () => {
+    let run = new Run({ stepLimit: 2 });
+    assert.equal(actionName(run.report({ tool: "search", ok: true }).action), "continue");
+    const second = run.report({ tool: "search", ok: true });
+    assert.deepEqual(read(second), ["abort", "step_limit", "stopped"]);
+    assert.equal(second.snippet, STEP_LIMIT_SNIPPET);
+    run = new Run({ costLimit: 1 });
+    assert.equal(actionName(run.report({ tool: "llm", ok: true, cost: 0.6 }).action), "continue");
+    const costly = run.report({ tool: "llm", ok: true, cost: 0.6 });
+    assert.deepEqual([...read(costly), costly.snippet], ["abort", "cost_limit", "stopped", COST_LIMIT_SNIPPET]);
+    run = new Run({ errorLimit: 2 });
+    run.report({ tool: "a", httpStatus: 404 });
+    assert.deepEqual(read(run.report({ tool: "b", httpStatus: 404 })).slice(0, 2), ["escalate", "session_errors"]);
+  });
+
+  it("keeps an escalated session escalated and a stopped one stopped", () => {
+    const run = new Run();
+    run.report({ tool: "llm", httpStatus: 401 });
+    assert.deepEqual(read(run.report({ tool: "search", ok: true })), ["continue", "unspecified", "escalated"]);
+    run.report({ tool: "search", kind: pb.OutcomeKind.OUTCOME_KIND_CANCELLED });
+    run.report({ tool: "llm", httpStatus: 401 });
+    assert.equal(run.state.state, pb.SessionState.SESSION_STATE_STOPPED);
   });
 });

@@ -11,8 +11,7 @@ import { LocalState } from "../src/local.js";
 /** Observes the outcome and records the fallback's verdict on it, as a session does. */
 function fail(state: LocalState, outcome: pb.DeepPartial<pb.Outcome>): void {
   const o = pb.Outcome.fromPartial(outcome);
-  const consecutive = state.observe(o);
-  state.record(o, decide(DEFAULT_FALLBACK_POLICY, o, { consecutive, nowMs: 0, random: 0.5 }));
+  state.record(o, decide(DEFAULT_FALLBACK_POLICY, o, { ...state.observe(o), limits: state.limits, nowMs: 0, random: 0.5 }));
 }
 
 it("shows a repeated error once, with its count, category and suggestion", () => {
@@ -54,12 +53,12 @@ it("counts a new message afresh and shows only the latest few errors", () => {
 it("counts a repeated call id once and keeps its first verdict, for the latest 16 calls", () => {
   const state = new LocalState(0);
   const first = pb.Outcome.fromPartial({ tool: "search", callId: "call-1", httpStatus: 503, message: "Service Unavailable" });
-  const firstVerdict = decide(DEFAULT_FALLBACK_POLICY, first, { consecutive: state.observe(first), nowMs: 0, random: 0.5 });
+  const firstVerdict = decide(DEFAULT_FALLBACK_POLICY, first, { ...state.observe(first), nowMs: 0, random: 0.5 });
   state.record(first, firstVerdict);
   // The same call reported twice more, as after a lost answer: the sidecar counts it once.
   for (let i = 0; i < 2; i++) {
     const again = pb.Outcome.fromPartial({ ...first });
-    assert.equal(state.observe(again), 1, "the failures in a row counted the repeat");
+    assert.equal(state.observe(again).consecutive, 1, "the failures in a row counted the repeat");
     assert.equal(state.recall("call-1"), firstVerdict);
     state.record(again, decide(DEFAULT_FALLBACK_POLICY, again, { consecutive: 3, nowMs: 0, random: 0.5 }));
   }

@@ -111,7 +111,8 @@ it("does not count a StartSession answered after the client noticed a loss", asy
     // The declaration goes out; before its answer arrives, another call falls
     // back (the sidecar may have restarted after taking the declaration).
     const declaring = s.ensureDeclared();
-    s.fallback(proto.Outcome.create({ sessionId: s.id, tool: t.search, ok: true }), 0);
+    const o = proto.Outcome.create({ sessionId: s.id, tool: t.search, ok: true });
+    s.fallback(o, s.prepare(o));
     assert.equal(await declaring, true, "the sidecar answered the StartSession");
     assert.equal(s.undeclared, true, "a declaration sent before the loss must not count after it");
 
