@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 
-import { Client, EscalationError, HttpError, type Verdict } from "../src/index.js";
+import { AbortRunError, Client, EscalationError, HttpError, type Verdict } from "../src/index.js";
 import { LIVE_TIMEOUT_MS, LogRecorder, sessionId, toolNames } from "./helpers.js";
 import { Sidecar } from "./sidecar.mjs";
 
@@ -117,6 +117,51 @@ for (const transport of ["unix", "tcp"] as const) {
     }
   });
 }
+
+it("aborts the fifth identical failure locally, counting on from the sidecar's, once the sidecar is gone", async () => {
+  const sidecar = await Sidecar.start();
+  const client = new Client(sidecar.grpc, { logger: new LogRecorder(), fallbackPolicy: FAST_POLICY, callTimeoutMs: LIVE_TIMEOUT_MS });
+  try {
+    const s = client.session(sessionId("identical"));
+    const { search: db } = toolNames();
+    // Real: psycopg's error when the server stops accepting connections, with the wait that varies.
+    const report = (n: number): Promise<Verdict> => s.report(db, { error: new Error(`connection timeout expired after 30.${n}s`) });
+    for (const n of [1, 2]) {
+      const v = await report(n);
+      assert.deepEqual([v.fallback, v.breaker?.identicalErrors], [false, n], "with the sidecar up, its verdict");
+    }
+    await sidecar.kill();
+    let v: Verdict | undefined;
+    for (const n of [3, 4, 5]) v = await report(n);
+    assert.deepEqual([v?.fallback, v?.action, v?.reason, v?.breaker?.identicalErrors], [true, "abort", "identical_errors", 5]);
+    // The run was told to end: a call that succeeds after it is answered abort too, its result kept.
+    const err = await s.run(db, () => "rows").catch((e: unknown) => e);
+    assert.ok(err instanceof AbortRunError, `got ${String(err)}`);
+    assert.deepEqual([err.verdict.reason, err.result, err.snippet], ["session_stopped", "rows", "<error>\nThe session was stopped earlier; end the run.\n</error>"]);
+    const sum = await s.end();
+    assert.deepEqual([sum.fallback, sum.calls, sum.errors, sum.state], [true, 6, 5, "stopped"]);
+  } finally {
+    client.close();
+    await sidecar.kill();
+  }
+});
+
+it("enforces the limits a session declared when the sidecar cannot be reached", async () => {
+  const client = new Client("unix:/nonexistent/rebound.sock", { logger: new LogRecorder() });
+  try {
+    const s = client.session(sessionId("declared-limits"), { stepLimit: 2 });
+    assert.equal(await s.run("search", () => "first"), "first");
+    const err = await s.run("search", () => "second").catch((e: unknown) => e);
+    assert.ok(err instanceof AbortRunError, `got ${String(err)}`);
+    assert.deepEqual([err.verdict.fallback, err.verdict.reason, err.result], [true, "step_limit", "second"]);
+    assert.equal(err.snippet, "<error>\nThe session reached its step limit; end the run.\n</error>");
+    const costly = client.session(sessionId("declared-cost"), { costLimit: 1 });
+    await costly.report("llm", { cost: 0.6 });
+    assert.deepEqual([(await costly.report("llm", { cost: 0.6 })).reason, (await costly.admit("llm")).allowed], ["cost_limit", false]);
+  } finally {
+    client.close();
+  }
+});
 
 it("gives up at the call deadline when the sidecar accepts connections but never answers", async () => {
   const sockets: Socket[] = [];
