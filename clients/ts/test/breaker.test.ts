@@ -1,8 +1,10 @@
 // The fallback's session breakers, the sidecar's (src/breaker.rs and the
 // guard in src/engine.rs): on the policy alone, then through the session's
-// client-side memory as a session drives it, outcome after outcome.
+// client-side memory as a session drives it, outcome after outcome, and
+// against the sidecar itself (rebound replay) on the same outcomes.
 
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { describe, it } from "node:test";
 
 import { NO_LIMITS, type DeclaredLimits } from "../src/breaker.js";
@@ -10,6 +12,7 @@ import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, type FallbackInput, ty
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { LocalState } from "../src/local.js";
 import { actionName, reasonName, sessionStateName } from "../src/names.js";
+import { sidecarBin } from "./sidecar.mjs";
 
 const STEP_LIMIT_SNIPPET = "<error>\nThe session reached its step limit; end the run.\n</error>";
 const COST_LIMIT_SNIPPET = "<error>\nThe session reached its cost limit; end the run.\n</error>";
@@ -203,3 +206,73 @@ describe("through the session's memory", () => {
     assert.equal(run.state.state, pb.SessionState.SESSION_STATE_STOPPED);
   });
 });
+
+it("decides as the sidecar does on the same outcomes (rebound replay)", () => {
+  // Outcomes whose coarse signals the fallback reads as the sidecar does, so that what
+  // differs would be the breakers. One tool name per session: the sidecar's tool breakers are shared.
+  const fail = (tool: string, message: string, status = 503): Record<string, unknown> => ({ tool, http_status: status, message });
+  const sessions: Record<string, Record<string, unknown>[]> = {
+    // Five identical errors, the numbers aside: retried twice, escalated twice, aborted; then stopped.
+    identical: [1, 2, 3, 4, 5].map((n) => fail("db", `upstream timed out after 30.${n}s`)).concat([{ tool: "db", ok: true }, { tool: "db2", ok: true }]),
+    // Ten errors across tools: the tenth escalates.
+    errors: Array.from({ length: 10 }, (_, i) => fail(`page${i}`, `page ${i} not found`, 404)),
+    // A success of the tool starts the counts again.
+    reset: [fail("api", "timed out after 1.5s"), fail("api", "timed out after 2.5s"), { tool: "api", ok: true }, fail("api", "timed out after 3.5s")],
+    // A cancel's abort stands over the third failure in a row; a 401's escalation gives way to the breaker's.
+    cancel: [fail("q", "Service Unavailable"), fail("q", "Service Unavailable"), { tool: "q", kind: "cancelled", message: "user interrupt" }],
+    auth: [1, 2, 3].map(() => fail("w", "Unauthorized", 401)),
+    // The detail, when there is no message, is what is compared.
+    detail: [12, 13, 14].map((n) => ({ tool: "widget", detail: `widget frobnication declined for item ${n}` })),
+  };
+  const lines = Object.entries(sessions).flatMap(([id, outcomes]) =>
+    outcomes.map((o) => ({ session_id: id, ok: false, ...o })),
+  );
+  const run = spawnSync(sidecarBin(), ["replay", "-"], { input: `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`, encoding: "utf8" });
+  assert.equal(run.status, 0, run.stderr);
+  const sidecar = run.stdout.trim().split("\n").map((line) => JSON.parse(line) as ReplayVerdict);
+  assert.equal(sidecar.length, lines.length, run.stdout);
+  const runs = new Map<string, Run>();
+  lines.forEach((line, i) => {
+    const r = runs.get(line.session_id) ?? new Run();
+    runs.set(line.session_id, r);
+    const { session_id: sessionId, http_status: httpStatus, kind, ...rest } = line as typeof line & { http_status?: number; kind?: string };
+    const ours = r.report({ sessionId, httpStatus, kind: kind === "cancelled" ? pb.OutcomeKind.OUTCOME_KIND_CANCELLED : undefined, ...rest });
+    const theirs = sidecar[i] as ReplayVerdict;
+    const b = ours.breaker as pb.BreakerStatus;
+    assert.deepEqual(
+      {
+        action: actionName(ours.action),
+        reason: reasonName(b.reason),
+        attemptsLeft: ours.retry?.attemptsLeft ?? null,
+        counts: [b.consecutiveFailures, b.sessionErrors, b.identicalErrors, b.steps, sessionStateName(b.sessionState)],
+      },
+      {
+        action: theirs.action,
+        reason: theirs.breaker.reason ?? "unspecified",
+        attemptsLeft: theirs.attempts_left,
+        counts: [
+          theirs.breaker.consecutive_failures,
+          theirs.breaker.session_errors,
+          theirs.breaker.identical_errors,
+          theirs.breaker.steps,
+          theirs.breaker.session_state,
+        ],
+      },
+      `${JSON.stringify(line)} (line ${i + 1})`,
+    );
+  });
+});
+
+/** What the test reads of a `rebound replay` verdict line. */
+interface ReplayVerdict {
+  action: string;
+  attempts_left: number | null;
+  breaker: {
+    reason: string | null;
+    consecutive_failures: number;
+    session_errors: number;
+    identical_errors: number;
+    steps: number;
+    session_state: string;
+  };
+}
