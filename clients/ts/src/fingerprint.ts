@@ -35,8 +35,8 @@ const CLASSES = ((): Uint8Array => {
   return table;
 })();
 
-const enc = (text: string): Uint8Array => new TextEncoder().encode(text);
-const [Q, URL_, PATH, N] = ["<q>", "<url>", "<path>", "<n>"].map(enc) as [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
+// What a folded piece becomes.
+const [QUOTED, URL_MARK, PATH_MARK, NUMBER_MARK] = ["<q>", "<url>", "<path>", "<n>"].map((m) => Buffer.from(m)) as [Buffer, Buffer, Buffer, Buffer];
 const APOSTROPHE = 0x27;
 const SLASH = 0x2f;
 
@@ -85,7 +85,7 @@ export function normalise(message: string): string {
     if (kind & QUOTE && (b !== APOSTROPHE || i === 0 || !isAsciiAlnum(text[i - 1] as number))) {
       const close = text.indexOf(b, i + 1);
       if (close !== -1) {
-        put(Q);
+        put(QUOTED);
         i = close + 1;
         continue;
       }
@@ -104,16 +104,16 @@ export function normalise(message: string): string {
     const word = text.subarray(i, end);
     if (seen & COLON && word.includes("://")) {
       // A URL runs to the next whitespace, through its query string.
-      put(URL_);
+      put(URL_MARK);
       while (end < n && !(cls(text[end] as number) & SPACE)) end++;
     } else if (
       word[0] === SLASH ||
       (word[0] === 0x7e && word[1] === SLASH) ||
       (word.length > 2 && isAsciiAlpha(word[0] as number) && word[1] === 0x3a && word[2] === 0x5c)
     ) {
-      put(PATH);
+      put(PATH_MARK);
     } else if (seen & DIGIT) {
-      put(N);
+      put(NUMBER_MARK);
     } else {
       for (const c of word) out.push(c >= 0x41 && c <= 0x5a ? c + 0x20 : c);
     }

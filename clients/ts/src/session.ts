@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 
+import { declaredLimits, type SessionCounts } from "./breaker.js";
 import {
   checkCost,
   checkId,
@@ -11,7 +12,6 @@ import {
   MAX_TOOLS,
   show,
 } from "./checks.js";
-import { declaredLimits, type SessionCounts } from "./breaker.js";
 import { refused, type Core } from "./core.js";
 import { AbortRunError, EscalationError, InvalidInputError, RecoverError } from "./errors.js";
 import { decide } from "./fallback.js";
