@@ -172,7 +172,7 @@ func TestRedactMatchesTheSidecar(t *testing.T) {
 		{"env DB_PASSWORD=Tr0ub4dor3xyz psql -h db", "env DB_PASSWORD=[REDACTED:password] psql -h db"},
 		{"PGPASSWORD=Tr0ub4dor3xyz pg_dump mydb", "PGPASSWORD=[REDACTED:password] pg_dump mydb"},
 		{"MYSQL_PWD=Tr0ub4dor3xyz mysql", "MYSQL_PWD=[REDACTED:password] mysql"},
-		{"HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "HF_TOKEN=[REDACTED:token]"},
+		{"HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "HF_TOKEN=[REDACTED:huggingface_token]"},
 		{`{"clientSecret": "s3cr3t-value-1"}`, `{"clientSecret": "[REDACTED:secret]"}`},
 		{"bypass: enabled, compass=north, OLDPWD=/home/app", "bypass: enabled, compass=north, OLDPWD=/home/app"},
 		// (?i) folds ſ into the prefix's [a-z0-9_], as Rust's does; the boundary is before the prefix.

@@ -25,7 +25,7 @@ interface SecretCase {
 const SECRET_CASES = lines<SecretCase>("secrets/secrets.jsonl");
 const ORDINARY = lines<{ id: string; message: string }>("secrets/ordinary.jsonl");
 // A corpus read short would leave most of the checks below without a case.
-assert.ok(SECRET_CASES.length >= 115 && ORDINARY.length >= 62, "tests/data/secrets: fewer lines than expected");
+assert.ok(SECRET_CASES.length >= 119 && ORDINARY.length >= 65, "tests/data/secrets: fewer lines than expected");
 
 /** An SDK error as the OpenAI and Anthropic SDKs shape theirs: the message and the HTTP status. */
 function sdkError(message: string, status?: number): Error {
@@ -137,7 +137,8 @@ describe("the port of src/redact.rs", () => {
       PATTERNS.map((p) => p.kind),
       [
         "private_key", "anthropic_key", "stripe_key", "openai_key", "google_key", "aws_access_key", "aws_secret_key",
-        "github_token", "slack_token", "jwt", "bearer_token", "basic_auth", "authorization", "cookie", "url_signature",
+        "github_token", "slack_token", "gitlab_token", "npm_token", "huggingface_token", "jwt", "bearer_token",
+        "basic_auth", "authorization", "cookie", "url_signature",
         "url_password", "password", "api_key", "secret", "token",
       ],
       "the sidecar's kinds in the sidecar's order",
