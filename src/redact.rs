@@ -33,6 +33,15 @@ fn p(kind: &'static str, group: usize, re: &str) -> Pattern {
 /// A cookie's value may sit in double quotes (RFC 6265), escaped in JSON
 /// (`=\"`); a quote opens one only right after the `=` and closes it before
 /// any comma, so a JSON string ending in base64's `=` runs on no further. A
+/// quoted value cut before its closing quote runs to the line's end, unless
+/// the quote is followed by a space or one of `,;)}]`: then it closes the
+/// string that held the value. A command's arguments, as Python, Node and Go
+/// print a list (`'--password', 'x'`, `"--token" "x"`), give a secret flag's
+/// value as the next quoted item; an item starting with `-` is the next flag,
+/// not a value. On a command line (`--password Hq7x`, as Node's `Command
+/// failed:` and Go's `Cmd.String` write one) the next word is the value only
+/// when it holds something besides lower-case letters, so `--password
+/// requires an argument` stays. A
 /// URL's userinfo ends at the first `/`, `?` or `#`, so an `@` in a query is
 /// no password's end; a password without an `@` before them may hold a `?`
 /// or `#` (SQLAlchemy takes one unencoded), unless all before them is a port.
@@ -46,7 +55,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)",
         ),
         p("anthropic_key", 0, r"(?-u:\b)sk-ant-[A-Za-z0-9_\-]{10,}"),
-        p("stripe_key", 0, r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+        p("stripe_key", 0, r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|(?-u:\b)whsec_[A-Za-z0-9+/=]{20,}"),
         p("openai_key", 0, r"(?-u:\b)sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}"),
         p("google_key", 0, r"(?-u:\b)AIza[0-9A-Za-z_\-]{35}"),
         p("aws_access_key", 0, r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}(?-u:\b)"),
@@ -60,6 +69,9 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
         p("gitlab_token", 0, r"(?-u:\b)(?:glpat|gldt|glrt|glptt|glcbt|gloas)-[A-Za-z0-9_\-]{20,}"),
         p("npm_token", 0, r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)"),
         p("huggingface_token", 0, r"(?-u:\b)hf_[A-Za-z0-9]{30,}"),
+        p("sendgrid_key", 0, r"(?-u:\b)SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+        p("slack_webhook", 1, r"(?i)(?-u:\b)hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/]{16,})"),
+        p("discord_webhook", 1, r"(?i)(?-u:\b)discord(?:app)?\.com/api/webhooks/[0-9]+/([A-Za-z0-9_\-]{16,})"),
         p("jwt", 0, r"(?-u:\b)eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"),
         p("bearer_token", 1, r"(?i)(?-u:\b)bearer\s+([A-Za-z0-9._~+/=\-]{8,})"),
         p("basic_auth", 1, r"(?i)(?-u:\b)basic\s+([A-Za-z0-9+/]{8,}={0,2})"),
@@ -71,13 +83,23 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
         p(
             "cookie",
             1,
-            r#"(?i)(?-u:\b)(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"[^\r\n",]*"|[^\r\n"'\]]){3,})"#,
+            r#"(?i)(?-u:\b)(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"(?:[^\r\n",]*"|[^\r\n",;)}\]\s][^\r\n"]*)|[^\r\n"'\]]){3,})"#,
         ),
         p("url_signature", 2, r#"(?i)[?&;](sig|x-amz-signature|x-goog-signature)=([^\s&"'#;)\]>]{8,})"#),
         p(
             "url_password",
             1,
             r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*)@",
+        ),
+        p(
+            "secret_argument",
+            1,
+            r#"(?i)["']--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)["'],?[ \t]*["']([^"'\r\n\-][^"'\r\n]*)"#,
+        ),
+        p(
+            "secret_argument",
+            1,
+            r#"(?i)(?:\A|[\s(])--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)[ \t]+(?-i:([^\s"'\-]*[^\s"'\-a-z][^\s"']*))"#,
         ),
         p(
             "password",
@@ -110,6 +132,7 @@ const NEEDLES: &[(&str, &[&str])] = &[
     ("-----begin", &["private_key"]),
     ("sk-", &["anthropic_key", "openai_key"]),
     ("sk_", &["stripe_key"]),
+    ("whsec_", &["stripe_key"]),
     ("rk_", &["stripe_key"]),
     ("aiza", &["google_key"]),
     ("akia", &["aws_access_key"]),
@@ -118,7 +141,7 @@ const NEEDLES: &[(&str, &[&str])] = &[
     ("acca", &["aws_access_key"]),
     ("aida", &["aws_access_key"]),
     ("aroa", &["aws_access_key"]),
-    ("secret", &["aws_secret_key", "secret"]),
+    ("secret", &["aws_secret_key", "secret_argument", "secret"]),
     ("ghp_", &["github_token"]),
     ("gho_", &["github_token"]),
     ("ghu_", &["github_token"]),
@@ -134,6 +157,9 @@ const NEEDLES: &[(&str, &[&str])] = &[
     ("gloas-", &["gitlab_token"]),
     ("npm_", &["npm_token"]),
     ("hf_", &["huggingface_token"]),
+    ("sg.", &["sendgrid_key"]),
+    ("hooks.slack.com", &["slack_webhook"]),
+    ("/api/webhooks/", &["discord_webhook"]),
     ("eyj", &["jwt"]),
     ("bearer", &["bearer_token"]),
     ("basic", &["basic_auth"]),
@@ -142,11 +168,11 @@ const NEEDLES: &[(&str, &[&str])] = &[
     ("sig=", &["url_signature"]),
     ("signature=", &["url_signature"]),
     ("://", &["url_password"]),
-    ("pass", &["password"]),
-    ("pwd", &["password"]),
-    ("api_key", &["api_key"]),
-    ("api-key", &["api_key"]),
-    ("apikey", &["api_key"]),
+    ("pass", &["secret_argument", "password"]),
+    ("pwd", &["secret_argument", "password"]),
+    ("api_key", &["secret_argument", "api_key"]),
+    ("api-key", &["secret_argument", "api_key"]),
+    ("apikey", &["secret_argument", "api_key"]),
     ("access_key", &["api_key"]),
     ("access-key", &["api_key"]),
     ("accesskey", &["api_key"]),
@@ -154,18 +180,20 @@ const NEEDLES: &[(&str, &[&str])] = &[
     ("account-key", &["api_key"]),
     ("accountkey", &["api_key"]),
     ("private", &["secret"]),
-    ("token", &["token"]),
+    ("token", &["secret_argument", "token"]),
 ];
 
-/// For each needle, the patterns it lets through, as bits by pattern index.
+/// For each needle, the patterns it lets through (every pattern of each kind it names), as bits by pattern index.
 static GATES: LazyLock<Vec<u32>> = LazyLock::new(|| {
     assert!(PATTERNS.len() <= 32, "one bit per pattern");
     NEEDLES
         .iter()
         .map(|(needle, kinds)| {
             kinds.iter().fold(0, |bits, kind| {
-                let i = PATTERNS.iter().position(|p| p.kind == *kind);
-                bits | 1 << i.unwrap_or_else(|| panic!("needle {needle:?} names no pattern {kind:?}"))
+                let of_kind = PATTERNS.iter().enumerate().filter(|(_, p)| p.kind == *kind);
+                let kind_bits = of_kind.fold(0, |bits, (i, _)| bits | 1 << i);
+                assert_ne!(kind_bits, 0, "needle {needle:?} names no pattern {kind:?}");
+                bits | kind_bits
             })
         })
         .collect()
@@ -580,6 +608,65 @@ mod tests {
     }
 
     #[test]
+    fn secret_flags_in_a_commands_arguments_are_redacted() {
+        for (text, redacted) in [
+            // Python's CalledProcessError and Node's spawnargs: a list of quoted items.
+            (
+                "Command '['mysql', '--password', 'Hq7!x P2', '-e', 'SELECT 1']' returned",
+                "Command '['mysql', '--password', '[REDACTED:secret_argument]', '-e', 'SELECT 1']' returned",
+            ),
+            (
+                "[ 'deploy', '--api-key', 'dk8f2a', '--region', 'eu' ]",
+                "[ 'deploy', '--api-key', '[REDACTED:secret_argument]', '--region', 'eu' ]",
+            ),
+            // Go's %q of a []string: no commas.
+            (r#"["vault" "-token" "hvs.CAES"]"#, r#"["vault" "-token" "[REDACTED:secret_argument]"]"#),
+            // A command line: a value with anything besides lower-case letters.
+            (
+                "Command failed: mysql --password Hq7xkP2 -e",
+                "Command failed: mysql --password [REDACTED:secret_argument] -e",
+            ),
+            ("+ vault login -token hvs.CAESIJ8", "+ vault login -token [REDACTED:secret_argument]"),
+            ("--db-pass s3cret", "--db-pass [REDACTED:secret_argument]"),
+        ] {
+            assert_eq!(redact(text), redacted, "{text}");
+        }
+        for text in [
+            // The next item is a flag: this one takes no value.
+            "['psql', '--no-password', '-h', 'db']",
+            "['docker', 'login', '--password-stdin', 'registry.example.com']",
+            // Prose about a flag.
+            "option --password requires an argument",
+            "psql: option '--password' doesn't allow an argument",
+            "      --token string   API token",
+            "foo--password Hq7xkP2",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
+    fn webhook_urls_and_more_provider_keys_are_redacted() {
+        for (text, redacted) in [
+            (
+                "for url: https://hooks.slack.com/services/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",
+                "for url: https://hooks.slack.com/services/[REDACTED:slack_webhook]",
+            ),
+            (
+                "https://discordapp.com/api/webhooks/1182736450912837465/Kp3Xz8Qw1Lm6Nb4Vc9Rt2Yh7-_x",
+                "https://discordapp.com/api/webhooks/1182736450912837465/[REDACTED:discord_webhook]",
+            ),
+            ("key SG.ngeVfQFYQlKU0ufo8x5d1A.TwL2iGABf9DHoTf-09kqe rejected", "key [REDACTED:sendgrid_key] rejected"),
+            ("secret is whsec_4f9b2c7e1a8d3f6b0c5e9a2d (^C", "secret is [REDACTED:stripe_key] (^C"),
+        ] {
+            assert_eq!(redact(text), redacted, "{text}");
+        }
+        for text in ["https://slack.com/api/chat.postMessage", "msg.SGx.bla", "https://hooks.slack.com/services/"] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
     fn names_inside_ordinary_words_and_counts_stay() {
         for text in [
             r#"FATAL:  password authentication failed for user "app""#,
@@ -607,6 +694,11 @@ mod tests {
             (r#"{"cookie":"sid=\"abc123def456\"","host":"h"}"#, r#"{"cookie":"[REDACTED:cookie]","host":"h"}"#),
             // A base64 value's = before a JSON string's closing quote opens no quoted value.
             (r#"{"Cookie": "s=YWJjZA=", "Host": "h"}"#, r#"{"Cookie": "[REDACTED:cookie]", "Host": "h"}"#),
+            // A value cut before its closing quote runs to the line's end.
+            ("> Cookie: sid=\"abc123def456\n< HTTP/1.1 403", "> Cookie: [REDACTED:cookie]\n< HTTP/1.1 403"),
+            (r#"{"cookie":"sid=\"abc123def"#, r#"{"cookie":"[REDACTED:cookie]"#),
+            ("> Cookie: sid=\"abc123def456\r\n", "> Cookie: [REDACTED:cookie]\r\n"),
+            (r#"{"Cookie": "s=YWJjZA="}"#, r#"{"Cookie": "[REDACTED:cookie]"}"#),
             // Only MySQL's own phrase keeps its YES.
             (
                 "+ MYSQL_PWD=Tr0ub4dor3xyz mysql\nERROR 1045 (28000): Access denied for user 'app'@'h' (using password: YES)",
