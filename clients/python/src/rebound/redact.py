@@ -22,7 +22,7 @@ PATTERNS: tuple[tuple[str, int, str], ...] = (
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)",
     ),
     ("anthropic_key", 0, r"(?-u:\b)sk-ant-[A-Za-z0-9_\-]{10,}"),
-    ("stripe_key", 0, r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+    ("stripe_key", 0, r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|(?-u:\b)whsec_[A-Za-z0-9+/=]{20,}"),
     ("openai_key", 0, r"(?-u:\b)sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}"),
     ("google_key", 0, r"(?-u:\b)AIza[0-9A-Za-z_\-]{35}"),
     ("aws_access_key", 0, r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}(?-u:\b)"),
@@ -36,6 +36,9 @@ PATTERNS: tuple[tuple[str, int, str], ...] = (
     ("gitlab_token", 0, r"(?-u:\b)(?:glpat|gldt|glrt|glptt|glcbt|gloas)-[A-Za-z0-9_\-]{20,}"),
     ("npm_token", 0, r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)"),
     ("huggingface_token", 0, r"(?-u:\b)hf_[A-Za-z0-9]{30,}"),
+    ("sendgrid_key", 0, r"(?-u:\b)SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+    ("slack_webhook", 1, r"(?i)(?-u:\b)hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/]{16,})"),
+    ("discord_webhook", 1, r"(?i)(?-u:\b)discord(?:app)?\.com/api/webhooks/[0-9]+/([A-Za-z0-9_\-]{16,})"),
     ("jwt", 0, r"(?-u:\b)eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"),
     ("bearer_token", 1, r"(?i)(?-u:\b)bearer\s+([A-Za-z0-9._~+/=\-]{8,})"),
     ("basic_auth", 1, r"(?i)(?-u:\b)basic\s+([A-Za-z0-9+/]{8,}={0,2})"),
@@ -47,13 +50,23 @@ PATTERNS: tuple[tuple[str, int, str], ...] = (
     (
         "cookie",
         1,
-        r"""(?i)(?-u:\b)(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"[^\r\n",]*"|[^\r\n"'\]]){3,})""",
+        r"""(?i)(?-u:\b)(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"(?:[^\r\n",]*"|[^\r\n",;)}\]\s][^\r\n"]*)|[^\r\n"'\]]){3,})""",
     ),
     ("url_signature", 2, r"""(?i)[?&;](sig|x-amz-signature|x-goog-signature)=([^\s&"'#;)\]>]{8,})"""),
     (
         "url_password",
         1,
         r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*)@",
+    ),
+    (
+        "secret_argument",
+        1,
+        r"""(?i)["']--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)["'],?[ \t]*["']([^"'\r\n\-][^"'\r\n]*)""",
+    ),
+    (
+        "secret_argument",
+        1,
+        r"""(?i)(?:\A|[\s(])--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)[ \t]+(?-i:([^\s"'\-]*[^\s"'\-a-z][^\s"']*))""",
     ),
     (
         "password",
@@ -82,12 +95,15 @@ PATTERNS: tuple[tuple[str, int, str], ...] = (
 _WHITE_SPACE = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 # The constructs of the patterns above that Python spells otherwise, rewritten in one pass (the
-# classes before a bare `\s`). `(?i)` opens a pattern in both and covers all of it; lazy `*?` is the same.
+# classes before a bare `\s`). `(?i)` opens a pattern in both and covers all of it, `(?-i:...)` turns
+# it off within the group in both (a secret_argument's value), and `\A` and lazy `*?` are the same.
 _REWRITES = {
     r"(?-u:\b)": r"(?a:\b)",  # an ASCII word boundary: `a` scopes ASCII matching to the group
     r"\z": r"\Z",  # the end of the text (Python's `\Z` never matches before a final newline)
     r"[\s\S]": r"[\s\S]",  # any character: the same set in both
-    r"[^\s": "[^" + _WHITE_SPACE,  # the negated classes of values, which all open with `\s`
+    r"[^\s": "[^" + _WHITE_SPACE,  # the negated classes of values, most of which open with `\s`
+    r"[\s(": "[" + _WHITE_SPACE + "(",  # the space or `(` before a command's flag (secret_argument)
+    r"\s]": _WHITE_SPACE + "]",  # a class closing with `\s`: a cut cookie value's first character
     r"\s": "[" + _WHITE_SPACE + "]",
 }
 _REWRITE = re.compile("|".join(re.escape(rust) for rust in _REWRITES))
