@@ -23,11 +23,12 @@ type secretPattern struct {
 // generic name=value pairs last. Rust's `(?-u:\b)` is written `\b`, which is
 // ASCII in Go. Rust's `\s` is Unicode White_Space and Go's only ASCII, so
 // `{space}` in a class stands for White_Space (see unicodeSpace); `[\s\S]`,
-// any character in both, is kept as it is.
+// any character in both, is kept as it is, and so are `\A` and `(?-i:...)`
+// (secret_argument's case-sensitive value), which Go reads as Rust does.
 var secretPatterns = []secretPattern{
 	{"private_key", 0, `-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)`},
 	{"anthropic_key", 0, `\bsk-ant-[A-Za-z0-9_\-]{10,}`},
-	{"stripe_key", 0, `\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}`},
+	{"stripe_key", 0, `\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9+/=]{20,}`},
 	{"openai_key", 0, `\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}`},
 	{"google_key", 0, `\bAIza[0-9A-Za-z_\-]{35}`},
 	{"aws_access_key", 0, `\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}\b`},
@@ -37,13 +38,18 @@ var secretPatterns = []secretPattern{
 	{"gitlab_token", 0, `\b(?:glpat|gldt|glrt|glptt|glcbt|gloas)-[A-Za-z0-9_\-]{20,}`},
 	{"npm_token", 0, `\bnpm_[A-Za-z0-9]{36}\b`},
 	{"huggingface_token", 0, `\bhf_[A-Za-z0-9]{30,}`},
+	{"sendgrid_key", 0, `\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}`},
+	{"slack_webhook", 1, `(?i)\bhooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/]{16,})`},
+	{"discord_webhook", 1, `(?i)\bdiscord(?:app)?\.com/api/webhooks/[0-9]+/([A-Za-z0-9_\-]{16,})`},
 	{"jwt", 0, `\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}`},
 	{"bearer_token", 1, `(?i)\bbearer[{space}]+([A-Za-z0-9._~+/=\-]{8,})`},
 	{"basic_auth", 1, `(?i)\bbasic[{space}]+([A-Za-z0-9+/]{8,}={0,2})`},
 	{"authorization", 1, `(?i)\b(?:[a-z0-9_]*_)?authorization["']?[ \t]*[:=][ \t]*["']?(?:\[?[a-z][a-z0-9._\-]*[ \t]+)?([^{space}"',;\]]{4,})`},
-	{"cookie", 1, `(?i)\b(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"[^\r\n",]*"|[^\r\n"'\]]){3,})`},
+	{"cookie", 1, `(?i)\b(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"(?:[^\r\n",]*"|[^\r\n",;)}\]{space}][^\r\n"]*)|[^\r\n"'\]]){3,})`},
 	{"url_signature", 2, `(?i)[?&;](sig|x-amz-signature|x-goog-signature)=([^{space}&"'#;)\]>]{8,})`},
 	{"url_password", 1, `(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*)@`},
+	{"secret_argument", 1, `(?i)["']--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)["'],?[ \t]*["']([^"'\r\n\-][^"'\r\n]*)`},
+	{"secret_argument", 1, `(?i)(?:\A|[{space}(])--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)[ \t]+(?-i:([^{space}"'\-]*[^{space}"'\-a-z][^{space}"']*))`},
 	{"password", 2, `(?i)\b([a-z0-9_]*(?:password|passwd|passphrase)|(?:[a-z0-9_]*_)?(?:pwd|pass))(?:["']?[{space}]*[:=][{space}]*["']?|["']?[{space}]*=>[{space}]*["']?)([^{space}"'&,;}\])]{3,})|\(using password: (?:YES|NO)\)`},
 	{"api_key", 2, `(?i)\b([a-z0-9_]*(?:api[_\-]?key|apikey|x-api-key|access[_\-]?key|account[_\-]?key))(?:["']?[{space}]*[:=][{space}]*["']?)([^{space}"'&,;}\])]{6,})`},
 	{"secret", 2, `(?i)\b([a-z0-9_]*(?:client[_\-]?secret|secret[_\-]?key|secret|private[_\-]?key))(?:["']?[{space}]*[:=][{space}]*["']?)([^{space}"'&,;}\])]{6,})`},
@@ -65,6 +71,7 @@ var secretNeedles = []struct {
 	{"-----begin", []string{"private_key"}},
 	{"sk-", []string{"anthropic_key", "openai_key"}},
 	{"sk_", []string{"stripe_key"}},
+	{"whsec_", []string{"stripe_key"}},
 	{"rk_", []string{"stripe_key"}},
 	{"aiza", []string{"google_key"}},
 	{"akia", []string{"aws_access_key"}},
@@ -73,7 +80,7 @@ var secretNeedles = []struct {
 	{"acca", []string{"aws_access_key"}},
 	{"aida", []string{"aws_access_key"}},
 	{"aroa", []string{"aws_access_key"}},
-	{"secret", []string{"aws_secret_key", "secret"}},
+	{"secret", []string{"aws_secret_key", "secret_argument", "secret"}},
 	{"ghp_", []string{"github_token"}},
 	{"gho_", []string{"github_token"}},
 	{"ghu_", []string{"github_token"}},
@@ -89,6 +96,9 @@ var secretNeedles = []struct {
 	{"gloas-", []string{"gitlab_token"}},
 	{"npm_", []string{"npm_token"}},
 	{"hf_", []string{"huggingface_token"}},
+	{"sg.", []string{"sendgrid_key"}},
+	{"hooks.slack.com", []string{"slack_webhook"}},
+	{"/api/webhooks/", []string{"discord_webhook"}},
 	{"eyj", []string{"jwt"}},
 	{"bearer", []string{"bearer_token"}},
 	{"basic", []string{"basic_auth"}},
@@ -97,11 +107,11 @@ var secretNeedles = []struct {
 	{"sig=", []string{"url_signature"}},
 	{"signature=", []string{"url_signature"}},
 	{"://", []string{"url_password"}},
-	{"pass", []string{"password"}},
-	{"pwd", []string{"password"}},
-	{"api_key", []string{"api_key"}},
-	{"api-key", []string{"api_key"}},
-	{"apikey", []string{"api_key"}},
+	{"pass", []string{"secret_argument", "password"}},
+	{"pwd", []string{"secret_argument", "password"}},
+	{"api_key", []string{"secret_argument", "api_key"}},
+	{"api-key", []string{"secret_argument", "api_key"}},
+	{"apikey", []string{"secret_argument", "api_key"}},
 	{"access_key", []string{"api_key"}},
 	{"access-key", []string{"api_key"}},
 	{"accesskey", []string{"api_key"}},
@@ -109,7 +119,7 @@ var secretNeedles = []struct {
 	{"account-key", []string{"api_key"}},
 	{"accountkey", []string{"api_key"}},
 	{"private", []string{"secret"}},
-	{"token", []string{"token"}},
+	{"token", []string{"secret_argument", "token"}},
 }
 
 // compiledSecret is a secretPattern ready to match.
@@ -122,7 +132,8 @@ type compiledSecret struct {
 var (
 	// secrets are secretPatterns compiled once, in their order.
 	secrets = compileSecrets()
-	// secretGates are, for each of secretNeedles, the patterns it lets through as bits by index.
+	// secretGates are, for each of secretNeedles, the patterns it lets through
+	// (every pattern of each kind it names) as bits by index.
 	secretGates = needleGates()
 )
 
@@ -145,16 +156,17 @@ func needleGates() []uint32 {
 	gates := make([]uint32, len(secretNeedles))
 	for i, n := range secretNeedles {
 		for _, kind := range n.kinds {
-			at := -1
+			// Every pattern of the kind: secret_argument has two.
+			var ofKind uint32
 			for j, p := range secretPatterns {
 				if p.kind == kind {
-					at = j
+					ofKind |= 1 << j
 				}
 			}
-			if at < 0 {
+			if ofKind == 0 {
 				panic(fmt.Sprintf("needle %q names no redaction pattern %q", n.needle, kind))
 			}
-			gates[i] |= 1 << at
+			gates[i] |= ofKind
 		}
 	}
 	return gates

@@ -191,6 +191,11 @@ func TestRedactMatchesTheSidecar(t *testing.T) {
 		{`'Cookie': 'csrftoken=abcdef; sessionid="abc123def456"'}`, "'Cookie': '[REDACTED:cookie]'}"},
 		{`{"cookie":"sid=\"abc123def456\"","host":"h"}`, `{"cookie":"[REDACTED:cookie]","host":"h"}`},
 		{`{"Cookie": "s=YWJjZA=", "Host": "h"}`, `{"Cookie": "[REDACTED:cookie]", "Host": "h"}`},
+		// A value cut before its closing quote runs to the line's end.
+		{"> Cookie: sid=\"abc123def456\n< HTTP/1.1 403", "> Cookie: [REDACTED:cookie]\n< HTTP/1.1 403"},
+		{`{"cookie":"sid=\"abc123def`, `{"cookie":"[REDACTED:cookie]`},
+		{"> Cookie: sid=\"abc123def456\r\n", "> Cookie: [REDACTED:cookie]\r\n"},
+		{`{"Cookie": "s=YWJjZA="}`, `{"Cookie": "[REDACTED:cookie]"}`},
 		// Only MySQL's own phrase keeps its YES.
 		{"MYSQL_PWD=Tr0ub4dor3xyz mysql (using password: YES)", "MYSQL_PWD=[REDACTED:password] mysql (using password: YES)"},
 		{"login with password: YES rejected", "login with password: [REDACTED:password] rejected"},
@@ -201,6 +206,37 @@ func TestRedactMatchesTheSidecar(t *testing.T) {
 		{"mysql://app:Tq4#bW9?kLz2@db:3306/app", "mysql://app:[REDACTED:url_password]@db:3306/app"},
 		{`Get "http://localhost:8080?email=jane.doe@example.com"`, `Get "http://localhost:8080?email=jane.doe@example.com"`},
 		{"https://h:8443#contact=ops@example.com", "https://h:8443#contact=ops@example.com"},
+		// A secret flag's value in a command's arguments: Python's CalledProcessError and Node's
+		// spawnargs list quoted items, Go's %q of a []string has no commas.
+		{"Command '['mysql', '--password', 'Hq7!x P2', '-e', 'SELECT 1']' returned",
+			"Command '['mysql', '--password', '[REDACTED:secret_argument]', '-e', 'SELECT 1']' returned"},
+		{"[ 'deploy', '--api-key', 'dk8f2a', '--region', 'eu' ]",
+			"[ 'deploy', '--api-key', '[REDACTED:secret_argument]', '--region', 'eu' ]"},
+		{`["vault" "-token" "hvs.CAES"]`, `["vault" "-token" "[REDACTED:secret_argument]"]`},
+		// On a command line, a value with anything besides lower-case letters; the flag's
+		// name is read case-insensitively, its value case-sensitively.
+		{"Command failed: mysql --password Hq7xkP2 -e", "Command failed: mysql --password [REDACTED:secret_argument] -e"},
+		{"+ vault login -token hvs.CAESIJ8", "+ vault login -token [REDACTED:secret_argument]"},
+		{"--db-pass s3cret", "--db-pass [REDACTED:secret_argument]"},
+		{"mysql --PASSWORD Hunter", "mysql --PASSWORD [REDACTED:secret_argument]"},
+		// The next item is a flag, so this one takes no value; prose about a flag stays.
+		{"['psql', '--no-password', '-h', 'db']", "['psql', '--no-password', '-h', 'db']"},
+		{"['docker', 'login', '--password-stdin', 'registry.example.com']",
+			"['docker', 'login', '--password-stdin', 'registry.example.com']"},
+		{"option --password requires an argument", "option --password requires an argument"},
+		{"psql: option '--password' doesn't allow an argument", "psql: option '--password' doesn't allow an argument"},
+		{"      --token string   API token", "      --token string   API token"},
+		{"foo--password Hq7xkP2", "foo--password Hq7xkP2"},
+		// Webhook URLs, SendGrid keys and Stripe webhook secrets.
+		{"for url: https://hooks.slack.com/services/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",
+			"for url: https://hooks.slack.com/services/[REDACTED:slack_webhook]"},
+		{"https://discordapp.com/api/webhooks/1182736450912837465/Kp3Xz8Qw1Lm6Nb4Vc9Rt2Yh7-_x",
+			"https://discordapp.com/api/webhooks/1182736450912837465/[REDACTED:discord_webhook]"},
+		{"key SG.ngeVfQFYQlKU0ufo8x5d1A.TwL2iGABf9DHoTf-09kqe rejected", "key [REDACTED:sendgrid_key] rejected"},
+		{"secret is whsec_4f9b2c7e1a8d3f6b0c5e9a2d (^C", "secret is [REDACTED:stripe_key] (^C"},
+		{"https://slack.com/api/chat.postMessage", "https://slack.com/api/chat.postMessage"},
+		{"msg.SGx.bla", "msg.SGx.bla"},
+		{"https://hooks.slack.com/services/", "https://hooks.slack.com/services/"},
 		// Uncovered by another redaction: the second pass sees the URL.
 		{"ab://u:pass:w/cd://e:f@h", "ab://u:[REDACTED:url_password]@h"},
 	}
@@ -260,9 +296,17 @@ func TestSecretNeedlesLetEveryMatchThrough(t *testing.T) {
 			}
 		}
 	}
-	for _, n := range secretNeedles {
+	for i, n := range secretNeedles {
 		if n.needle != asciiLower(n.needle) {
 			t.Errorf("needle %q: the text is lowered, so the needles must be", n.needle)
+		}
+		// A needle lets through every pattern of each kind it names (secret_argument has two).
+		for _, kind := range n.kinds {
+			for j, p := range secretPatterns {
+				if p.kind == kind && secretGates[i]&(1<<j) == 0 {
+					t.Errorf("needle %q lets %s's pattern %d not through", n.needle, kind, j)
+				}
+			}
 		}
 	}
 }
