@@ -18,12 +18,17 @@ export interface SecretPattern {
   pattern: string;
   /** Rust's `(?i)`: JavaScript has no inline flags before Node 23, so the whole pattern is case-insensitive. */
   ignoreCase?: boolean;
+  /**
+   * Rust's `(?-i:...)` around the secret's group, within `(?i)`: what the group must also match, whole and
+   * case-sensitively (`{space}` as in `pattern`). In `pattern` the group is written as it reads under `i`.
+   */
+  caseSensitiveSecret?: string;
 }
 
 /**
  * src/redact.rs's PATTERNS, ordered: specific shapes first, generic
- * `name=value` pairs last. Rust's `(?-u:\b)` is `\b` and `\z` is `$` (without
- * the `m` flag); `[\s\S]`, any character in both, is kept as it is.
+ * `name=value` pairs last. Rust's `(?-u:\b)` is `\b`, and `\A` and `\z` are `^`
+ * and `$` (without the `m` flag); `[\s\S]`, any character in both, is kept as it is.
  * @internal Exported for tests.
  */
 export const PATTERNS: readonly SecretPattern[] = [
@@ -33,7 +38,7 @@ export const PATTERNS: readonly SecretPattern[] = [
     pattern: String.raw`-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|$)`,
   },
   { kind: "anthropic_key", group: 0, pattern: String.raw`\bsk-ant-[A-Za-z0-9_\-]{10,}` },
-  { kind: "stripe_key", group: 0, pattern: String.raw`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}` },
+  { kind: "stripe_key", group: 0, pattern: String.raw`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9+/=]{20,}` },
   { kind: "openai_key", group: 0, pattern: String.raw`\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}` },
   { kind: "google_key", group: 0, pattern: String.raw`\bAIza[0-9A-Za-z_\-]{35}` },
   { kind: "aws_access_key", group: 0, pattern: String.raw`\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}\b` },
@@ -48,6 +53,19 @@ export const PATTERNS: readonly SecretPattern[] = [
   { kind: "gitlab_token", group: 0, pattern: String.raw`\b(?:glpat|gldt|glrt|glptt|glcbt|gloas)-[A-Za-z0-9_\-]{20,}` },
   { kind: "npm_token", group: 0, pattern: String.raw`\bnpm_[A-Za-z0-9]{36}\b` },
   { kind: "huggingface_token", group: 0, pattern: String.raw`\bhf_[A-Za-z0-9]{30,}` },
+  { kind: "sendgrid_key", group: 0, pattern: String.raw`\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}` },
+  {
+    kind: "slack_webhook",
+    group: 1,
+    pattern: String.raw`\bhooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/]{16,})`,
+    ignoreCase: true,
+  },
+  {
+    kind: "discord_webhook",
+    group: 1,
+    pattern: String.raw`\bdiscord(?:app)?\.com/api/webhooks/[0-9]+/([A-Za-z0-9_\-]{16,})`,
+    ignoreCase: true,
+  },
   { kind: "jwt", group: 0, pattern: String.raw`\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}` },
   { kind: "bearer_token", group: 1, pattern: String.raw`\bbearer[{space}]+([A-Za-z0-9._~+/=\-]{8,})`, ignoreCase: true },
   { kind: "basic_auth", group: 1, pattern: String.raw`\bbasic[{space}]+([A-Za-z0-9+/]{8,}={0,2})`, ignoreCase: true },
@@ -60,7 +78,7 @@ export const PATTERNS: readonly SecretPattern[] = [
   {
     kind: "cookie",
     group: 1,
-    pattern: String.raw`\b(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"[^\r\n",]*"|[^\r\n"'\]]){3,})`,
+    pattern: String.raw`\b(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"(?:[^\r\n",]*"|[^\r\n",;)}\]{space}][^\r\n"]*)|[^\r\n"'\]]){3,})`,
     ignoreCase: true,
   },
   {
@@ -74,6 +92,21 @@ export const PATTERNS: readonly SecretPattern[] = [
     group: 1,
     pattern: String.raw`\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*)@`,
     ignoreCase: true,
+  },
+  {
+    kind: "secret_argument",
+    group: 1,
+    pattern: String.raw`["']--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)["'],?[ \t]*["']([^"'\r\n\-][^"'\r\n]*)`,
+    ignoreCase: true,
+  },
+  {
+    kind: "secret_argument",
+    group: 1,
+    // Rust's `(?-i:([^\s"'\-]*[^\s"'\-a-z][^\s"']*))`: the group takes any word not starting with `-`, and
+    // caseSensitiveSecret asks it for something besides lower-case letters, which `[^a-z]` under `i` cannot.
+    pattern: String.raw`(?:^|[{space}(])--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)[ \t]+([^{space}"'\-][^{space}"']*)`,
+    ignoreCase: true,
+    caseSensitiveSecret: String.raw`[^{space}"'\-]*[^{space}"'\-a-z][^{space}"']*`,
   },
   {
     kind: "password",
@@ -119,6 +152,7 @@ export const NEEDLES: readonly (readonly [string, readonly string[]])[] = [
   ["-----begin", ["private_key"]],
   ["sk-", ["anthropic_key", "openai_key"]],
   ["sk_", ["stripe_key"]],
+  ["whsec_", ["stripe_key"]],
   ["rk_", ["stripe_key"]],
   ["aiza", ["google_key"]],
   ["akia", ["aws_access_key"]],
@@ -127,7 +161,7 @@ export const NEEDLES: readonly (readonly [string, readonly string[]])[] = [
   ["acca", ["aws_access_key"]],
   ["aida", ["aws_access_key"]],
   ["aroa", ["aws_access_key"]],
-  ["secret", ["aws_secret_key", "secret"]],
+  ["secret", ["aws_secret_key", "secret_argument", "secret"]],
   ["ghp_", ["github_token"]],
   ["gho_", ["github_token"]],
   ["ghu_", ["github_token"]],
@@ -143,6 +177,9 @@ export const NEEDLES: readonly (readonly [string, readonly string[]])[] = [
   ["gloas-", ["gitlab_token"]],
   ["npm_", ["npm_token"]],
   ["hf_", ["huggingface_token"]],
+  ["sg.", ["sendgrid_key"]],
+  ["hooks.slack.com", ["slack_webhook"]],
+  ["/api/webhooks/", ["discord_webhook"]],
   ["eyj", ["jwt"]],
   ["bearer", ["bearer_token"]],
   ["basic", ["basic_auth"]],
@@ -151,11 +188,11 @@ export const NEEDLES: readonly (readonly [string, readonly string[]])[] = [
   ["sig=", ["url_signature"]],
   ["signature=", ["url_signature"]],
   ["://", ["url_password"]],
-  ["pass", ["password"]],
-  ["pwd", ["password"]],
-  ["api_key", ["api_key"]],
-  ["api-key", ["api_key"]],
-  ["apikey", ["api_key"]],
+  ["pass", ["secret_argument", "password"]],
+  ["pwd", ["secret_argument", "password"]],
+  ["api_key", ["secret_argument", "api_key"]],
+  ["api-key", ["secret_argument", "api_key"]],
+  ["apikey", ["secret_argument", "api_key"]],
   ["access_key", ["api_key"]],
   ["access-key", ["api_key"]],
   ["accesskey", ["api_key"]],
@@ -163,7 +200,7 @@ export const NEEDLES: readonly (readonly [string, readonly string[]])[] = [
   ["account-key", ["api_key"]],
   ["accountkey", ["api_key"]],
   ["private", ["secret"]],
-  ["token", ["token"]],
+  ["token", ["secret_argument", "token"]],
 ];
 
 /** A pattern ready to match. */
@@ -174,6 +211,8 @@ interface CompiledSecret {
   regex: RegExp;
   /** The pattern's leading `\b`, taken out of `regex` and checked by {@link isAsciiBoundary}. */
   leadingBoundary: boolean;
+  /** {@link SecretPattern.caseSensitiveSecret}, anchored at both ends, without the `i` flag. */
+  caseSensitiveSecret: RegExp | undefined;
 }
 
 const SECRETS: readonly CompiledSecret[] = PATTERNS.map((p) => {
@@ -184,7 +223,9 @@ const SECRETS: readonly CompiledSecret[] = PATTERNS.map((p) => {
   if (caseless && source.includes(String.raw`\b`)) {
     throw new Error(`redaction pattern ${p.kind}: only a leading \\b can be checked as ASCII under the i flag`);
   }
-  return { kind: p.kind, group: p.group, regex: new RegExp(source, caseless ? "dgiu" : "dgu"), leadingBoundary };
+  const caseSensitiveSecret =
+    p.caseSensitiveSecret === undefined ? undefined : new RegExp(`^(?:${p.caseSensitiveSecret.replaceAll("{space}", SPACE)})$`, "u");
+  return { kind: p.kind, group: p.group, regex: new RegExp(source, caseless ? "dgiu" : "dgu"), leadingBoundary, caseSensitiveSecret };
 });
 
 /** An ASCII word character: letter, digit or underscore (Rust's `(?-u:\w)`). */
@@ -249,8 +290,9 @@ export function redactWithin(text: string, passes: number): string {
 }
 
 /**
- * Runs every pattern the text's needles let through, in order, each over what
- * the ones before it left; undefined when nothing was replaced.
+ * Runs every pattern the text's needles let through (every pattern of each kind
+ * they name: secret_argument has two), in order, each over what the ones before
+ * it left; undefined when nothing was replaced.
  */
 function redactOnce(text: string): string | undefined {
   const kinds = candidates(text);
@@ -278,6 +320,12 @@ function replaceSecrets(secret: CompiledSecret, text: string): string | undefine
     if (span === undefined) continue;
     if (secret.leadingBoundary && !isAsciiBoundary(text, m.index)) {
       // No match starts here; look for the leftmost one after it, as the regex with its \b would.
+      re.lastIndex = m.index + 1;
+      continue;
+    }
+    if (secret.caseSensitiveSecret !== undefined && !secret.caseSensitiveSecret.test(text.slice(span[0], span[1]))) {
+      // No match starts here either: from a given start the flag and its value are fixed, so the
+      // pattern with its (?-i:...) has no other way to match; look for the leftmost one after it.
       re.lastIndex = m.index + 1;
       continue;
     }

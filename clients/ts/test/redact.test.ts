@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, describe, it } from "node:test";
 
-import { decide, DEFAULT_FALLBACK_POLICY, shownMessage } from "../src/fallback.js";
+import { cut } from "../src/checks.js";
+import { decide, DEFAULT_FALLBACK_POLICY, MAX_SNIPPET_MESSAGE, shownMessage } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { Client, EscalationError, RecoverError } from "../src/index.js";
 import { candidates, NEEDLES, PATTERNS, redact, redactWithin, UNSETTLED } from "../src/redact.js";
@@ -25,7 +26,7 @@ interface SecretCase {
 const SECRET_CASES = lines<SecretCase>("secrets/secrets.jsonl");
 const ORDINARY = lines<{ id: string; message: string }>("secrets/ordinary.jsonl");
 // A corpus read short would leave most of the checks below without a case.
-assert.ok(SECRET_CASES.length >= 119 && ORDINARY.length >= 65, "tests/data/secrets: fewer lines than expected");
+assert.ok(SECRET_CASES.length >= 128 && ORDINARY.length >= 70, "tests/data/secrets: fewer lines than expected");
 
 /** An SDK error as the OpenAI and Anthropic SDKs shape theirs: the message and the HTTP status. */
 function sdkError(message: string, status?: number): Error {
@@ -67,7 +68,9 @@ describe("with the sidecar down", () => {
         const err = await s.run("tool", () => Promise.reject(sdkError(`${c.message} (key ${key})`))).catch((e: unknown) => e);
         assert.ok(err instanceof RecoverError, `got ${String(err)}`);
         assert.equal(err.verdict.fallback, true);
-        assert.equal(err.snippet.split("\n")[1], `${c.message} (key [REDACTED:openai_key])`);
+        // The block's lines after its tag, as many as the message has (getopt's and cobra's messages have several).
+        const shown = cut(`${c.message} (key [REDACTED:openai_key])`, MAX_SNIPPET_MESSAGE).split("\n");
+        assert.deepEqual(err.snippet.split("\n").slice(1, 1 + shown.length), shown);
       });
     }
   });
@@ -137,9 +140,9 @@ describe("the port of src/redact.rs", () => {
       PATTERNS.map((p) => p.kind),
       [
         "private_key", "anthropic_key", "stripe_key", "openai_key", "google_key", "aws_access_key", "aws_secret_key",
-        "github_token", "slack_token", "gitlab_token", "npm_token", "huggingface_token", "jwt", "bearer_token",
-        "basic_auth", "authorization", "cookie", "url_signature",
-        "url_password", "password", "api_key", "secret", "token",
+        "github_token", "slack_token", "gitlab_token", "npm_token", "huggingface_token", "sendgrid_key", "slack_webhook",
+        "discord_webhook", "jwt", "bearer_token", "basic_auth", "authorization", "cookie", "url_signature",
+        "url_password", "secret_argument", "secret_argument", "password", "api_key", "secret", "token",
       ],
       "the sidecar's kinds in the sidecar's order",
     );
@@ -168,6 +171,11 @@ describe("the port of src/redact.rs", () => {
       [`'Cookie': 'csrftoken=abcdef; sessionid="abc123def456"'}`, "'Cookie': '[REDACTED:cookie]'}"],
       [String.raw`{"cookie":"sid=\"abc123def456\"","host":"h"}`, '{"cookie":"[REDACTED:cookie]","host":"h"}'],
       ['{"Cookie": "s=YWJjZA=", "Host": "h"}', '{"Cookie": "[REDACTED:cookie]", "Host": "h"}'],
+      // A value cut before its closing quote runs to the line's end.
+      ['> Cookie: sid="abc123def456\n< HTTP/1.1 403', "> Cookie: [REDACTED:cookie]\n< HTTP/1.1 403"],
+      [String.raw`{"cookie":"sid=\"abc123def`, '{"cookie":"[REDACTED:cookie]'],
+      ['> Cookie: sid="abc123def456\r\n', "> Cookie: [REDACTED:cookie]\r\n"],
+      ['{"Cookie": "s=YWJjZA="}', '{"Cookie": "[REDACTED:cookie]"}'],
       // Only MySQL's own phrase keeps its YES; its "(" is no word boundary, and needs none.
       ["MYSQL_PWD=Tr0ub4dor3xyz mysql (using password: YES)", "MYSQL_PWD=[REDACTED:password] mysql (using password: YES)"],
       ["login with password: YES rejected", "login with password: [REDACTED:password] rejected"],
@@ -180,6 +188,57 @@ describe("the port of src/redact.rs", () => {
       ["https://h:8443#contact=ops@example.com", "https://h:8443#contact=ops@example.com"],
     ];
     for (const [text, redacted] of cases) assert.equal(redact(text), redacted, text);
+  });
+
+  it("redacts a secret flag's value in a command's arguments", () => {
+    // src/redact.rs, secret_flags_in_a_commands_arguments_are_redacted.
+    const cases: [string, string][] = [
+      // Python's CalledProcessError and Node's spawnargs: a list of quoted items.
+      [
+        "Command '['mysql', '--password', 'Hq7!x P2', '-e', 'SELECT 1']' returned",
+        "Command '['mysql', '--password', '[REDACTED:secret_argument]', '-e', 'SELECT 1']' returned",
+      ],
+      ["[ 'deploy', '--api-key', 'dk8f2a', '--region', 'eu' ]", "[ 'deploy', '--api-key', '[REDACTED:secret_argument]', '--region', 'eu' ]"],
+      // Go's %q of a []string: no commas.
+      ['["vault" "-token" "hvs.CAES"]', '["vault" "-token" "[REDACTED:secret_argument]"]'],
+      // A command line: a value with anything besides lower-case letters.
+      ["Command failed: mysql --password Hq7xkP2 -e", "Command failed: mysql --password [REDACTED:secret_argument] -e"],
+      ["+ vault login -token hvs.CAESIJ8", "+ vault login -token [REDACTED:secret_argument]"],
+      ["--db-pass s3cret", "--db-pass [REDACTED:secret_argument]"],
+    ];
+    for (const [text, redacted] of cases) assert.equal(redact(text), redacted, text);
+    for (const text of [
+      // The next item is a flag: this one takes no value.
+      "['psql', '--no-password', '-h', 'db']",
+      "['docker', 'login', '--password-stdin', 'registry.example.com']",
+      // Prose about a flag.
+      "option --password requires an argument",
+      "psql: option '--password' doesn't allow an argument",
+      "      --token string   API token",
+      "foo--password Hq7xkP2",
+    ]) {
+      assert.equal(redact(text), text);
+    }
+  });
+
+  it("redacts webhook URLs, SendGrid keys and Stripe webhook secrets", () => {
+    // src/redact.rs, webhook_urls_and_more_provider_keys_are_redacted.
+    const cases: [string, string][] = [
+      [
+        "for url: https://hooks.slack.com/services/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",
+        "for url: https://hooks.slack.com/services/[REDACTED:slack_webhook]",
+      ],
+      [
+        "https://discordapp.com/api/webhooks/1182736450912837465/Kp3Xz8Qw1Lm6Nb4Vc9Rt2Yh7-_x",
+        "https://discordapp.com/api/webhooks/1182736450912837465/[REDACTED:discord_webhook]",
+      ],
+      ["key SG.ngeVfQFYQlKU0ufo8x5d1A.TwL2iGABf9DHoTf-09kqe rejected", "key [REDACTED:sendgrid_key] rejected"],
+      ["secret is whsec_4f9b2c7e1a8d3f6b0c5e9a2d (^C", "secret is [REDACTED:stripe_key] (^C"],
+    ];
+    for (const [text, redacted] of cases) assert.equal(redact(text), redacted, text);
+    for (const text of ["https://slack.com/api/chat.postMessage", "msg.SGx.bla", "https://hooks.slack.com/services/"]) {
+      assert.equal(redact(text), text);
+    }
   });
 
   it("redacts a secret uncovered by another redaction, and gives up on text that does not settle", () => {
@@ -204,6 +263,7 @@ describe("the port of src/redact.rs", () => {
       "http://u:p@h", "PASSWD=x", "pwd=x", "API_KEY=x", "x-api-key: x", "ApiKey=x", "access_key=x", "Access-Key=x",
       "client_secret=x", "private_key=x", "PrivateKey=x", "id_token=x", "Authorization: x", "COOKIE: x", "?sig=x",
       "&X-Amz-Signature=x", "AccountKey=x", "account_key=x", "Account-Key=x", "GPG_PASSPHRASE=x",
+      "whsec_x", "SG.x.y", "HOOKS.SLACK.COM/services/x", "discord.com/API/webhooks/1/x", "'--pass' 'x'", "-TOKEN X",
     ]) {
       assert.notEqual(candidates(text).size, 0, text);
     }
@@ -256,6 +316,16 @@ describe("the port of src/redact.rs", () => {
       assert.equal(redact("\u017f_password=abc"), "\u017f_password=[REDACTED:password]");
       // No match starts inside a word, but one may start right after it.
       assert.equal(redact("xpass=pwd=abc"), "xpass=pwd=[REDACTED:password]");
+    });
+
+    it("reads a secret flag's name case-insensitively and its value case-sensitively, as Rust's (?-i:...) does", () => {
+      // Under the i flag alone, [^a-z] would leave out A-Z too: an upper-case value would stay.
+      assert.equal(redact("mysql --PASSWORD Hunter"), "mysql --PASSWORD [REDACTED:secret_argument]");
+      assert.equal(redact("mysql --PASSWORD hunter"), "mysql --PASSWORD hunter");
+      // Rust's \A is the start of the text only; a flag after a newline follows a space.
+      assert.equal(redact("x\n--pa\u017fs Hq7"), "x\n--pa\u017fs [REDACTED:secret_argument]");
+      // A value that fails the case-sensitive part does not end the search: the next flag is read.
+      assert.equal(redact("--token abc --token ABC"), "--token abc --token [REDACTED:secret_argument]");
     });
 
     it("counts characters, not UTF-16 units", () => {
