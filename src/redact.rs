@@ -454,6 +454,17 @@ mod tests {
             "account_key=x",
             "Account-Key=x",
             "GPG_PASSPHRASE=x",
+            "glpat-x",
+            "GLDT-x",
+            "npm_x",
+            "HF_x",
+            "WHSEC_x",
+            "SG.x.y",
+            "HOOKS.SLACK.COM/services/x",
+            "discord.com/API/WEBHOOKS/1/x",
+            "'--PWD', 'x'",
+            "--Api-Key X",
+            "--TOKEN X",
         ] {
             assert_ne!(candidates(text), 0, "{text}");
         }
