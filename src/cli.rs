@@ -8,7 +8,8 @@ use crate::metrics::Metrics;
 use crate::model::{Headers, Outcome, OutcomeKind};
 use crate::policy::Policy;
 use anyhow::{anyhow, bail, Context as _};
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -66,8 +67,8 @@ pub struct ServeArgs {
     /// Metrics address host:port (overrides the config).
     #[arg(long)]
     pub metrics_listen: Option<String>,
-    /// Config file (TOML).
-    #[arg(long, env = "REBOUND_CONFIG_FILE")]
+    /// Config file (TOML); when left out, $REBOUND_CONFIG_FILE if set.
+    #[arg(long)]
     pub config: Option<PathBuf>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
@@ -117,19 +118,17 @@ pub struct ClassifyArgs {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> ExitCode {
-    // clap would blame the flag ("a value is required for '--config'"), which was never given.
-    if std::env::var_os("REBOUND_CONFIG_FILE").is_some_and(|v| v.is_empty()) {
-        eprintln!("rebound: error: REBOUND_CONFIG_FILE is set but empty: set it to a config file's path, or unset it");
-        return ExitCode::from(2);
-    }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         None => serve(cli.serve),
-        Some(Command::Serve(args)) => serve(args),
-        Some(Command::CheckConfig { file }) => check_config(&file),
-        Some(Command::PrintConfig { config }) => print_config(config.as_deref()),
-        Some(Command::Replay { file, config, seed }) => replay(&file, config.as_deref(), seed),
-        Some(Command::Classify(args)) => classify(args),
+        Some(Command::Serve(args)) => args.with_flags_before(cli.serve).and_then(serve),
+        Some(command) => match serve_flags_given(&matches).first() {
+            Some(flag) => {
+                Err(anyhow!("{flag} is a flag of `serve`, given before `{}`, which does not take it", command.name()))
+            }
+            None => run(command),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -139,6 +138,64 @@ pub fn main() -> ExitCode {
             eprintln!("rebound: error: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The flags of `serve` given on the command line before a subcommand (not from the environment).
+fn serve_flags_given(matches: &ArgMatches) -> Vec<&'static str> {
+    [("listen", "--listen"), ("metrics_listen", "--metrics-listen"), ("config", "--config"), ("log_json", "--log-json")]
+        .into_iter()
+        .filter(|(id, _)| matches.value_source(id) == Some(ValueSource::CommandLine))
+        .map(|(_, flag)| flag)
+        .collect()
+}
+
+impl Command {
+    /// Its name on the command line.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Serve(_) => "serve",
+            Command::CheckConfig { .. } => "check-config",
+            Command::PrintConfig { .. } => "print-config",
+            Command::Replay { .. } => "replay",
+            Command::Classify(_) => "classify",
+        }
+    }
+}
+
+impl ServeArgs {
+    /// These flags (given after `serve`) with those given before it: `rebound --config f serve`
+    /// reads `f`. One flag given on both sides with two values is an error.
+    fn with_flags_before(self, before: ServeArgs) -> anyhow::Result<ServeArgs> {
+        fn either<T: PartialEq + std::fmt::Debug>(
+            flag: &str,
+            after: Option<T>,
+            before: Option<T>,
+        ) -> anyhow::Result<Option<T>> {
+            match (after, before) {
+                (Some(a), Some(b)) if a != b => {
+                    bail!("{flag} given twice, before `serve` ({b:?}) and after it ({a:?}): give it once")
+                }
+                (a, b) => Ok(a.or(b)),
+            }
+        }
+        Ok(ServeArgs {
+            listen: either("--listen", self.listen, before.listen)?,
+            metrics_listen: either("--metrics-listen", self.metrics_listen, before.metrics_listen)?,
+            config: either("--config", self.config, before.config)?,
+            log_json: self.log_json || before.log_json,
+        })
+    }
+}
+
+/// Runs a subcommand other than `serve`.
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve(args),
+        Command::CheckConfig { file } => check_config(&file),
+        Command::PrintConfig { config } => print_config(config.as_deref()),
+        Command::Replay { file, config, seed } => replay(&file, config.as_deref(), seed),
+        Command::Classify(args) => classify(args),
     }
 }
 
@@ -338,9 +395,17 @@ fn init_tracing(json: bool) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config_file = match (args.config, std::env::var_os("REBOUND_CONFIG_FILE")) {
+        (Some(path), _) => Some(path),
+        // As a manifest's `value: ""` sets it: no file named, which is not "no file".
+        (None, Some(value)) if value.is_empty() => {
+            bail!("REBOUND_CONFIG_FILE is set but empty: set it to a config file's path, or unset it")
+        }
+        (None, value) => value.map(PathBuf::from),
+    };
     // The file's bytes are kept for the reload watch: it compares what it reads with what was
     // loaded here, so a ConfigMap update that lands while the sidecar starts is not missed.
-    let (mut config, policy, file) = match args.config {
+    let (mut config, policy, file) = match config_file {
         Some(path) => {
             let (config, bytes) = Config::read_keeping_bytes(&path)?;
             let (config, policy) = with_policy(config, Some(&path))?;

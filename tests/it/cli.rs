@@ -515,3 +515,49 @@ fn logs_to_a_pipe_are_plain_text() {
     assert!(log.contains("INFO") && log.contains("SIGTERM"), "no info line to look at: {log}");
     assert!(!log.contains('\u{1b}'), "{log:?}");
 }
+
+#[test]
+fn serve_flags_before_the_word_serve_apply_and_before_another_command_are_refused() {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::{Command, Stdio};
+    // `rebound --config f serve` used to run on the built-in defaults, on 127.0.0.1:50051.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("r.sock");
+    let file = dir.path().join("rebound.toml");
+    std::fs::write(
+        &file,
+        format!("[server]\nlisten = \"unix:{}\"\nmetrics_listen = \"127.0.0.1:0\"\n", socket.display()),
+    )
+    .unwrap();
+    let mut child = Command::new(crate::common::binary())
+        .args(["--config", file.to_str().unwrap(), "--log-json", "serve"])
+        .env_remove("REBOUND_CONFIG_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(ready.contains(&format!("unix:{}", socket.display())), "the file was not read: {ready}");
+
+    // The same flag on both sides with two values, and a serve flag before another command.
+    for (args, said) in [
+        (
+            vec!["--listen", "127.0.0.1:0", "serve", "--listen", "127.0.0.1:1"],
+            "--listen given twice, before `serve` (\"127.0.0.1:0\") and after it (\"127.0.0.1:1\")",
+        ),
+        (vec!["--listen", "127.0.0.1:0", "replay", "-"], "--listen is a flag of `serve`, given before `replay`"),
+        (
+            vec!["--config", "x.toml", "check-config", "y.toml"],
+            "--config is a flag of `serve`, given before `check-config`",
+        ),
+    ] {
+        let out = Command::new(crate::common::binary()).args(&args).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
