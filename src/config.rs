@@ -464,9 +464,13 @@ const ENV_SECTIONS: [&str; 10] = [
 ];
 
 impl Config {
-    /// Parses a config file's text; `origin` names it in errors.
+    /// Parses a config file's text; `origin` names it in errors. toml's message quotes the
+    /// line, which may hold a secret (a `redis_url` with its password): it is redacted.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse { origin: origin.to_string(), message: e.to_string() })
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_string(),
+            message: crate::redact::redact(&e.to_string()).into_owned(),
+        })
     }
 
     /// Reads and parses a file of at most `MAX_FILE_BYTES`.
@@ -518,7 +522,7 @@ impl Config {
                 o.apply(&mut alone).ok()?;
                 let refused: toml::de::Error = toml::Value::Table(alone).try_into::<Config>().err()?;
                 Some(ConfigError::Parse {
-                    origin: format!("{}={}", o.name, o.raw),
+                    origin: crate::redact::redact(&format!("{}={}", o.name, o.raw)).into_owned(),
                     message: refused.message().to_string(),
                 })
             });
@@ -725,6 +729,19 @@ mod tests {
         assert!(err.contains("line 3"), "{err}");
         let err = Config::parse("[categories.timeot]\nmax_retries = 1\n", "c.toml").unwrap_err().to_string();
         assert!(err.contains("timeot"), "{err}");
+    }
+
+    #[test]
+    fn a_password_in_a_line_that_does_not_parse_is_not_quoted() {
+        // toml quotes the line; an SRE reported this one in the logs of a failed reload.
+        let text = "[state]\nbackend = \"redis\"\nredis_url = \"redis://:TopS3cretPass@127.0.0.1:16379\n";
+        let err = Config::parse(text, "pw.toml").unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("[REDACTED:url_password]"), "{err}");
+        assert!(!err.contains("TopS3cretPass"), "{err}");
+        // A variable's value that is not of the key's type is quoted too (one meant for the next key).
+        let vars = [("REBOUND_STATE_TIMEOUT_MS".to_string(), "redis://:TopS3cretPass@h:6379".to_string())];
+        let err = Config::default().with_env(vars).unwrap_err().to_string();
+        assert!(err.contains("REBOUND_STATE_TIMEOUT_MS=redis://:[REDACTED:url_password]@h"), "{err}");
     }
 
     #[test]
