@@ -85,7 +85,7 @@ def test_the_sidecar_stops_mid_run_and_comes_back(
         v = session.report(search, error=unavailable)
         elapsed = time.monotonic() - start
         assert v.fallback and v.action is Action.RETRY and 8 <= v.delay_ms <= 12, str(v)
-        assert v.rule == "fallback.http_5xx"
+        assert v.rule == "fallback.http_502"
         assert elapsed < 1.0, f"the fallback verdict took {elapsed:.2f} s: the agent was held up"
         assert client.fallback_count == 1
 

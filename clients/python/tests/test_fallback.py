@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 if sys.version_info >= (3, 11):
@@ -234,6 +235,112 @@ def test_provider_codes_are_the_sidecars() -> None:
         assert ours == sorted(rules[rule]["code"]), rule
 
 
+def test_an_internal_error_is_retried_once_then_recovered() -> None:
+    # As the sidecar's categories.toml: internal is retryable, max_retries = 1, then recover.
+    first = decide(failure(http_status=500, message="Internal Server Error", attempt=1))
+    assert (first.action, first.category, first.retryable, first.rule) == (
+        Action.RETRY, Category.INTERNAL, True, "fallback.http_5xx"
+    )
+    assert (first.proto.retry.attempt, first.proto.retry.attempts_left, first.delay_ms) == (1, 0, 1000)
+    assert first.snippet.startswith('<error tool="search" type="internal">\nHTTP 500: Internal Server Error\n')
+    assert "suggestion: Try other arguments." in first.snippet
+    second = decide(failure(http_status=500, message="Internal Server Error", attempt=2), consecutive=2)
+    assert (second.action, second.category, second.reason) == (Action.RECOVER, Category.INTERNAL, Reason.RETRIES_EXHAUSTED)
+    assert second.snippet.endswith("Do not repeat the same call unchanged: check the arguments or choose another approach.")
+    # Without an attempt number, the failures in a row count the retries.
+    assert decide(failure(http_status=500), consecutive=2).action is Action.RECOVER
+    # A gRPC INTERNAL alike; a policy with fewer retries gives internal no more than it has.
+    assert decide(failure(grpc_code=13), consecutive=1).action is Action.RETRY
+    assert decide(failure(grpc_code=13, attempt=2)).action is Action.RECOVER
+    none = FallbackPolicy(max_retries=0)
+    v = decide(failure(http_status=500), policy=none)
+    assert (v.action, v.reason) == (Action.RECOVER, Reason.RETRIES_EXHAUSTED)
+    # More retries for the policy still give internal one.
+    many = FallbackPolicy(max_retries=5, max_consecutive_failures=0)
+    assert decide(failure(http_status=500, attempt=2), policy=many).action is Action.RECOVER
+    assert decide(failure(http_status=503, attempt=5), policy=many).action is Action.RETRY
+
+
+def test_an_unavailable_server_is_retried_three_times() -> None:
+    verdicts = [decide(failure(http_status=503, attempt=n)) for n in (1, 2, 3, 4)]
+    assert [v.action for v in verdicts] == [Action.RETRY] * 3 + [Action.RECOVER]
+    assert {(v.category, v.rule) for v in verdicts} == {(Category.UNAVAILABLE, "fallback.http_502")}
+    # Retries left: the category's, but no more than the third failure in a row leaves.
+    assert [v.proto.retry.attempts_left for v in verdicts[:3]] == [1, 1, 0]
+    assert verdicts[-1].reason is Reason.RETRIES_EXHAUSTED
+    loose = FallbackPolicy(max_consecutive_failures=0)
+    assert [decide(failure(http_status=503, attempt=n), policy=loose).proto.retry.attempts_left for n in (1, 2, 3)] == [2, 1, 0]
+    # An internal error's one retry is all it has left.
+    assert decide(failure(http_status=500), policy=loose).proto.retry.attempts_left == 0
+
+
+def test_the_5xx_split_is_the_sidecars() -> None:
+    rules = {r["id"]: r for r in tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]}
+    unavailable, internal = rules["http.502"], rules["http.500"]
+    assert (unavailable["category"], internal["category"], rules["http.5xx"]["category"]) == (
+        "unavailable", "internal", "internal"
+    )
+    assert rules["http.5xx"]["http_status"] == ["500-599"]
+    for status in range(500, 600):
+        want = Category.UNAVAILABLE if status in unavailable["http_status"] else Category.INTERNAL
+        assert classify_coarse(failure(http_status=status))[0] is want, status
+    assert all(classify_coarse(failure(http_status=s))[0] is Category.INTERNAL for s in internal["http_status"])
+    # The gRPC codes of rule grpc.internal, by their numbers.
+    grpc_internal = rules["grpc.internal"]
+    assert grpc_internal["category"] == "internal"
+    numbers = {grpc.StatusCode[name].value[0] for name in grpc_internal["grpc_code"]}
+    assert numbers == {2, 13, 15}
+    assert all(classify_coarse(failure(grpc_code=n)) == (Category.INTERNAL, "fallback.grpc_internal") for n in numbers)
+
+
+def test_internal_retries_are_the_sidecars() -> None:
+    categories = tomllib.loads(CATEGORIES_TOML.read_text(encoding="utf-8"))
+    for category in (Category.INTERNAL, Category.UNAVAILABLE, Category.TIMEOUT, Category.NETWORK, Category.RATE_LIMITED):
+        policy = categories[category.label]
+        assert policy["retryable"] and policy["action"] == "recover", category
+        assert POLICY._retries_for(category) == policy["max_retries"], category
+
+
+def test_5xx_sequences_decide_as_the_sidecar_does() -> None:
+    # The same failures, in sessions of their own, through `rebound replay` and through the
+    # local state and policy: the same action, category, reason and retries left, verdict by verdict.
+    sessions: dict[str, list[dict[str, Any]]] = {
+        "s500": [{"http_status": 500}] * 4,
+        "s503": [{"http_status": 503}] * 4,
+        "s500-attempts": [{"http_status": 500, "attempt": n} for n in (1, 2)],
+        "s503-attempts": [{"http_status": 503, "attempt": n} for n in (1, 2, 3, 4)],
+        "s500-then-503": [{"http_status": 500}, {"http_status": 503}],
+        "s503-then-500": [{"http_status": 503}, {"http_status": 500}],
+        "s500-reset": [{"http_status": 500}, {"ok": True}, {"http_status": 500}, {"http_status": 599}],
+        "grpc-internal": [{"grpc_code": 13}, {"grpc_code": 2}],
+    }
+    lines, order = [], []
+    for sid, outcomes in sessions.items():
+        for fields in outcomes:
+            line = {"session_id": sid, "tool": f"{sid}-tool", "ok": False, "message": "Internal Server Error", **fields}
+            lines.append(json.dumps(line))
+            order.append(line)
+    replay = subprocess.run(
+        [binary(), "replay", "--seed", "1", "-"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, check=True,
+    )
+    sidecar = [json.loads(line) for line in replay.stdout.splitlines()]
+    assert len(sidecar) == len(order), replay.stdout
+    states: dict[str, LocalState] = {}
+    for line, theirs in zip(order, sidecar):
+        state = states.setdefault(line["session_id"], LocalState(NOW))
+        fields = {k: v for k, v in line.items() if k not in ("session_id", "tool", "ok")}
+        outcome = build_outcome(line["tool"]) if line["ok"] else failure(tool=line["tool"], **fields)
+        v = judge(state, outcome)
+        ours = (
+            v.action.label, v.category.label if not line["ok"] else None,
+            v.reason.label if v.reason is not Reason.UNSPECIFIED else None,
+            v.proto.retry.attempts_left if v.action is Action.RETRY else None,
+        )
+        want = (theirs["action"], theirs["category"], theirs["breaker"]["reason"], theirs["attempts_left"])
+        assert ours == want, line
+
+
 def test_cancellation_aborts() -> None:
     v = decide(build_outcome("shell", KeyboardInterrupt()))
     assert v.action is Action.ABORT and v.category is Category.CANCELLED
@@ -253,7 +360,23 @@ def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
     ("fields", "category", "rule"),
     [
         ({"http_status": 408}, Category.TIMEOUT, "fallback.http_408"),
-        ({"http_status": 500}, Category.UNAVAILABLE, "fallback.http_5xx"),
+        ({"http_status": 500}, Category.INTERNAL, "fallback.http_5xx"),
+        ({"http_status": 501}, Category.INTERNAL, "fallback.http_5xx"),
+        ({"http_status": 599}, Category.INTERNAL, "fallback.http_5xx"),
+        ({"http_status": 502}, Category.UNAVAILABLE, "fallback.http_502"),
+        ({"http_status": 503}, Category.UNAVAILABLE, "fallback.http_502"),
+        ({"http_status": 529}, Category.UNAVAILABLE, "fallback.http_502"),
+        ({"grpc_code": 2}, Category.INTERNAL, "fallback.grpc_internal"),
+        ({"grpc_code": 13}, Category.INTERNAL, "fallback.grpc_internal"),
+        ({"grpc_code": 15}, Category.INTERNAL, "fallback.grpc_internal"),
+        # An internal error yields to what says more, as on the sidecar, where a kind, an error
+        # code, an exception type and a gRPC code all outrank an HTTP status.
+        ({"http_status": 500, "kind": Kind.TIMEOUT}, Category.TIMEOUT, "fallback.kind_timeout"),
+        ({"http_status": 500, "code": "ECONNRESET"}, Category.NETWORK, "fallback.code_network"),
+        ({"http_status": 500, "exception_type": "ConnectionError"}, Category.NETWORK, "fallback.type_connection"),
+        ({"http_status": 500, "grpc_code": 14}, Category.UNAVAILABLE, "fallback.grpc_unavailable"),
+        ({"grpc_code": 13, "code": "ECONNREFUSED"}, Category.NETWORK, "fallback.code_network"),
+        ({"grpc_code": 2, "http_status": 500}, Category.INTERNAL, "fallback.grpc_internal"),
         ({"kind": Kind.TIMEOUT}, Category.TIMEOUT, "fallback.kind_timeout"),
         ({"grpc_code": 14}, Category.UNAVAILABLE, "fallback.grpc_unavailable"),
         ({"grpc_code": 16}, Category.AUTH, "fallback.grpc_unauthenticated"),

@@ -1,11 +1,13 @@
 """The local fallback policy: what the client decides on its own when the sidecar cannot be
 reached within the call deadline. It carries the sidecar's seed defaults and classifies only
-coarse signals: timeouts, connection errors, HTTP 429 and 5xx (retried), 401 and 403
-(escalated), cancellation (aborted), an unknown tool (reclassify: choose another tool);
-anything else goes back to the LLM (recover). Over that plan, the sidecar's session breakers
-(src/breaker.rs): identical errors in a row and a step or cost limit abort, failures of one
-tool in a row and errors in the session escalate, and a stopped session stays stopped. Every
-message it writes is redacted as the sidecar redacts it (see `rebound.redact`)."""
+coarse signals: timeouts, connection errors, HTTP 429 and the 5xx of an unavailable server
+(502, 503, 504, 520 to 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and DATA_LOSS
+(internal: retried once), 401 and 403 (escalated), cancellation (aborted), an unknown tool
+(reclassify: choose another tool); anything else goes back to the LLM (recover). Over that
+plan, the sidecar's session breakers (src/breaker.rs): identical errors in a row and a step or
+cost limit abort, failures of one tool in a row and errors in the session escalate, and a
+stopped session stays stopped. Every message it writes is redacted as the sidecar redacts it
+(see `rebound.redact`)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,18 @@ from rebound.verdict import Action, Category, Kind
 
 __all__ = ["FallbackPolicy", "SessionCounters", "DeclaredLimits"]
 
-_RETRYABLE = frozenset({Category.TIMEOUT, Category.NETWORK, Category.UNAVAILABLE, Category.RATE_LIMITED})
+_RETRYABLE = frozenset(
+    {Category.TIMEOUT, Category.NETWORK, Category.UNAVAILABLE, Category.RATE_LIMITED, Category.INTERNAL}
+)
+
+# The retries an internal error gets at most, as the sidecar's categories.toml (max_retries = 1):
+# a failure inside the tool may be a fluke once, but seldom goes away when asked again.
+_INTERNAL_MAX_RETRIES = 1
+
+# The HTTP statuses of a server that is down, overloaded or behind a failing gateway: unavailable,
+# as the sidecar's rule http.502 says (src/defaults/rules.toml; test_fallback checks for drift).
+# Every other 5xx is an error inside the server: internal, as its rules http.500 and http.5xx say.
+_UNAVAILABLE_STATUSES = frozenset({502, 503, 504, 520, 521, 522, 523, 524, 529})
 
 # errno names (and Node's DNS codes) that mean the connection failed.
 _NETWORK_CODES = frozenset({
@@ -60,6 +73,9 @@ _GRPC_CATEGORIES = {
     14: (Category.UNAVAILABLE, "fallback.grpc_unavailable"),
     16: (Category.AUTH, "fallback.grpc_unauthenticated"),
 }
+
+# gRPC UNKNOWN, INTERNAL and DATA_LOSS: internal, as the sidecar's rule grpc.internal says.
+_GRPC_INTERNAL = frozenset({2, 13, 15})
 
 # The sidecar's category suggestions (src/defaults/categories.toml; test_fallback checks for drift).
 _SUGGESTIONS = {
@@ -201,7 +217,8 @@ class FallbackPolicy:
     max_delay: float = 10.0
     """The cap on a backoff delay, jitter included."""
     max_retries: int = 3
-    """Retries one call gets before the failure goes to the LLM."""
+    """Retries one call gets before the failure goes to the LLM; an internal error gets at most
+    one, as on the sidecar."""
     jitter: float = 0.2
     """Backoff delays spread by ±jitter; provider delays stretch by up to +jitter of the provider's
     delay or of `base_delay`, whichever is longer, and never shrink."""
@@ -293,7 +310,7 @@ class FallbackPolicy:
             self._stop(v, Action.ESCALATE, pb.REASON_CATEGORY_POLICY)
             _escalation(v, outcome, f"{category.label} for tool {outcome.tool!r} needs a human")
         elif category in _RETRYABLE:
-            self._retry(v, outcome, consecutive, session, limits, now, random)
+            self._retry(v, outcome, category, consecutive, session, limits, now, random)
         elif category is Category.UNKNOWN_TOOL:
             v.action = Action.RECLASSIFY.proto
         elif category in (Category.CONTEXT_LENGTH, Category.CONTENT_FILTER):
@@ -302,6 +319,13 @@ class FallbackPolicy:
             v.action = Action.RECOVER.proto
         v.snippet = _snippet(outcome, category, Action.of(v.action))
         return v
+
+    def _retries_for(self, category: Category) -> int:
+        """The retries a failure of `category` gets: `max_retries`, but at most one for an
+        internal error, as the sidecar's default categories (src/defaults/categories.toml)."""
+        if category is Category.INTERNAL:
+            return min(self.max_retries, _INTERNAL_MAX_RETRIES)
+        return self.max_retries
 
     def _error_limit(self, limits: DeclaredLimits) -> int:
         """The errors in a session that escalate: the declared limit over the policy's (0: none)."""
@@ -359,6 +383,7 @@ class FallbackPolicy:
         self,
         v: pb.Verdict,
         o: pb.Outcome,
+        category: Category,
         consecutive: int,
         session: SessionCounters,
         limits: DeclaredLimits,
@@ -366,11 +391,12 @@ class FallbackPolicy:
         random: float,
     ) -> None:
         """Plans the next attempt: the provider's delay when it gave one, else exponential
-        backoff; recover when the retries are used up or the provider says not to retry,
-        escalate when the provider asks for too long a wait."""
+        backoff; recover when the category's retries are used up or the provider says not to
+        retry, escalate when the provider asks for too long a wait."""
+        max_retries = self._retries_for(category)
         # Which retry this would be: the caller's attempt number when it counts, else the run of failures.
         n = max(o.attempt or consecutive, 1)
-        if n > self.max_retries:
+        if n > max_retries:
             v.action = Action.RECOVER.proto
             v.breaker.reason = pb.REASON_RETRIES_EXHAUSTED
             return
@@ -394,7 +420,7 @@ class FallbackPolicy:
         v.action = Action.RETRY.proto
         v.retry.delay_ms = round(delay * 1000)
         v.retry.attempt = n
-        v.retry.attempts_left = self.max_retries - n
+        v.retry.attempts_left = max_retries - n
         # A retry whose failure trips a session breaker is not retried: promise no more than those left.
         left = self._failures_before_a_trip(consecutive, session, limits)
         if left is not None:
@@ -404,7 +430,8 @@ class FallbackPolicy:
 
 def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     """Maps the structured signals a fallback can trust to a category and a rule id;
-    structured signals win over the exception type's wording."""
+    structured signals win over the exception type's wording, except that an internal error
+    (a 5xx other than an unavailable server's, a gRPC INTERNAL) comes last, as on the sidecar."""
     if o.code in _PROVIDER_CODES:
         return _PROVIDER_CODES[o.code]
     s = o.http_status
@@ -416,8 +443,8 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.RATE_LIMITED, "fallback.http_429"
     if s == 408:
         return Category.TIMEOUT, "fallback.http_408"
-    if 500 <= s <= 599:
-        return Category.UNAVAILABLE, "fallback.http_5xx"
+    if s in _UNAVAILABLE_STATUSES:
+        return Category.UNAVAILABLE, "fallback.http_502"
     if Kind.of(o.kind) is Kind.TIMEOUT:
         return Category.TIMEOUT, "fallback.kind_timeout"
     if Kind.of(o.kind) is Kind.CANCELLED:
@@ -438,6 +465,13 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.TIMEOUT, "fallback.type_timeout"
     if any(w in typ for w in ("connectionerror", "connecterror", "connectionrefused", "connectionreset")):
         return Category.NETWORK, "fallback.type_connection"
+    # Internal last: on the sidecar an error code and an exception type outrank a gRPC code, and
+    # all of them an HTTP status, so a 500 that says its connection was reset is a network failure
+    # there (retried three times), not an internal one (retried once).
+    if o.HasField("grpc_code") and o.grpc_code in _GRPC_INTERNAL:
+        return Category.INTERNAL, "fallback.grpc_internal"
+    if 500 <= s <= 599:
+        return Category.INTERNAL, "fallback.http_5xx"
     return Category.UNKNOWN, "fallback.default"
 
 
