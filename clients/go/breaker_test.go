@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -305,8 +306,9 @@ func TestFallbackAttemptsLeftCountsTheSessionBreakers(t *testing.T) {
 
 // The session breakers count as the sidecar's do: each session of outcomes goes
 // through `rebound replay` and through the local state and fallback policy, and
-// both must give the same action, reason, counters and retries left. The
-// outcomes are ones the fallback classifies as the sidecar does.
+// both must give the same action, reason, counters and retries left, and for a
+// 5xx the same category. The outcomes are ones the fallback answers as the
+// sidecar does (a 404 is unknown to the fallback, but recovered all the same).
 func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 	timeout := func(tool string, s float64) *reboundpb.Outcome {
 		return &reboundpb.Outcome{Tool: tool, HttpStatus: 503, Message: fmt.Sprintf("upstream timed out after %.1fs", s)}
@@ -325,6 +327,20 @@ func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 		errorsTen = append(errorsTen, notFound(fmt.Sprintf("t%d", i)))
 	}
 	sessions["errors"] = errorsTen
+	// An internal 5xx is retried once, an unavailable one three times (the
+	// third failure in a row escalates first), with or without attempt numbers.
+	// Few failures of one tool: the sidecar's tool breaker would open first.
+	status := func(tool string, s int32, attempt uint32) *reboundpb.Outcome {
+		return &reboundpb.Outcome{Tool: tool, HttpStatus: s, Attempt: attempt, Message: http.StatusText(int(s))}
+	}
+	sessions["internal"] = []*reboundpb.Outcome{status("a", 500, 0), status("a", 500, 0), status("a", 500, 0),
+		status("a", 500, 0), status("b", 501, 1), status("b", 501, 2)}
+	sessions["unavailable"] = []*reboundpb.Outcome{status("a", 503, 0), status("a", 503, 0), status("a", 503, 0),
+		status("b", 502, 1), status("b", 502, 2), status("b", 502, 3)}
+	sessions["mixed"] = []*reboundpb.Outcome{status("a", 500, 0), status("a", 503, 0), succeed("a"),
+		status("a", 503, 0), status("a", 500, 0), succeed("a"), status("a", 599, 0), succeed("a"), status("a", 529, 0)}
+	sessions["attempts"] = []*reboundpb.Outcome{status("a", 503, 1), succeed("a"), status("a", 503, 2), succeed("a"),
+		status("a", 503, 3), succeed("a"), status("a", 503, 4), status("b", 500, 1), succeed("b"), status("b", 500, 2)}
 
 	var input strings.Builder
 	var order []*reboundpb.Outcome
@@ -333,7 +349,7 @@ func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 			// Tool names per session: the sidecar's tool breakers span sessions.
 			o.SessionId, o.Tool = id, id+"-"+o.Tool
 			line, err := json.Marshal(map[string]any{"session_id": o.SessionId, "tool": o.Tool, "ok": o.Ok,
-				"http_status": o.HttpStatus, "message": o.Message, "cost": o.Cost})
+				"http_status": o.HttpStatus, "message": o.Message, "cost": o.Cost, "attempt": o.Attempt})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -346,6 +362,7 @@ func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 	for i, o := range order {
 		var sidecar struct {
 			Action       string  `json:"action"`
+			Category     *string `json:"category"`
 			AttemptsLeft *uint32 `json:"attempts_left"`
 			Breaker      struct {
 				SessionState        string  `json:"session_state"`
@@ -376,6 +393,10 @@ func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 		want := fmt.Sprintf("%s, reason %q, %s, %d in a row, %d errors, %d identical, %d steps, cost %v, %d left",
 			sidecar.Action, deref(sb.Reason, none), sb.SessionState, sb.ConsecutiveFailures, sb.SessionErrors,
 			sb.IdenticalErrors, sb.Steps, sb.Cost, deref(sidecar.AttemptsLeft, 0))
+		if o.GetHttpStatus() >= 500 {
+			got += ", " + categoryName(v.GetClassification().GetCategory())
+			want += ", " + deref(sidecar.Category, none)
+		}
 		if got != want {
 			t.Errorf("%s #%d (%s ok=%v %q):\n the fallback says %s\n the sidecar     %s", o.SessionId, i, o.Tool, o.Ok, o.Message, got, want)
 		}

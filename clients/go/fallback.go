@@ -16,10 +16,12 @@ import (
 // FallbackPolicy is the local policy that decides when the sidecar cannot be
 // reached within the call deadline. DefaultFallbackPolicy holds the sidecar's
 // seed defaults. It classifies only coarse signals: timeouts, connection
-// errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated), the provider
-// codes of a used-up quota (escalated) and of an input too long or filtered
-// (replan), cancellation (aborted), an unknown tool (reclassify: choose another
-// tool); anything else is handed back to the LLM (recover). Its session
+// errors, HTTP 429 and the 5xx of an unavailable server (502, 503, 504, 520 to
+// 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and DATA_LOSS
+// (internal: retried once), 401 and 403 (escalated), the provider codes of a
+// used-up quota (escalated) and of an input too long or filtered (replan),
+// cancellation (aborted), an unknown tool (reclassify: choose another tool);
+// anything else is handed back to the LLM (recover). Its session
 // breakers are the sidecar's (src/breaker.rs): identical errors in a row and a
 // session's step and cost limits abort, failures of one tool in a row and the
 // session's errors escalate.
@@ -30,7 +32,8 @@ type FallbackPolicy struct {
 	Multiplier float64
 	// MaxDelay caps a backoff delay, jitter included.
 	MaxDelay time.Duration
-	// MaxRetries is how many retries in a row one tool gets before the failure goes to the LLM.
+	// MaxRetries is how many retries in a row one tool gets before the failure goes to the LLM;
+	// an internal error gets at most one, as on the sidecar.
 	MaxRetries int
 	// Jitter spreads backoff delays by ±Jitter (0.2 is ±20 %) and stretches provider delays by up to +Jitter
 	// of the provider's delay or of BaseDelay, whichever is longer.
@@ -120,7 +123,26 @@ var retryableCategories = map[Category]bool{
 	reboundpb.Category_CATEGORY_NETWORK:      true,
 	reboundpb.Category_CATEGORY_UNAVAILABLE:  true,
 	reboundpb.Category_CATEGORY_RATE_LIMITED: true,
+	reboundpb.Category_CATEGORY_INTERNAL:     true,
 }
+
+// internalMaxRetries is the most retries an internal error gets, as the
+// sidecar's categories.toml (max_retries = 1): a failure inside the tool may be
+// a fluke once, but seldom goes away when asked again.
+const internalMaxRetries = 1
+
+// unavailableStatuses are the HTTP statuses of a server that is down,
+// overloaded or behind a failing gateway: unavailable, as the sidecar's rule
+// http.502 says (src/defaults/rules.toml; TestHTTP5xxSplitMatchesSidecarRules
+// checks for drift). Every other 5xx is an error inside the server: internal,
+// as its rules http.500 and http.5xx say.
+var unavailableStatuses = map[int32]bool{
+	502: true, 503: true, 504: true, 520: true, 521: true, 522: true, 523: true, 524: true, 529: true,
+}
+
+// grpcInternal are gRPC's UNKNOWN, INTERNAL and DATA_LOSS: internal, as the
+// sidecar's rule grpc.internal says.
+var grpcInternal = map[int32]bool{2: true, 13: true, 15: true}
 
 // networkCodes are errno names (and Node's DNS codes) that mean the connection failed.
 var networkCodes = map[string]bool{
@@ -267,17 +289,28 @@ func (p FallbackPolicy) stop(v *reboundpb.Verdict, a Action, reason reboundpb.Re
 	}
 }
 
+// retriesFor is how many retries a failure of the category gets: MaxRetries,
+// but at most one for an internal error, as the sidecar's default categories
+// (src/defaults/categories.toml).
+func (p FallbackPolicy) retriesFor(category Category) int {
+	if category == reboundpb.Category_CATEGORY_INTERNAL {
+		return min(p.MaxRetries, internalMaxRetries)
+	}
+	return p.MaxRetries
+}
+
 // retry plans the next attempt: the provider's delay when it gave one, else
-// exponential backoff; recover when the retries are used up or the provider
-// says not to retry, escalate when the provider asks for too long a wait.
+// exponential backoff; recover when the category's retries are used up or the
+// provider says not to retry, escalate when the provider asks for too long a wait.
 func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fallbackInput) {
+	maxRetries := p.retriesFor(v.Classification.Category)
 	// Which retry this would be: the caller's attempt number when it counts, else the run of failures.
 	n := int(o.GetAttempt())
 	if n == 0 {
 		n = in.consecutive
 	}
 	n = max(n, 1)
-	if n > p.MaxRetries {
+	if n > maxRetries {
 		v.Action = ActionRecover
 		v.Breaker.Reason = reboundpb.Reason_REASON_RETRIES_EXHAUSTED
 		return
@@ -309,14 +342,16 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 	v.Retry = &reboundpb.RetryPlan{
 		DelayMs:       uint64(delay.Round(time.Millisecond) / time.Millisecond),
 		Attempt:       uint32(n),
-		AttemptsLeft:  uint32(p.MaxRetries - n),
+		AttemptsLeft:  uint32(maxRetries - n),
 		ProviderDelay: ok,
 	}
 }
 
 // classifyCoarse maps the structured signals a fallback can trust to a
 // category and a rule id; structured signals win over the exception type's
-// wording, and a provider code over the HTTP status, as on the sidecar.
+// wording, and a provider code over the HTTP status, as on the sidecar. An
+// internal error (a 5xx other than an unavailable server's, a gRPC INTERNAL)
+// comes last, as on the sidecar too.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 	if c, ok := providerCodes[o.GetCode()]; ok {
 		return c.category, c.rule
@@ -330,8 +365,8 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 		return reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.http_429"
 	case s == http.StatusRequestTimeout:
 		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.http_408"
-	case s >= 500 && s <= 599:
-		return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_5xx"
+	case unavailableStatuses[s]:
+		return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"
 	}
 	switch o.GetKind() {
 	case KindTimeout:
@@ -372,6 +407,16 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 	case strings.Contains(typ, "connectionerror") || strings.Contains(typ, "connecterror") ||
 		strings.Contains(typ, "connectionrefused") || strings.Contains(typ, "connectionreset"):
 		return reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"
+	}
+	// Internal last: on the sidecar an error code and an exception type outrank
+	// a gRPC code, and all of them an HTTP status, so a 500 that says its
+	// connection was reset is a network failure there (retried three times),
+	// not an internal one (retried once).
+	if o.GrpcCode != nil && grpcInternal[o.GetGrpcCode()] {
+		return reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"
+	}
+	if s := o.GetHttpStatus(); s >= 500 && s <= 599 {
+		return reboundpb.Category_CATEGORY_INTERNAL, "fallback.http_5xx"
 	}
 	return reboundpb.Category_CATEGORY_UNKNOWN, "fallback.default"
 }

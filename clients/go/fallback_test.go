@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
 
@@ -104,13 +106,37 @@ func TestFallbackDecide(t *testing.T) {
 			consecutive: 2, random: 0.999999, action: ActionRetry, category: reboundpb.Category_CATEGORY_UNAVAILABLE,
 			retryable: true, delay: 2400 * time.Millisecond},
 		{name: "the attempt number drives the backoff when given",
-			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 500, Attempt: 3},
+			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 503, Attempt: 3},
 			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_UNAVAILABLE,
 			retryable: true, delay: 4 * time.Second},
 		{name: "retries used up hand back to the LLM",
 			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 503, Attempt: 4},
 			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNAVAILABLE, retryable: true,
 			reason: reboundpb.Reason_REASON_RETRIES_EXHAUSTED},
+		{name: "500 is internal: retried once, as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "crm", HttpStatus: 500, Message: "Internal Server Error"},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_INTERNAL,
+			retryable: true, delay: time.Second},
+		{name: "internal's one retry spent, by the attempt number: recover",
+			outcome:     &reboundpb.Outcome{Tool: "crm", HttpStatus: 500, Attempt: 2},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_INTERNAL, retryable: true,
+			reason: reboundpb.Reason_REASON_RETRIES_EXHAUSTED},
+		{name: "internal's one retry spent, by the failures in a row: recover",
+			outcome:     &reboundpb.Outcome{Tool: "crm", HttpStatus: 599},
+			consecutive: 2, action: ActionRecover, category: reboundpb.Category_CATEGORY_INTERNAL, retryable: true,
+			reason: reboundpb.Reason_REASON_RETRIES_EXHAUSTED},
+		{name: "gRPC INTERNAL retries once",
+			outcome:     &reboundpb.Outcome{Tool: "rpc", GrpcCode: i32(13)},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_INTERNAL,
+			retryable: true, delay: time.Second},
+		{name: "gRPC UNKNOWN, second attempt: recover",
+			outcome:     &reboundpb.Outcome{Tool: "rpc", GrpcCode: i32(2), Attempt: 2},
+			consecutive: 2, action: ActionRecover, category: reboundpb.Category_CATEGORY_INTERNAL, retryable: true,
+			reason: reboundpb.Reason_REASON_RETRIES_EXHAUSTED},
+		{name: "a 500 with a reset connection is a network failure, as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "db", HttpStatus: 500, Code: "ECONNRESET", Attempt: 2},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_NETWORK,
+			retryable: true, delay: 2 * time.Second},
 		{name: "third failure in a row escalates",
 			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 503},
 			consecutive: 3, action: ActionEscalate, category: reboundpb.Category_CATEGORY_UNAVAILABLE, retryable: true,
@@ -262,19 +288,26 @@ func TestFallbackReplansAnInputTooLongOrFiltered(t *testing.T) {
 	}
 }
 
-// The provider codes the fallback reads must be the sidecar's, so that a code means the same on both.
-func TestProviderCodesMatchSidecarRules(t *testing.T) {
+// sidecarRule is what the drift tests read of one of the sidecar's default rules.
+type sidecarRule struct {
+	category  string
+	codes     []string
+	grpcCodes []string
+	// statuses are numbers, and ranges as strings ("500-599").
+	statuses []any
+}
+
+// readSidecarRules reads the sidecar's default rules (src/defaults/rules.toml) by id.
+func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
+	t.Helper()
 	path := filepath.Join("..", "..", "src", "defaults", "rules.toml")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each [[rules]] block holds one-line keys; id and category are basic strings, code an array of them.
-	type rule struct {
-		category string
-		codes    []string
-	}
-	rules := map[string]*rule{}
+	// Each [[rules]] block holds one-line keys; id and category are basic strings, code and
+	// grpc_code arrays of them, http_status an array of numbers and strings.
+	rules := map[string]*sidecarRule{}
 	var id string
 	for n, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
@@ -295,22 +328,39 @@ func TestProviderCodesMatchSidecarRules(t *testing.T) {
 			s, _ := strconv.Unquote(quoted)
 			return s
 		}
+		array := func(into any) {
+			if err := json.Unmarshal([]byte(value), into); err != nil {
+				t.Fatalf("%s:%d: cannot read %q: %v", path, n+1, line, err)
+			}
+		}
 		switch key {
 		case "id":
 			id = str()
-			rules[id] = &rule{}
+			rules[id] = &sidecarRule{}
 		case "category":
 			if id != "" {
 				rules[id].category = str()
 			}
 		case "code":
 			if id != "" {
-				if err := json.Unmarshal([]byte(value), &rules[id].codes); err != nil {
-					t.Fatalf("%s:%d: cannot read %q: %v", path, n+1, line, err)
-				}
+				array(&rules[id].codes)
+			}
+		case "grpc_code":
+			if id != "" {
+				array(&rules[id].grpcCodes)
+			}
+		case "http_status":
+			if id != "" {
+				array(&rules[id].statuses)
 			}
 		}
 	}
+	return path, rules
+}
+
+// The provider codes the fallback reads must be the sidecar's, so that a code means the same on both.
+func TestProviderCodesMatchSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
 	for id, category := range map[string]Category{
 		"code.insufficient_quota": reboundpb.Category_CATEGORY_QUOTA_EXCEEDED,
 		"code.context_length":     reboundpb.Category_CATEGORY_CONTEXT_LENGTH,
@@ -457,6 +507,99 @@ func TestProviderDelay(t *testing.T) {
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("providerDelay(%v) = %s, %v; want %s, %v", tt.headers, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+// The fallback splits the 5xx as the sidecar's rules do: http.502's statuses
+// are unavailable, http.500's and every other 5xx (http.5xx) internal, and
+// grpc.internal's codes are internal too.
+func TestHTTP5xxSplitMatchesSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	want := map[string]string{"http.502": "unavailable", "http.500": "internal", "http.5xx": "internal", "grpc.internal": "internal"}
+	for id, category := range want {
+		if r, ok := rules[id]; !ok || r.category != category {
+			t.Fatalf("%s: no rule %s of category %s", path, id, category)
+		}
+	}
+	if got := rules["http.5xx"].statuses; len(got) != 1 || got[0] != "500-599" {
+		t.Fatalf("%s: rule http.5xx has statuses %v, want [500-599]", path, got)
+	}
+	unavailable := map[int32]bool{}
+	for _, s := range rules["http.502"].statuses {
+		n, ok := s.(float64)
+		if !ok {
+			t.Fatalf("%s: rule http.502 has a status %v that is not a number", path, s)
+		}
+		unavailable[int32(n)] = true
+	}
+	for s := int32(500); s <= 599; s++ {
+		category, rule := classifyCoarse(&reboundpb.Outcome{Tool: "t", HttpStatus: s})
+		wantCategory, wantRule := reboundpb.Category_CATEGORY_INTERNAL, "fallback.http_5xx"
+		if unavailable[s] {
+			wantCategory, wantRule = reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"
+		}
+		if category != wantCategory || rule != wantRule {
+			t.Errorf("HTTP %d: %s, %s; want %s, %s", s, category, rule, wantCategory, wantRule)
+		}
+	}
+	var numbers []int32
+	for _, name := range rules["grpc.internal"].grpcCodes {
+		var c codes.Code
+		if err := c.UnmarshalJSON([]byte(strconv.Quote(name))); err != nil {
+			t.Fatalf("%s: rule grpc.internal: %v", path, err)
+		}
+		numbers = append(numbers, int32(c))
+		category, rule := classifyCoarse(&reboundpb.Outcome{Tool: "t", GrpcCode: i32(int32(c))})
+		if category != reboundpb.Category_CATEGORY_INTERNAL || rule != "fallback.grpc_internal" {
+			t.Errorf("gRPC %s: %s, %s; want internal, fallback.grpc_internal", name, category, rule)
+		}
+	}
+	slices.Sort(numbers)
+	if !slices.Equal(numbers, []int32{2, 13, 15}) {
+		t.Errorf("rule grpc.internal's codes are %v, want 2, 13 and 15", numbers)
+	}
+}
+
+// The rule ids of the 5xx and of gRPC's internal codes, and what outranks
+// them: an internal error yields to the signals that outrank an HTTP status
+// on the sidecar. Internal gets one retry at most, whatever MaxRetries.
+func TestFallbackInternalRulesAndRetries(t *testing.T) {
+	tests := []struct {
+		outcome  *reboundpb.Outcome
+		category Category
+		rule     string
+	}{
+		{&reboundpb.Outcome{HttpStatus: 500}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.http_5xx"},
+		{&reboundpb.Outcome{HttpStatus: 503}, reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"},
+		{&reboundpb.Outcome{HttpStatus: 529}, reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"},
+		{&reboundpb.Outcome{GrpcCode: i32(13)}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},
+		{&reboundpb.Outcome{GrpcCode: i32(2), HttpStatus: 500}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},
+		{&reboundpb.Outcome{HttpStatus: 500, Kind: KindTimeout}, reboundpb.Category_CATEGORY_TIMEOUT, "fallback.kind_timeout"},
+		{&reboundpb.Outcome{HttpStatus: 500, Code: "ECONNRESET"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"},
+		{&reboundpb.Outcome{HttpStatus: 500, ExceptionType: "ConnectionError"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"},
+		{&reboundpb.Outcome{HttpStatus: 500, GrpcCode: i32(14)}, reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"},
+		{&reboundpb.Outcome{GrpcCode: i32(13), Code: "ECONNREFUSED"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"},
+	}
+	for _, tt := range tests {
+		if category, rule := classifyCoarse(tt.outcome); category != tt.category || rule != tt.rule {
+			t.Errorf("%v: %s, %s; want %s, %s", tt.outcome, category, rule, tt.category, tt.rule)
+		}
+	}
+	p := DefaultFallbackPolicy()
+	p.MaxRetries, p.MaxConsecutiveFailures = 0, 0
+	if v := p.decide(&reboundpb.Outcome{Tool: "t", HttpStatus: 500}, fallbackInput{consecutive: 1, now: now}); v.GetAction() != ActionRecover {
+		t.Errorf("MaxRetries 0: a 500 gets %s, want recover", v.GetAction())
+	}
+	p.MaxRetries = 5
+	v := p.decide(&reboundpb.Outcome{Tool: "t", HttpStatus: 500}, fallbackInput{consecutive: 1, now: now})
+	if v.GetAction() != ActionRetry || v.GetRetry().GetAttemptsLeft() != 0 {
+		t.Errorf("MaxRetries 5: a 500's first failure gets %s, %d left; want retry, 0 left", v.GetAction(), v.GetRetry().GetAttemptsLeft())
+	}
+	if v := p.decide(&reboundpb.Outcome{Tool: "t", HttpStatus: 500, Attempt: 2}, fallbackInput{consecutive: 1, now: now}); v.GetAction() != ActionRecover {
+		t.Errorf("MaxRetries 5: a 500's second attempt gets %s, want recover", v.GetAction())
+	}
+	if v := p.decide(&reboundpb.Outcome{Tool: "t", HttpStatus: 503, Attempt: 5}, fallbackInput{consecutive: 1, now: now}); v.GetAction() != ActionRetry {
+		t.Errorf("MaxRetries 5: a 503's fifth attempt gets %s, want retry", v.GetAction())
 	}
 }
 
