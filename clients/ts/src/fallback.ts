@@ -22,7 +22,9 @@ import { redactHead } from "./redact.js";
 /**
  * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
  * sidecar's seed defaults. It classifies only coarse signals: timeouts,
- * connection errors, HTTP 429 and 5xx (retried), 401 and 403 (escalated),
+ * connection errors, HTTP 429 and the 5xx of an unavailable server (502, 503,
+ * 504, 520 to 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and
+ * DATA_LOSS (internal: retried once), 401 and 403 (escalated),
  * the providers' quota codes (escalated, even with a 429), their
  * context-length and content-filter codes (replan), cancellation (aborted),
  * an unknown tool (reclassify: choose another tool); anything else goes back
@@ -38,7 +40,7 @@ export interface FallbackPolicy {
   multiplier: number;
   /** Caps a backoff delay, jitter included, in milliseconds. */
   maxDelayMs: number;
-  /** How many retries in a row one tool gets before the failure goes to the LLM. */
+  /** How many retries in a row one tool gets before the failure goes to the LLM; an internal error gets at most one, as on the sidecar. */
   maxRetries: number;
   /** Spreads backoff delays by ±jitter (0.2 is ±20 %) and stretches provider delays by up to +jitter of the provider's delay or of `baseDelayMs`, whichever is longer. */
   jitter: number;
@@ -118,7 +120,33 @@ const C = pb.Category;
 const A = pb.Action;
 
 /** The categories the seed policy retries. */
-const RETRYABLE = new Set<pb.Category>([C.CATEGORY_TIMEOUT, C.CATEGORY_NETWORK, C.CATEGORY_UNAVAILABLE, C.CATEGORY_RATE_LIMITED]);
+const RETRYABLE = new Set<pb.Category>([
+  C.CATEGORY_TIMEOUT,
+  C.CATEGORY_NETWORK,
+  C.CATEGORY_UNAVAILABLE,
+  C.CATEGORY_RATE_LIMITED,
+  C.CATEGORY_INTERNAL,
+]);
+
+/**
+ * The most retries an internal error gets, as the sidecar's categories.toml
+ * (max_retries = 1): a failure inside the tool may be a fluke once, but seldom
+ * goes away when asked again.
+ */
+const INTERNAL_MAX_RETRIES = 1;
+
+/**
+ * The HTTP statuses of a server that is down, overloaded or behind a failing
+ * gateway: unavailable, as the sidecar's rule http.502 says
+ * (src/defaults/rules.toml; a test fails when the two drift apart). Every other
+ * 5xx is an error inside the server: internal, as its rules http.500 and
+ * http.5xx say.
+ * @internal Exported for that test only.
+ */
+export const UNAVAILABLE_STATUSES: ReadonlySet<number> = new Set([502, 503, 504, 520, 521, 522, 523, 524, 529]);
+
+/** gRPC's UNKNOWN, INTERNAL and DATA_LOSS: internal, as the sidecar's rule grpc.internal says. */
+const GRPC_INTERNAL: ReadonlySet<number> = new Set([2, 13, 15]);
 
 /** Errno names (and Node's DNS codes) that mean the connection failed. */
 const NETWORK_CODES = new Set([
@@ -270,15 +298,25 @@ function stop(v: pb.Verdict, action: pb.Action, reason: pb.Reason): void {
 }
 
 /**
+ * How many retries a failure of the category gets: `maxRetries`, but at most
+ * one for an internal error, as the sidecar's default categories
+ * (src/defaults/categories.toml).
+ */
+function retriesFor(p: Readonly<FallbackPolicy>, category: pb.Category): number {
+  return category === C.CATEGORY_INTERNAL ? Math.min(p.maxRetries, INTERNAL_MAX_RETRIES) : p.maxRetries;
+}
+
+/**
  * Plans the next attempt: the provider's delay when it gave one, else
- * exponential backoff; recover when the retries are used up or the provider says
- * not to retry, escalate when the provider asks for too long a wait.
+ * exponential backoff; recover when the category's retries are used up or the
+ * provider says not to retry, escalate when the provider asks for too long a wait.
  */
 function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, input: FallbackInput): void {
   const breaker = v.breaker as pb.BreakerStatus;
+  const maxRetries = retriesFor(p, v.classification?.category ?? C.CATEGORY_UNSPECIFIED);
   // Which retry this would be: the caller's attempt number when it counts, else the run of failures.
   const n = Math.max(o.attempt || input.consecutive, 1);
-  if (n > p.maxRetries) {
+  if (n > maxRetries) {
     v.action = A.ACTION_RECOVER;
     breaker.reason = pb.Reason.REASON_RETRIES_EXHAUSTED;
     return;
@@ -310,7 +348,7 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
   v.retry = pb.RetryPlan.create({
     delayMs: Math.round(delay),
     attempt: n,
-    attemptsLeft: p.maxRetries - n,
+    attemptsLeft: maxRetries - n,
     providerDelay: provided !== undefined,
   });
 }
@@ -318,7 +356,9 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
 /**
  * Maps the structured signals a fallback can trust to a category and a rule id;
  * they win over the exception type's wording. A provider's code comes first, as
- * on the sidecar, where a code outranks the HTTP status.
+ * on the sidecar, where a code outranks the HTTP status. An internal error (a
+ * 5xx other than an unavailable server's, a gRPC INTERNAL) comes last, as on
+ * the sidecar too.
  */
 export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   const provider = PROVIDER_CODES.get(o.code);
@@ -328,7 +368,7 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (s === 403) return [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"];
   if (s === 429) return [C.CATEGORY_RATE_LIMITED, "fallback.http_429"];
   if (s === 408) return [C.CATEGORY_TIMEOUT, "fallback.http_408"];
-  if (s >= 500 && s <= 599) return [C.CATEGORY_UNAVAILABLE, "fallback.http_5xx"];
+  if (UNAVAILABLE_STATUSES.has(s)) return [C.CATEGORY_UNAVAILABLE, "fallback.http_502"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TIMEOUT) return [C.CATEGORY_TIMEOUT, "fallback.kind_timeout"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_CANCELLED) return [C.CATEGORY_CANCELLED, "fallback.kind_cancelled"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL) return [C.CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"];
@@ -356,6 +396,11 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (["connectionerror", "connecterror", "connectionrefused", "connectionreset"].some((w) => type.includes(w))) {
     return [C.CATEGORY_NETWORK, "fallback.type_connection"];
   }
+  // Internal last: on the sidecar an error code and an exception type outrank a gRPC code, and
+  // all of them an HTTP status, so a 500 that says its connection was reset is a network failure
+  // there (retried three times), not an internal one (retried once).
+  if (o.grpcCode !== undefined && GRPC_INTERNAL.has(o.grpcCode)) return [C.CATEGORY_INTERNAL, "fallback.grpc_internal"];
+  if (s >= 500 && s <= 599) return [C.CATEGORY_INTERNAL, "fallback.http_5xx"];
   return [C.CATEGORY_UNKNOWN, "fallback.default"];
 }
 

@@ -11,7 +11,7 @@ import { NO_LIMITS, type DeclaredLimits } from "../src/breaker.js";
 import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, type FallbackInput, type FallbackPolicy } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { LocalState } from "../src/local.js";
-import { actionName, reasonName, sessionStateName } from "../src/names.js";
+import { actionName, categoryName, reasonName, sessionStateName } from "../src/names.js";
 import { sidecarBin } from "./sidecar.mjs";
 
 const STEP_LIMIT_SNIPPET = "<error>\nThe session reached its step limit; end the run.\n</error>";
@@ -223,6 +223,26 @@ it("decides as the sidecar does on the same outcomes (rebound replay)", () => {
     auth: [1, 2, 3].map(() => fail("w", "Unauthorized", 401)),
     // The detail, when there is no message, is what is compared.
     detail: [12, 13, 14].map((n) => ({ tool: "widget", detail: `widget frobnication declined for item ${n}` })),
+    // An internal 5xx is retried once, an unavailable one three times (the third failure in a row
+    // escalates first), with or without attempt numbers. Few failures of one tool: the sidecar's
+    // tool breaker would open first.
+    internal: [
+      ...[1, 2, 3, 4].map(() => fail("crm", "Internal Server Error", 500)),
+      ...[1, 2].map((attempt) => ({ ...fail("crm2", "Not Implemented", 501), attempt })),
+    ],
+    unavailable: [
+      ...[1, 2, 3].map(() => fail("api", "Service Unavailable", 503)),
+      ...[1, 2, 3].map((attempt) => ({ ...fail("api2", "Bad Gateway", 502), attempt })),
+    ],
+    mixed: [
+      fail("m", "Internal Server Error", 500), fail("m", "Service Unavailable", 503), { tool: "m", ok: true },
+      fail("m", "Service Unavailable", 503), fail("m", "Internal Server Error", 500), { tool: "m", ok: true },
+      fail("m", "oops", 599), { tool: "m", ok: true }, fail("m", "overloaded", 529),
+    ],
+    attempts: [
+      ...[1, 2, 3, 4].flatMap((attempt) => [{ ...fail("n", "Service Unavailable", 503), attempt }, { tool: "n", ok: true }]),
+      { ...fail("o", "Internal Server Error", 500), attempt: 1 }, { tool: "o", ok: true }, { ...fail("o", "Internal Server Error", 500), attempt: 2 },
+    ],
   };
   const lines = Object.entries(sessions).flatMap(([id, outcomes]) =>
     outcomes.map((o) => ({ session_id: id, ok: false, ...o })),
@@ -239,15 +259,19 @@ it("decides as the sidecar does on the same outcomes (rebound replay)", () => {
     const ours = r.report({ sessionId, httpStatus, kind: kind === "cancelled" ? pb.OutcomeKind.OUTCOME_KIND_CANCELLED : undefined, ...rest });
     const theirs = sidecar[i] as ReplayVerdict;
     const b = ours.breaker as pb.BreakerStatus;
+    // A 5xx's category too: the fallback splits them as the sidecar does.
+    const fivexx = (httpStatus ?? 0) >= 500;
     assert.deepEqual(
       {
         action: actionName(ours.action),
+        category: fivexx ? categoryName(ours.classification?.category ?? 0) : null,
         reason: reasonName(b.reason),
         attemptsLeft: ours.retry?.attemptsLeft ?? null,
         counts: [b.consecutiveFailures, b.sessionErrors, b.identicalErrors, b.steps, sessionStateName(b.sessionState)],
       },
       {
         action: theirs.action,
+        category: fivexx ? theirs.category : null,
         reason: theirs.breaker.reason ?? "unspecified",
         attemptsLeft: theirs.attempts_left,
         counts: [
@@ -266,6 +290,7 @@ it("decides as the sidecar does on the same outcomes (rebound replay)", () => {
 /** What the test reads of a `rebound replay` verdict line. */
 interface ReplayVerdict {
   action: string;
+  category: string | null;
   attempts_left: number | null;
   breaker: {
     reason: string | null;

@@ -11,13 +11,61 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, PROVIDER_CODES, providerDelayMs, SUGGESTIONS } from "../src/fallback.js";
+import { status as grpcStatus } from "@grpc/grpc-js";
+
+import {
+  classifyCoarse,
+  decide,
+  DEFAULT_FALLBACK_POLICY,
+  fallbackPolicy,
+  PROVIDER_CODES,
+  providerDelayMs,
+  SUGGESTIONS,
+  UNAVAILABLE_STATUSES,
+  type FallbackPolicy,
+} from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { actionName, categoryName, reasonName, type Action, type Category, type Reason } from "../src/names.js";
 import { sidecarBin } from "./sidecar.mjs";
 
 /** A fixed instant, so that HTTP-date Retry-After values are exact. */
 const NOW = Date.UTC(2025, 2, 14, 12, 0, 0);
+
+/** What the tests read of one of the sidecar's default rules. */
+interface SidecarRule {
+  id?: string;
+  category?: string;
+  codes?: string[];
+  grpcCodes?: string[];
+  /** Numbers, and ranges as strings ("500-599"). */
+  httpStatus?: (number | string)[];
+}
+
+/** The sidecar's default rules (src/defaults/rules.toml) by id. */
+function sidecarRules(): Map<string, SidecarRule> {
+  // This file runs as clients/ts/build/test/fallback.test.js; the rules are the repository's src/defaults.
+  const toml = readFileSync(fileURLToPath(new URL("../../../../src/defaults/rules.toml", import.meta.url)), "utf8");
+  const rules = new Map<string, SidecarRule>();
+  for (const block of toml.split(/^\[\[rules\]\]\s*$/m).slice(1)) {
+    const rule: SidecarRule = {};
+    for (const line of block.split("\n").map((l) => l.trim())) {
+      if (line.startsWith("[")) break;
+      // TOML arrays of basic strings and numbers, and a basic string, read as JSON reads them.
+      const id = /^id\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
+      if (id !== undefined) rule.id = JSON.parse(id) as string;
+      const codes = /^code\s*=\s*(\[.*\])$/.exec(line)?.[1];
+      if (codes !== undefined) rule.codes = JSON.parse(codes) as string[];
+      const grpcCodes = /^grpc_code\s*=\s*(\[.*\])$/.exec(line)?.[1];
+      if (grpcCodes !== undefined) rule.grpcCodes = JSON.parse(grpcCodes) as string[];
+      const httpStatus = /^http_status\s*=\s*(\[.*\])$/.exec(line)?.[1];
+      if (httpStatus !== undefined) rule.httpStatus = JSON.parse(httpStatus) as (number | string)[];
+      const category = /^category\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
+      if (category !== undefined) rule.category = JSON.parse(category) as string;
+    }
+    if (rule.id !== undefined) rules.set(rule.id, rule);
+  }
+  return rules;
+}
 
 interface Case {
   name: string;
@@ -96,13 +144,43 @@ const CASES: Case[] = [
   },
   {
     name: "the attempt number drives the backoff when given",
-    outcome: { tool: "search", httpStatus: 500, attempt: 3 },
+    outcome: { tool: "search", httpStatus: 503, attempt: 3 },
     random: 0.5, action: "retry", category: "unavailable", retryable: true, delayMs: 4000,
   },
   {
     name: "retries used up hand back to the LLM",
     outcome: { tool: "search", httpStatus: 503, attempt: 4 },
     action: "recover", category: "unavailable", retryable: true, reason: "retries_exhausted",
+  },
+  {
+    name: "500 is internal: retried once, as on the sidecar",
+    outcome: { tool: "crm", httpStatus: 500, message: "Internal Server Error" },
+    random: 0.5, action: "retry", category: "internal", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "internal's one retry spent, by the attempt number: recover",
+    outcome: { tool: "crm", httpStatus: 500, attempt: 2 },
+    action: "recover", category: "internal", retryable: true, reason: "retries_exhausted",
+  },
+  {
+    name: "internal's one retry spent, by the failures in a row: recover",
+    outcome: { tool: "crm", httpStatus: 599 },
+    consecutive: 2, action: "recover", category: "internal", retryable: true, reason: "retries_exhausted",
+  },
+  {
+    name: "gRPC INTERNAL retries once",
+    outcome: { tool: "rpc", grpcCode: 13 },
+    random: 0.5, action: "retry", category: "internal", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "gRPC UNKNOWN, second attempt: recover",
+    outcome: { tool: "rpc", grpcCode: 2, attempt: 2 },
+    consecutive: 2, action: "recover", category: "internal", retryable: true, reason: "retries_exhausted",
+  },
+  {
+    name: "a 500 with a reset connection is a network failure, as on the sidecar",
+    outcome: { tool: "db", httpStatus: 500, code: "ECONNRESET", attempt: 2 },
+    random: 0.5, action: "retry", category: "network", retryable: true, delayMs: 2000,
   },
   {
     name: "third failure in a row escalates",
@@ -322,23 +400,7 @@ describe("fallback policy", () => {
   });
 
   it("knows the same provider codes as the sidecar's default rules", () => {
-    // This file runs as clients/ts/build/test/fallback.test.js; the rules are the repository's src/defaults.
-    const toml = readFileSync(fileURLToPath(new URL("../../../../src/defaults/rules.toml", import.meta.url)), "utf8");
-    const rules = new Map<string, { codes?: string[]; category?: string }>();
-    for (const block of toml.split(/^\[\[rules\]\]\s*$/m).slice(1)) {
-      const rule: { id?: string; codes?: string[]; category?: string } = {};
-      for (const line of block.split("\n").map((l) => l.trim())) {
-        if (line.startsWith("[")) break;
-        // A TOML array of basic strings, and a basic string, read as JSON reads them.
-        const id = /^id\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
-        if (id !== undefined) rule.id = JSON.parse(id) as string;
-        const codes = /^code\s*=\s*(\[.*\])$/.exec(line)?.[1];
-        if (codes !== undefined) rule.codes = JSON.parse(codes) as string[];
-        const category = /^category\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
-        if (category !== undefined) rule.category = JSON.parse(category) as string;
-      }
-      if (rule.id !== undefined) rules.set(rule.id, rule);
-    }
+    const rules = sidecarRules();
     for (const [id, category] of [
       ["code.insufficient_quota", "quota_exceeded"],
       ["code.context_length", "context_length"],
@@ -350,6 +412,58 @@ describe("fallback policy", () => {
       const ours = [...PROVIDER_CODES].filter(([, [c]]) => categoryName(c) === category).map(([code]) => code);
       assert.deepEqual(ours.sort(), [...rule.codes].sort(), id);
     }
+  });
+
+  it("splits the 5xx and reads gRPC's internal codes as the sidecar's default rules", () => {
+    const rules = sidecarRules();
+    const [unavailable, internal, rest, grpcInternal] = ["http.502", "http.500", "http.5xx", "grpc.internal"].map((id) => rules.get(id));
+    assert.equal(unavailable?.category, "unavailable");
+    assert.equal(internal?.category, "internal");
+    assert.deepEqual([rest?.category, rest?.httpStatus], ["internal", ["500-599"]]);
+    assert.deepEqual([...UNAVAILABLE_STATUSES].sort(), [...(unavailable?.httpStatus ?? [])].sort());
+    for (let s = 500; s <= 599; s++) {
+      const want = UNAVAILABLE_STATUSES.has(s) ? ["unavailable", "fallback.http_502"] : ["internal", "fallback.http_5xx"];
+      const [category, rule] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", httpStatus: s }));
+      assert.deepEqual([categoryName(category), rule], want, `HTTP ${s}`);
+    }
+    for (const s of internal?.httpStatus ?? []) assert.ok(!UNAVAILABLE_STATUSES.has(s as number), `HTTP ${s}`);
+    assert.equal(grpcInternal?.category, "internal");
+    const numbers = (grpcInternal?.grpcCodes ?? []).map((name) => grpcStatus[name as keyof typeof grpcStatus]);
+    assert.deepEqual([...numbers].sort((a, b) => a - b), [2, 13, 15]);
+    for (const n of numbers) {
+      const [category, rule] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", grpcCode: n }));
+      assert.deepEqual([categoryName(category), rule], ["internal", "fallback.grpc_internal"], `gRPC ${n}`);
+    }
+  });
+
+  it("reads an internal error last, as the sidecar outranks it", () => {
+    const cases: [pb.DeepPartial<pb.Outcome>, string, string][] = [
+      [{ httpStatus: 500 }, "internal", "fallback.http_5xx"],
+      [{ httpStatus: 503 }, "unavailable", "fallback.http_502"],
+      [{ httpStatus: 529 }, "unavailable", "fallback.http_502"],
+      [{ grpcCode: 13 }, "internal", "fallback.grpc_internal"],
+      [{ grpcCode: 2, httpStatus: 500 }, "internal", "fallback.grpc_internal"],
+      [{ httpStatus: 500, kind: pb.OutcomeKind.OUTCOME_KIND_TIMEOUT }, "timeout", "fallback.kind_timeout"],
+      [{ httpStatus: 500, code: "ECONNRESET" }, "network", "fallback.code_network"],
+      [{ httpStatus: 500, exceptionType: "ConnectionError" }, "network", "fallback.type_connection"],
+      [{ httpStatus: 500, grpcCode: 14 }, "unavailable", "fallback.grpc_unavailable"],
+      [{ grpcCode: 13, code: "ECONNREFUSED" }, "network", "fallback.code_network"],
+    ];
+    for (const [fields, category, rule] of cases) {
+      const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", ...fields }));
+      assert.deepEqual([categoryName(c), r], [category, rule], JSON.stringify(fields));
+    }
+  });
+
+  it("gives an internal error one retry at most, whatever maxRetries", () => {
+    const at = (policy: Readonly<FallbackPolicy>, httpStatus: number, attempt = 0) =>
+      decide(policy, pb.Outcome.fromPartial({ tool: "t", httpStatus, attempt }), { consecutive: 1, nowMs: NOW, random: 0.5 });
+    const none = fallbackPolicy({ maxRetries: 0, maxConsecutiveFailures: 0 });
+    assert.deepEqual([actionName(at(none, 500).action), reasonName(at(none, 500).breaker?.reason ?? 0)], ["recover", "retries_exhausted"]);
+    const many = fallbackPolicy({ maxRetries: 5, maxConsecutiveFailures: 0 });
+    assert.deepEqual([actionName(at(many, 500).action), at(many, 500).retry?.attemptsLeft], ["retry", 0]);
+    assert.equal(actionName(at(many, 500, 2).action), "recover");
+    assert.equal(actionName(at(many, 503, 5).action), "retry");
   });
 
   it("promises no retry that the third failure in a row would escalate, as the sidecar", () => {
