@@ -449,13 +449,7 @@ impl Engine {
                 self.budgets.on_success(&o.tool, b);
                 true
             }
-            (Some(b), Some(j)) if j.classification.retryable => {
-                let ok = self.budgets.on_failure(&o.tool, b);
-                if !ok {
-                    self.metrics.budget_exhausted(&o.tool);
-                }
-                ok
-            }
+            (Some(b), Some(j)) if j.classification.retryable => self.budgets.on_failure(&o.tool, b),
             _ => true,
         };
         if let Some(pending) = &self.shared {
@@ -500,6 +494,11 @@ impl Engine {
 
     fn record(&self, label: Arc<str>, v: &Verdict) {
         let m = &self.metrics;
+        // Only a retry the budget refused: with the bucket low, a failure may still be
+        // answered otherwise first (an open breaker, a session limit).
+        if v.breaker.reason == Some(Reason::RetryBudgetExhausted) {
+            m.budget_exhausted(&label);
+        }
         m.outcome(label, v.classification.as_ref().map(|c| c.category), v.action);
         if let Some(retry) = &v.retry {
             m.retry_delay(retry.delay_ms);
@@ -507,6 +506,7 @@ impl Engine {
         if v.action == Action::Escalate {
             m.escalation(v.breaker.reason.unwrap_or(Reason::CategoryPolicy));
         }
+
         if let (Some(action), Some(reason)) = (v.shadow_action, v.shadow_reason) {
             m.shadowed(action, reason);
         }

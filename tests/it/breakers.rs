@@ -92,3 +92,27 @@ async fn shadow_mode_never_blocks_but_still_counts() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_budget_metric_counts_only_the_retries_the_budget_refused() {
+    // With the bucket low, failures answered for another reason (here the tool's breaker,
+    // open from the fifth) were counted too: 16 against 1 refusal in an SRE's run.
+    let mut config = Config::default();
+    config.retry_budget.max_tokens = 4.0;
+    let mut server = TestServer::start_with(config).await;
+    let mut refused = 0;
+    for i in 0..40 {
+        let v = server.client.report(unavailable(&format!("b{i}"), "budgeted")).await.unwrap().into_inner();
+        if v.breaker.unwrap().reason == pb::Reason::RetryBudgetExhausted as i32 {
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "the budget never refused a retry");
+    let body = crate::common::http_get(&server.metrics_addr, "/metrics").await;
+    let counted = body
+        .lines()
+        .find_map(|l| l.strip_prefix("rebound_retry_budget_exhausted_total{tool=\"budgeted\"} "))
+        .unwrap_or_else(|| panic!("no budget counter for the tool: {body}"));
+    assert_eq!(counted, refused.to_string(), "{body}");
+    server.stop().await;
+}
