@@ -294,7 +294,13 @@ pub async fn run(engine: Arc<Engine>, config: StateConfig, client: redis::Client
                 engine.take_shared_pending();
                 continue;
             }
-            match tokio::time::timeout(timeout, redis::aio::ConnectionManager::new(client.clone())).await {
+            // One attempt, whose error is said: the manager's own retries outlast `timeout`, so
+            // a refused connection or a wrong password read as a timeout. This loop backs off.
+            let once =
+                redis::aio::ConnectionManagerConfig::new().set_number_of_retries(0).set_connection_timeout(timeout);
+            match tokio::time::timeout(timeout, redis::aio::ConnectionManager::new_with_config(client.clone(), once))
+                .await
+            {
                 Ok(Ok(c)) => {
                     tracing::debug!(redis = %shown, "shared state connected");
                     connection = Some(c);

@@ -238,3 +238,32 @@ async fn two_sidecars_share_breakers_and_survive_redis_restarts() {
     }
     println!("sharing resumed {:?} after Redis came back", start.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_redis_cannot_be_reached_is_logged_not_a_timeout() {
+    // Every failure to connect used to be logged as "redis did not answer within 500 ms".
+    let redis = Redis::start(free_port());
+    let closed = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    for (url, said) in [
+        (format!("redis://:wrong-password@127.0.0.1:{}", redis.port), "password authentication failed"),
+        (format!("redis://127.0.0.1:{closed}"), "refused"),
+    ] {
+        let config = dir.path().join("unreachable.toml");
+        std::fs::write(&config, format!("[state]\nbackend = \"redis\"\nredis_url = \"{url}\"\ntimeout_ms = 2000\n"))
+            .unwrap();
+        let (sidecar, log) = Sidecar::spawn_logged(&["--config", config.to_str().unwrap()]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let line = loop {
+            let found = log.lock().unwrap().iter().find(|l| l.contains("shared state unreachable")).cloned();
+            if let Some(line) = found {
+                break line;
+            }
+            assert!(Instant::now() < deadline, "{url}: nothing logged: {:?}", log.lock().unwrap());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(line.to_lowercase().contains(said), "{url}: {line}");
+        assert!(!line.contains("wrong-password"), "{line}");
+        drop(sidecar);
+    }
+}
