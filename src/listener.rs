@@ -72,6 +72,9 @@ fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
     std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
+/// A Unix socket's permissions: anyone who can reach its folder may dial it.
+const SOCKET_MODE: u32 = 0o666;
+
 impl Listener {
     /// Binds `host:port` or `unix:/path`.
     pub async fn bind(address: &str) -> std::io::Result<Listener> {
@@ -96,6 +99,11 @@ impl Listener {
                 }
             }
             let listener = UnixListener::bind(&path)?;
+            // Dialling takes write permission, and the agent beside the sidecar runs as another
+            // user (the manifests' 10001 and 65532): the umask's 0755 locked it out. As
+            // PostgreSQL's and MySQL's sockets, it is open to all; its folder says who gets to it.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(SOCKET_MODE))?;
             return Ok(Listener::Unix(listener, SocketFile::bound_at(path)));
         }
         Ok(Listener::Tcp(TcpListener::bind(address).await?))
@@ -262,6 +270,16 @@ mod tests {
         fn drop(&mut self) {
             *self.free_at_close.lock().unwrap() = Some(self.places.available_permits());
         }
+    }
+
+    #[tokio::test]
+    async fn a_unix_socket_may_be_dialled_by_another_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.sock");
+        let _listener = Listener::bind(&format!("unix:{}", path.display())).await.unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666, "{mode:o}");
     }
 
     #[test]
