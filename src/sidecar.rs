@@ -75,6 +75,7 @@ pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> 
 
     // Handlers first: a SIGTERM right after the ready line must drain, not kill.
     let shutdown = termination()?;
+    let hangup_task = tokio::spawn(hangups(reload_task.is_some())?);
     // The one line on stdout: tests and supervisors read it to learn the ports.
     let ready = serde_json::json!({"event": "ready", "grpc": grpc.address(), "metrics": metrics_address});
     {
@@ -87,7 +88,7 @@ pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> 
     let result = server::run(grpc, engine, &config.server, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = metrics_task.await;
-    for task in reload_task.into_iter().chain(shared_task) {
+    for task in reload_task.into_iter().chain(shared_task).chain([hangup_task]) {
         task.abort();
     }
     tracing::info!("rebound stopped");
@@ -119,6 +120,25 @@ fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send 
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM"),
             _ = int.recv() => tracing::info!("SIGINT"),
+        }
+    })
+}
+
+/// Installs the SIGHUP handler now; the future logs each one, for ever. Unhandled, SIGHUP ended the
+/// process without a word, and it is the signal many send to have a daemon reload its config.
+fn hangups(watching: bool) -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup()).context("installing a SIGHUP handler")?;
+    Ok(async move {
+        while hup.recv().await.is_some() {
+            if watching {
+                let every = RELOAD_INTERVAL.as_secs();
+                tracing::info!(
+                    "SIGHUP: nothing to do; the config file is reloaded when it changes (read every {every} s)"
+                );
+            } else {
+                tracing::info!("SIGHUP: nothing to do; started without a config file");
+            }
         }
     })
 }

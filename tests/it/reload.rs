@@ -206,3 +206,24 @@ async fn a_config_file_that_cannot_be_read_fails_the_reload_until_it_is_back() {
     assert_eq!(reload_count(&sidecar, "error").await, 2);
     assert_eq!(log.lock().unwrap().iter().filter(|l| l.contains("config reload failed")).count(), 2);
 }
+
+#[tokio::test]
+async fn sighup_is_logged_and_the_sidecar_serves_on() {
+    // Unhandled, SIGHUP ended the sidecar without a log line (exit status 129).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rebound.toml");
+    std::fs::write(&path, "").unwrap();
+    let mut command = Sidecar::command(&["--config", path.to_str().unwrap()]);
+    command.env("RUST_LOG", "info");
+    let (mut sidecar, log) = Sidecar::start_logged(command);
+    sidecar.signal("HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !log.lock().unwrap().iter().any(|l| l.contains("SIGHUP: nothing to do")) {
+        assert!(std::time::Instant::now() < deadline, "{:?}", log.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(sidecar.child.try_wait().unwrap().is_none(), "the sidecar ended");
+    let mut client = pb::rebound_client::ReboundClient::new(crate::common::connect(&sidecar.grpc).await);
+    let verdict = client.report(failure("after-hup", "search", "timed out")).await.unwrap().into_inner();
+    assert_ne!(verdict.action, pb::Action::Unspecified as i32);
+}
