@@ -120,6 +120,11 @@ pub struct ClassifyArgs {
 pub fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let log_json = match &cli.command {
+        None => cli.serve.log_json,
+        Some(Command::Serve(args)) => args.log_json || cli.serve.log_json,
+        Some(_) => false,
+    };
     let result = match cli.command {
         None => serve(cli.serve),
         Some(Command::Serve(args)) => args.with_flags_before(cli.serve).and_then(serve),
@@ -134,6 +139,14 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`rebound replay ... | head`): it wants no more, which is no error.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) if log_json => {
+            // One JSON line, as the log pipeline reads the rest: toml's message spans several lines.
+            // Before the logger is set up (a config that does not load), it is set up here.
+            let _ = tracing_subscriber::fmt().json().with_writer(std::io::stderr).try_init();
+            let error = crate::sidecar::one_line(&format!("{err:#}"));
+            tracing::error!(%error, "rebound: error; not serving");
+            ExitCode::from(2)
+        }
         Err(err) => {
             eprintln!("rebound: error: {err:#}");
             ExitCode::from(2)

@@ -275,7 +275,7 @@ impl Watch {
 /// `text` on one line: its lines, trimmed, joined by " | ". toml's and regex's messages span
 /// several lines, the key or pattern at fault named on a later one than the first, and a text
 /// log line that `grep 'config reload failed'` finds must say all of it.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.lines().map(str::trim).filter(|line| !line.is_empty()).collect::<Vec<_>>().join(" | ")
 }
 

@@ -561,3 +561,25 @@ fn serve_flags_before_the_word_serve_apply_and_before_another_command_are_refuse
         assert!(out.stdout.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stdout));
     }
 }
+
+#[test]
+fn with_log_json_an_error_that_stops_the_start_is_one_json_line() {
+    // It was toml's several lines of plain text, which a JSON log pipeline splits into records.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wrongtype.toml");
+    std::fs::write(&file, "[sessions]\ncapacity = \"lots\"\n").unwrap();
+    let out = std::process::Command::new(crate::common::binary())
+        .args(["serve", "--log-json", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let line: Value = serde_json::from_str(stderr.trim()).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(line["level"], "ERROR", "{line}");
+    let error = line["fields"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("wrongtype.toml") && error.contains("line 2") && error.contains("expected usize"),
+        "{error}"
+    );
+}
