@@ -45,6 +45,9 @@ pub const ADMIT_TOTAL: &str = "rebound_admit_total";
 /// In shadow mode, verdicts that enforcing would have changed, by the action and reason it would have given.
 pub const SHADOW_VERDICTS_TOTAL: &str = "rebound_shadow_verdicts_total";
 
+/// 1, labelled with the version: which sidecars of a fleet run which build.
+pub const BUILD_INFO: &str = "rebound_build_info";
+
 /// Failed exchanges with the shared state backend (Redis).
 pub const STATE_BACKEND_ERRORS_TOTAL: &str = "rebound_state_backend_errors_total";
 /// 1 while exchanges with the shared state backend succeed, else 0 (absent without one).
@@ -99,6 +102,7 @@ pub fn install() -> PrometheusHandle {
             // Another recorder may already be set (a host embedding the library); then ours only renders.
             let _ = metrics::set_global_recorder(recorder);
             describe();
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
             handle
         })
         .clone()
@@ -131,6 +135,7 @@ fn describe() {
         SHADOW_VERDICTS_TOTAL,
         "In shadow mode, verdicts that enforcing would have changed, by the action and reason it would have given."
     );
+    metrics::describe_gauge!(BUILD_INFO, "1, labelled with the sidecar's version.");
     metrics::describe_counter!(STATE_BACKEND_ERRORS_TOTAL, "Failed exchanges with the shared state backend.");
     metrics::describe_gauge!(
         STATE_BACKEND_UP,
@@ -375,6 +380,12 @@ impl Metrics {
     /// Counts a failed exchange with the shared state backend.
     pub fn backend_error(&self) {
         metrics::counter!(STATE_BACKEND_ERRORS_TOTAL).increment(1);
+    }
+
+    /// Exports the backend's error counter at 0 from the start: `increase()` misses the
+    /// first error of a series that appears with it.
+    pub fn backend_started(&self) {
+        metrics::counter!(STATE_BACKEND_ERRORS_TOTAL).absolute(0);
     }
 
     /// Notes whether the shared state backend answers.

@@ -277,6 +277,7 @@ const BACK_AFTER: u32 = 10;
 /// Runs the exchange through `client` (see [`client`]) until the task is dropped.
 pub async fn run(engine: Arc<Engine>, config: StateConfig, client: redis::Client) {
     let shown = crate::redact::redact(&config.redis_url).into_owned();
+    engine.metrics().backend_started();
     let push = redis::Script::new(PUSH);
     let pull = redis::Script::new(PULL);
     let timeout = Duration::from_millis(config.timeout_ms);

@@ -83,7 +83,8 @@ pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> 
         writeln!(stdout, "{ready}").and_then(|()| stdout.flush()).context("writing the ready line to stdout")?;
     }
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
-    tracing::info!(grpc = %grpc.address(), metrics = %metrics_address, workers, "rebound serving");
+    let version = env!("CARGO_PKG_VERSION");
+    tracing::info!(version, grpc = %grpc.address(), metrics = %metrics_address, workers, "rebound serving");
 
     let result = server::run(grpc, engine, &config.server, shutdown).await;
     let _ = stop_tx.send(true);

@@ -267,3 +267,14 @@ async fn why_redis_cannot_be_reached_is_logged_not_a_timeout() {
         drop(sidecar);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backend_error_counter_and_the_build_are_exported_from_the_start() {
+    // The counter appeared with the first error, which `increase()` then missed.
+    let redis = Redis::start(free_port());
+    let (first, _second, _dir) = pair(redis.port).await;
+    assert_eq!(metric(&first, "rebound_state_backend_errors_total").await, Some(0.0));
+    let body = http_get(&first.sidecar.metrics, "/metrics").await;
+    let build = format!("rebound_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+    assert!(body.lines().any(|l| l == build), "{body}");
+}
