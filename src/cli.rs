@@ -285,8 +285,16 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
 }
 
 fn print_config(file: Option<&Path>) -> anyhow::Result<()> {
-    let (config, _) = load(file)?;
-    write_out(&config.to_toml())
+    let (mut config, _) = load(file)?;
+    // Its output is a starting file, which goes into a ConfigMap: no password goes with it.
+    let url = crate::redact::redact(&config.state.redis_url).into_owned();
+    if url == config.state.redis_url {
+        return write_out(&config.to_toml());
+    }
+    config.state.redis_url = url;
+    let note = "# state.redis_url's password is left out: name the variable that holds it in\n\
+                # state.redis_password_env, and take it out of the URL.\n";
+    write_out(&format!("{note}{}", config.to_toml()))
 }
 
 fn replay(file: &str, config: Option<&Path>, seed: Option<u64>) -> anyhow::Result<()> {

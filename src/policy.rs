@@ -281,6 +281,12 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
             let shown = crate::redact::redact(url).into_owned();
             return Err(invalid("state.redis_url", format!("{shown:?}"), &format!("does not parse ({why})")));
         }
+        // print-config's placeholder, which Redis would be sent as the password.
+        if st.redis_password_env.is_empty() && url.contains("[REDACTED:") {
+            let problem = "holds a redaction placeholder (print-config's output) as its password: set \
+                           state.redis_password_env to the name of a variable holding the password";
+            return Err(invalid("state.redis_url", format!("{url:?}"), problem));
+        }
         // Empty, every key would be a bare `open` or `tool:...`, in a Redis other programs may share.
         if st.key_prefix.is_empty() || st.key_prefix.len() > 64 {
             return Err(invalid("state.key_prefix", format!("{:?}", st.key_prefix), "must be 1 to 64 bytes"));
@@ -544,6 +550,7 @@ mod tests {
             ),
             ("redis_url = \"redis://:hunter2@127.0.0.1:6379/abc\"", "does not parse (Invalid database number"),
             ("key_prefix = \"\"", "`state.key_prefix` = \"\""),
+            ("redis_url = \"redis://:[REDACTED:url_password]@h:6379\"", "holds a redaction placeholder"),
         ] {
             let c = Config::parse(&format!("[state]\nbackend = \"redis\"\n{toml}\n"), "t").unwrap();
             let err = Policy::from_config(&c).unwrap_err().to_string();

@@ -583,3 +583,26 @@ fn with_log_json_an_error_that_stops_the_start_is_one_json_line() {
         "{error}"
     );
 }
+
+#[test]
+fn print_config_leaves_a_redis_password_out_and_check_config_refuses_its_placeholder() {
+    // The README's `print-config > rebound.toml` put the password into a file bound for a ConfigMap.
+    let out = print_config_with("REBOUND_STATE_REDIS_URL", "redis://:Sup3rS3cret@redis:6379/0");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !text.contains("Sup3rS3cret"), "{text}");
+    assert!(text.starts_with("# state.redis_url's password is left out"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("printed.toml");
+    std::fs::write(&file, text.replace("backend = \"memory\"", "backend = \"redis\"")).unwrap();
+    let (code, _, stderr) = run_cli(&["check-config", file.to_str().unwrap()], None);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("holds a redaction placeholder"), "{stderr}");
+    std::fs::write(
+        &file,
+        text.replace("backend = \"memory\"", "backend = \"redis\"")
+            .replace("redis_password_env = \"\"", "redis_password_env = \"REDIS_PASSWORD\""),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_cli(&["check-config", file.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{stderr}");
+}
