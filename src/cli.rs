@@ -447,6 +447,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         crate::policy::check_listen("--metrics-listen", &metrics_listen, false)?;
         config.server.metrics_listen = metrics_listen;
     }
+    crate::policy::check_apart("--metrics-listen", &config.server.listen, &config.server.metrics_listen)?;
     init_tracing(args.log_json)?;
     let runtime = crate::sidecar::runtime(&config.server)?;
     runtime.block_on(crate::sidecar::serve(config, policy, file))

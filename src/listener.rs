@@ -96,6 +96,12 @@ impl Listener {
                         ));
                     }
                     std::fs::remove_file(&path)?;
+                } else {
+                    // Not ours to remove; bind would say only "Address already in use".
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        format!("{} exists and is not a socket: remove it or listen elsewhere", path.display()),
+                    ));
                 }
             }
             let listener = UnixListener::bind(&path)?;
@@ -280,6 +286,19 @@ mod tests {
         let _listener = Listener::bind(&format!("unix:{}", path.display())).await.unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666, "{mode:o}");
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_a_socket_is_named_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
+        std::fs::write(&path, "kept").unwrap();
+        let Err(err) = Listener::bind(&format!("unix:{}", path.display())).await else { panic!("bound") };
+        assert!(
+            err.to_string().ends_with("notes.txt exists and is not a socket: remove it or listen elsewhere"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "kept");
     }
 
     #[test]

@@ -296,13 +296,31 @@ fn check_transport(config: &Config) -> Result<(), PolicyError> {
         return Err(invalid("sessions.idempotency_window", config.sessions.idempotency_window, "must be at most 1000"));
     }
     check_listen("server.listen", &s.listen, true)?;
-    check_listen("server.metrics_listen", &s.metrics_listen, false)
+    check_listen("server.metrics_listen", &s.metrics_listen, false)?;
+    check_apart("server.metrics_listen", &s.listen, &s.metrics_listen)
 }
+
+/// The two listeners need two ports (each `:0` gets its own): binding both to one failed
+/// with a bare "Address already in use" for the metrics port.
+pub fn check_apart(field: &str, listen: &str, metrics_listen: &str) -> Result<(), PolicyError> {
+    if listen != metrics_listen || listen.ends_with(":0") {
+        return Ok(());
+    }
+    Err(invalid(field, format!("{metrics_listen:?}"), "is the gRPC address too: give the metrics another port"))
+}
+
+/// The longest path a Unix socket may have: Linux's `sun_path` holds 108 bytes, its NUL included.
+const SOCKET_PATH_BYTES: usize = 107;
 
 /// Checks an address to listen on, named `field` in the error: `host:port`, or
 /// `unix:/path` where `unix` allows it.
 pub fn check_listen(field: &str, address: &str, unix: bool) -> Result<(), PolicyError> {
     let ok = match address.strip_prefix("unix:") {
+        Some(path) if unix && path.len() > SOCKET_PATH_BYTES => {
+            let problem =
+                format!("the path is {} bytes; a Unix socket's may be at most {SOCKET_PATH_BYTES}", path.len());
+            return Err(invalid(field, format!("{address:?}"), &problem));
+        }
         Some(path) => unix && !path.is_empty(),
         None => address.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()),
     };
@@ -517,6 +535,17 @@ mod tests {
         assert!(err.starts_with("[retry] `multiplier` = NaN"), "{err}");
         let c = Config::parse("[server]\nlisten = \"nowhere\"\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`server.listen` = \"nowhere\""));
+        // A path bind would refuse as "path must be shorter than SUN_LEN", and one port for both.
+        let long = format!("[server]\nlisten = \"unix:/run/{}\"\n", "a".repeat(103));
+        let err = Policy::from_config(&Config::parse(&long, "t").unwrap()).unwrap_err().to_string();
+        assert!(err.contains("the path is 108 bytes; a Unix socket's may be at most 107"), "{err}");
+        let at_most = format!("[server]\nlisten = \"unix:/run/{}\"\n", "a".repeat(102));
+        assert!(Policy::from_config(&Config::parse(&at_most, "t").unwrap()).is_ok());
+        let c = Config::parse("[server]\nlisten = \"0.0.0.0:7\"\nmetrics_listen = \"0.0.0.0:7\"\n", "t").unwrap();
+        let err = Policy::from_config(&c).unwrap_err().to_string();
+        assert!(err.contains("`server.metrics_listen` = \"0.0.0.0:7\": is the gRPC address too"), "{err}");
+        let c = Config::parse("[server]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n", "t").unwrap();
+        assert!(Policy::from_config(&c).is_ok(), "each :0 gets its own port");
         let c = Config::parse("[sessions]\ncapacity = 0\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("sessions.capacity"));
         let c = Config::parse("[server]\nmax_connections = 0\n", "t").unwrap();
