@@ -463,13 +463,31 @@ const ENV_SECTIONS: [&str; 10] = [
     "state",
 ];
 
+/// serde's names for the types a key wants, in words: "expected usize" means nothing to
+/// someone who has not written Rust.
+const TYPE_WORDS: [(&str, &str); 8] = [
+    ("expected usize", "expected a whole number, 0 or more"),
+    ("expected u64", "expected a whole number, 0 or more"),
+    ("expected u32", "expected a whole number, 0 or more (at most 4294967295)"),
+    ("expected u16", "expected a whole number, 0 or more (at most 65535)"),
+    ("expected u8", "expected a whole number, 0 or more (at most 255)"),
+    ("expected i64", "expected a whole number"),
+    ("expected i32", "expected a whole number"),
+    ("expected f64", "expected a number"),
+];
+
+/// `message` with serde's type names in words.
+fn plain_types(message: &str) -> String {
+    TYPE_WORDS.iter().fold(message.to_string(), |text, (rust, words)| text.replace(rust, words))
+}
+
 impl Config {
     /// Parses a config file's text; `origin` names it in errors. toml's message quotes the
     /// line, which may hold a secret (a `redis_url` with its password): it is redacted.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse {
             origin: origin.to_string(),
-            message: crate::redact::redact(&e.to_string()).into_owned(),
+            message: plain_types(&crate::redact::redact(&e.to_string())),
         })
     }
 
@@ -523,7 +541,7 @@ impl Config {
                 let refused: toml::de::Error = toml::Value::Table(alone).try_into::<Config>().err()?;
                 Some(ConfigError::Parse {
                     origin: crate::redact::redact(&format!("{}={}", o.name, o.raw)).into_owned(),
-                    message: refused.message().to_string(),
+                    message: plain_types(refused.message()),
                 })
             });
             culprit.unwrap_or(ConfigError::Parse { origin: "REBOUND_* environment".into(), message: e.to_string() })
@@ -742,6 +760,21 @@ mod tests {
         let vars = [("REBOUND_STATE_TIMEOUT_MS".to_string(), "redis://:TopS3cretPass@h:6379".to_string())];
         let err = Config::default().with_env(vars).unwrap_err().to_string();
         assert!(err.contains("REBOUND_STATE_TIMEOUT_MS=redis://:[REDACTED:url_password]@h"), "{err}");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_told_what_the_key_wants_in_words() {
+        for (text, wanted) in [
+            ("[sessions]\ncapacity = -1\n", "expected a whole number, 0 or more"),
+            ("[retry]\nmultiplier = \"x\"\n", "expected a number"),
+            ("[breakers]\nsession_errors = 5000000000\n", "(at most 4294967295)"),
+        ] {
+            let err = Config::parse(text, "t.toml").unwrap_err().to_string();
+            assert!(err.contains(wanted) && !err.contains("expected u") && !err.contains("f64"), "{err}");
+        }
+        let vars = [("REBOUND_SESSIONS_CAPACITY".to_string(), "lots".to_string())];
+        let err = Config::default().with_env(vars).unwrap_err().to_string();
+        assert!(err.ends_with("expected a whole number, 0 or more"), "{err}");
     }
 
     #[test]

@@ -579,7 +579,9 @@ fn with_log_json_an_error_that_stops_the_start_is_one_json_line() {
     assert_eq!(line["level"], "ERROR", "{line}");
     let error = line["fields"]["error"].as_str().unwrap();
     assert!(
-        error.contains("wrongtype.toml") && error.contains("line 2") && error.contains("expected usize"),
+        error.contains("wrongtype.toml")
+            && error.contains("line 2")
+            && error.contains("expected a whole number, 0 or more"),
         "{error}"
     );
 }
