@@ -532,9 +532,10 @@ impl Engine {
                     _ => (reason, format!("the cost limit is reached ({:.4} spent)", s.cost)),
                 })
             };
-            (s.state, refusal)
+            let declared = s.setup.as_ref().is_some_and(|setup| setup.tools.iter().any(|t| t == tool));
+            (s.state, refusal, declared)
         });
-        let (session_state, refusal) = session.unwrap_or((SessionState::Active, None));
+        let (session_state, refusal, declared) = session.unwrap_or((SessionState::Active, None, false));
         let (gate, view) = match &policy.tool_breaker {
             Some(p) if refusal.is_none() => self.tools.admit(tool, now, p),
             // Refused for the session's sake: the tool's state is still told, no probe spent.
@@ -562,7 +563,10 @@ impl Engine {
             (None, Gate::Probe) => "probe",
             _ => "allowed",
         };
-        self.metrics.admit(tool, decision);
+        // A name the model made up takes no label of its own, as in `judge`: one asked about
+        // takes a label once it has reported an outcome, or when the session declared it.
+        let label = if declared { self.metrics.tool_label(tool) } else { self.metrics.existing_tool_label(tool) };
+        self.metrics.admit(label, decision);
         let allowed = reason.is_none() || policy.shadow;
         Ok(Admission {
             allowed,

@@ -369,10 +369,10 @@ impl Metrics {
         );
     }
 
-    /// Counts an Admit answer.
-    pub fn admit(&self, tool: &str, decision: &'static str) {
+    /// Counts an Admit answer under `label` (see `Engine::admit` for which tools take their own).
+    pub fn admit(&self, label: Arc<str>, decision: &'static str) {
         self.admits.increment(
-            (self.tool_label(tool), decision),
+            (label, decision),
             |(tool, decision)| metrics::counter!(ADMIT_TOTAL, "tool" => tool.to_string(), "decision" => *decision),
         );
     }
@@ -433,7 +433,7 @@ mod tests {
         let m = Metrics::new(10);
         for _ in 0..3 {
             m.budget_exhausted("kept_tool");
-            m.admit("kept_tool", "allowed");
+            m.admit(m.tool_label("kept_tool"), "allowed");
         }
         let text = handle.render();
         assert!(text.contains("rebound_retry_budget_exhausted_total{tool=\"kept_tool\"} 3"), "{text}");

@@ -410,3 +410,24 @@ category = "rate_limited"
     assert_eq!(v.classification.unwrap().rule, "acme.frobnicator");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn admit_gives_a_metric_label_only_to_tools_that_reported_or_were_declared() {
+    // Admit on a name the model made up took one of the label cap's places, as Report does not.
+    let mut server = TestServer::start().await;
+    let tools = vec!["declared_label_tool".to_string()];
+    let start = pb::StartSessionRequest { session_id: "labels".into(), tools, ..Default::default() };
+    server.client.start_session(start).await.unwrap();
+    server.client.report(success("labels", "reported_label_tool")).await.unwrap();
+    for tool in ["made_up_label_tool", "declared_label_tool", "reported_label_tool"] {
+        let request = pb::AdmitRequest { session_id: "labels".into(), tool: tool.into() };
+        assert!(server.client.admit(request).await.unwrap().into_inner().allowed, "{tool}");
+    }
+    let body = http_get(&server.metrics_addr, "/metrics").await;
+    assert!(!body.contains("made_up_label_tool"), "{body}");
+    for tool in ["declared_label_tool", "reported_label_tool"] {
+        let line = format!("rebound_admit_total{{tool=\"{tool}\",decision=\"allowed\"}} 1");
+        assert!(body.lines().any(|l| l == line), "{line}: {body}");
+    }
+    server.stop().await;
+}
