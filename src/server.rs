@@ -177,7 +177,17 @@ impl Rebound for Service {
         let start = Instant::now();
         let req = request.into_inner();
         let budget = (req.max_tokens > 0).then_some(req.max_tokens);
-        let result = self.engine.context(&req.session_id, budget).map_err(convert::status);
+        let result = if budget.is_some() {
+            // Off the serving threads (one by default), which every other call waits on: counting
+            // tokens, and the first time loading the encoding (0.1 s, which held up every session).
+            let engine = self.engine.clone();
+            tokio::task::spawn_blocking(move || engine.context(&req.session_id, budget))
+                .await
+                .map_err(|e| Status::internal(format!("Context failed: {e}")))?
+        } else {
+            self.engine.context(&req.session_id, budget)
+        };
+        let result = result.map_err(convert::status);
         self.timed("Context", start, result.map(|c| Response::new(convert::context(c))))
     }
 
