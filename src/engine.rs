@@ -303,7 +303,7 @@ impl Engine {
         }
         if let Some(cost) = req.cost_limit {
             if !cost.is_finite() || cost < 0.0 {
-                return Err(invalid("cost_limit", cost, "must be a positive number"));
+                return Err(invalid("cost_limit", cost, "must be 0 (the configured default) or a positive number"));
             }
         }
         let file = self.policy();
@@ -709,8 +709,9 @@ pub fn check_id(field: &str, value: &str) -> Result<(), EngineError> {
 fn validate_outcome(o: &Outcome) -> Result<(), EngineError> {
     check_id("session_id", &o.session_id)?;
     check_id("tool", &o.tool)?;
-    if o.call_id.len() > MAX_ID_BYTES {
-        return Err(invalid("call_id", format!("{:?}", o.call_id), format!("at most {MAX_ID_BYTES} bytes")));
+    // An id as the others are, but it may be left out.
+    if !o.call_id.is_empty() {
+        check_id("call_id", &o.call_id)?;
     }
     if !o.cost.is_finite() || o.cost < 0.0 {
         return Err(invalid("cost", o.cost, "must be zero or a positive number"));

@@ -175,6 +175,11 @@ async fn bad_inputs_get_invalid_argument_naming_the_field() {
     assert!(err.message().contains("`kind` = 42"), "{}", err.message());
     let err = server.client.report(pb::Outcome { grpc_code: Some(99), ..failure("bad", "t", "x") }).await.unwrap_err();
     assert!(err.message().contains("`grpc_code` = 99"), "{}", err.message());
+    // A call_id follows the rules of ids, as the proto says, except that it may be left out.
+    let err =
+        server.client.report(pb::Outcome { call_id: "c\0".into(), ..failure("bad", "t", "x") }).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("`call_id` = \"c\\0\": must not contain control characters"), "{}", err.message());
     let err = server.client.admit(pb::AdmitRequest { session_id: String::new(), tool: "t".into() }).await.unwrap_err();
     assert!(err.message().contains("`session_id`"), "{}", err.message());
     let err = server

@@ -1526,7 +1526,9 @@ type AdmitResponse struct {
 	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
 	// Why not, when not allowed. In shadow mode (always allowed), what would have refused it.
 	Reason Reason `protobuf:"varint,2,opt,name=reason,proto3,enum=rebound.v1.Reason" json:"reason,omitempty"`
-	// When to come back, in milliseconds from now (0 when allowed or never).
+	// When to come back, in milliseconds from now (0 when allowed or never). For a
+	// half-open breaker whose probe calls are all out, a poll interval (1000): a
+	// probe ends when its outcome is reported, or unreported after 30 seconds.
 	RetryAfterMs uint64 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	// The tool's breaker state.
 	ToolState BreakerState `protobuf:"varint,4,opt,name=tool_state,json=toolState,proto3,enum=rebound.v1.BreakerState" json:"tool_state,omitempty"`

@@ -39,10 +39,16 @@ const (
 //
 // The Rebound service: one sidecar per agent pod.
 //
-// Ids and names (session_id, tool, a StartSession's tools and label keys) are
-// 1 to 256 bytes, not blank, without control characters; call_id may be empty.
+// Ids and names (session_id, tool, call_id, a StartSession's tools and label
+// keys) are 1 to 256 bytes, not blank, without control characters; call_id may
+// also be left empty.
 // A request that breaks a rule written here is refused with INVALID_ARGUMENT and
-// a message naming the field and the value: `field` = value: problem.
+// a message naming the field and the value: `field` = value: problem. One over
+// the message size limit (4 MiB by default) is refused with RESOURCE_EXHAUSTED,
+// and bytes that do not decode as the message with INTERNAL, as gRPC libraries
+// answer. Compressed requests are not taken (UNIMPLEMENTED): send them plain.
+// An outcome is counted once the sidecar has it, even when the client's deadline
+// passed before its verdict came back: send it again with the same call_id.
 type ReboundClient interface {
 	// Declares a session's limits, available tools, profile and labels. Optional
 	// (sessions are also created on first use) and idempotent: a second call
@@ -51,8 +57,9 @@ type ReboundClient interface {
 	// One outcome in, one verdict out.
 	Report(ctx context.Context, in *Outcome, opts ...grpc.CallOption) (*Verdict, error)
 	// Outcomes in, exactly one verdict per outcome out, in the same order. An
-	// outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
-	// its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+	// outcome that is refused ends the stream with INVALID_ARGUMENT (or, as above,
+	// RESOURCE_EXHAUSTED or INTERNAL), naming it by its index from 0 ("outcome #2:
+	// ..."); the outcomes after it get no verdict.
 	Observe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Outcome, Verdict], error)
 	// Before a call: may this tool be called now in this session, and if not, when.
 	// It takes one of a half-open breaker's probe calls; it never creates a session.
@@ -140,10 +147,16 @@ func (c *reboundClient) EndSession(ctx context.Context, in *EndSessionRequest, o
 //
 // The Rebound service: one sidecar per agent pod.
 //
-// Ids and names (session_id, tool, a StartSession's tools and label keys) are
-// 1 to 256 bytes, not blank, without control characters; call_id may be empty.
+// Ids and names (session_id, tool, call_id, a StartSession's tools and label
+// keys) are 1 to 256 bytes, not blank, without control characters; call_id may
+// also be left empty.
 // A request that breaks a rule written here is refused with INVALID_ARGUMENT and
-// a message naming the field and the value: `field` = value: problem.
+// a message naming the field and the value: `field` = value: problem. One over
+// the message size limit (4 MiB by default) is refused with RESOURCE_EXHAUSTED,
+// and bytes that do not decode as the message with INTERNAL, as gRPC libraries
+// answer. Compressed requests are not taken (UNIMPLEMENTED): send them plain.
+// An outcome is counted once the sidecar has it, even when the client's deadline
+// passed before its verdict came back: send it again with the same call_id.
 type ReboundServer interface {
 	// Declares a session's limits, available tools, profile and labels. Optional
 	// (sessions are also created on first use) and idempotent: a second call
@@ -152,8 +165,9 @@ type ReboundServer interface {
 	// One outcome in, one verdict out.
 	Report(context.Context, *Outcome) (*Verdict, error)
 	// Outcomes in, exactly one verdict per outcome out, in the same order. An
-	// outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
-	// its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+	// outcome that is refused ends the stream with INVALID_ARGUMENT (or, as above,
+	// RESOURCE_EXHAUSTED or INTERNAL), naming it by its index from 0 ("outcome #2:
+	// ..."); the outcomes after it get no verdict.
 	Observe(grpc.BidiStreamingServer[Outcome, Verdict]) error
 	// Before a call: may this tool be called now in this session, and if not, when.
 	// It takes one of a half-open breaker's probe calls; it never creates a session.

@@ -28,10 +28,16 @@ if _version_not_supported:
 class ReboundStub(object):
     """The Rebound service: one sidecar per agent pod.
 
-    Ids and names (session_id, tool, a StartSession's tools and label keys) are
-    1 to 256 bytes, not blank, without control characters; call_id may be empty.
+    Ids and names (session_id, tool, call_id, a StartSession's tools and label
+    keys) are 1 to 256 bytes, not blank, without control characters; call_id may
+    also be left empty.
     A request that breaks a rule written here is refused with INVALID_ARGUMENT and
-    a message naming the field and the value: `field` = value: problem.
+    a message naming the field and the value: `field` = value: problem. One over
+    the message size limit (4 MiB by default) is refused with RESOURCE_EXHAUSTED,
+    and bytes that do not decode as the message with INTERNAL, as gRPC libraries
+    answer. Compressed requests are not taken (UNIMPLEMENTED): send them plain.
+    An outcome is counted once the sidecar has it, even when the client's deadline
+    passed before its verdict came back: send it again with the same call_id.
     """
 
     def __init__(self, channel):
@@ -75,10 +81,16 @@ class ReboundStub(object):
 class ReboundServicer(object):
     """The Rebound service: one sidecar per agent pod.
 
-    Ids and names (session_id, tool, a StartSession's tools and label keys) are
-    1 to 256 bytes, not blank, without control characters; call_id may be empty.
+    Ids and names (session_id, tool, call_id, a StartSession's tools and label
+    keys) are 1 to 256 bytes, not blank, without control characters; call_id may
+    also be left empty.
     A request that breaks a rule written here is refused with INVALID_ARGUMENT and
-    a message naming the field and the value: `field` = value: problem.
+    a message naming the field and the value: `field` = value: problem. One over
+    the message size limit (4 MiB by default) is refused with RESOURCE_EXHAUSTED,
+    and bytes that do not decode as the message with INTERNAL, as gRPC libraries
+    answer. Compressed requests are not taken (UNIMPLEMENTED): send them plain.
+    An outcome is counted once the sidecar has it, even when the client's deadline
+    passed before its verdict came back: send it again with the same call_id.
     """
 
     def StartSession(self, request, context):
@@ -99,8 +111,9 @@ class ReboundServicer(object):
 
     def Observe(self, request_iterator, context):
         """Outcomes in, exactly one verdict per outcome out, in the same order. An
-        outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
-        its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+        outcome that is refused ends the stream with INVALID_ARGUMENT (or, as above,
+        RESOURCE_EXHAUSTED or INTERNAL), naming it by its index from 0 ("outcome #2:
+        ..."); the outcomes after it get no verdict.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,10 +185,16 @@ def add_ReboundServicer_to_server(servicer, server):
 class Rebound(object):
     """The Rebound service: one sidecar per agent pod.
 
-    Ids and names (session_id, tool, a StartSession's tools and label keys) are
-    1 to 256 bytes, not blank, without control characters; call_id may be empty.
+    Ids and names (session_id, tool, call_id, a StartSession's tools and label
+    keys) are 1 to 256 bytes, not blank, without control characters; call_id may
+    also be left empty.
     A request that breaks a rule written here is refused with INVALID_ARGUMENT and
-    a message naming the field and the value: `field` = value: problem.
+    a message naming the field and the value: `field` = value: problem. One over
+    the message size limit (4 MiB by default) is refused with RESOURCE_EXHAUSTED,
+    and bytes that do not decode as the message with INTERNAL, as gRPC libraries
+    answer. Compressed requests are not taken (UNIMPLEMENTED): send them plain.
+    An outcome is counted once the sidecar has it, even when the client's deadline
+    passed before its verdict came back: send it again with the same call_id.
     """
 
     @staticmethod

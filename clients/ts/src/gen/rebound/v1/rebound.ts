@@ -429,7 +429,11 @@ export interface AdmitResponse {
   allowed: boolean;
   /** Why not, when not allowed. In shadow mode (always allowed), what would have refused it. */
   reason: Reason;
-  /** When to come back, in milliseconds from now (0 when allowed or never). */
+  /**
+   * When to come back, in milliseconds from now (0 when allowed or never). For a
+   * half-open breaker whose probe calls are all out, a poll interval (1000): a
+   * probe ends when its outcome is reported, or unreported after 30 seconds.
+   */
   retryAfterMs: number;
   /** The tool's breaker state. */
   toolState: BreakerState;
@@ -2702,10 +2706,16 @@ export const EndSessionResponse: MessageFns<EndSessionResponse> = {
 /**
  * The Rebound service: one sidecar per agent pod.
  *
- * Ids and names (session_id, tool, a StartSession's tools and label keys) are
- * 1 to 256 bytes, not blank, without control characters; call_id may be empty.
+ * Ids and names (session_id, tool, call_id, a StartSession's tools and label
+ * keys) are 1 to 256 bytes, not blank, without control characters; call_id may
+ * also be left empty.
  * A request that breaks a rule written here is refused with INVALID_ARGUMENT and
- * a message naming the field and the value: `field` = value: problem.
+ * a message naming the field and the value: `field` = value: problem. One over
+ * the message size limit (4 MiB by default) is refused with RESOURCE_EXHAUSTED,
+ * and bytes that do not decode as the message with INTERNAL, as gRPC libraries
+ * answer. Compressed requests are not taken (UNIMPLEMENTED): send them plain.
+ * An outcome is counted once the sidecar has it, even when the client's deadline
+ * passed before its verdict came back: send it again with the same call_id.
  */
 export type ReboundService = typeof ReboundService;
 export const ReboundService = {
@@ -2736,8 +2746,9 @@ export const ReboundService = {
   },
   /**
    * Outcomes in, exactly one verdict per outcome out, in the same order. An
-   * outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
-   * its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+   * outcome that is refused ends the stream with INVALID_ARGUMENT (or, as above,
+   * RESOURCE_EXHAUSTED or INTERNAL), naming it by its index from 0 ("outcome #2:
+   * ..."); the outcomes after it get no verdict.
    */
   observe: {
     path: "/rebound.v1.Rebound/Observe" as const,
@@ -2794,8 +2805,9 @@ export interface ReboundServer extends UntypedServiceImplementation {
   report: handleUnaryCall<Outcome, Verdict>;
   /**
    * Outcomes in, exactly one verdict per outcome out, in the same order. An
-   * outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
-   * its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+   * outcome that is refused ends the stream with INVALID_ARGUMENT (or, as above,
+   * RESOURCE_EXHAUSTED or INTERNAL), naming it by its index from 0 ("outcome #2:
+   * ..."); the outcomes after it get no verdict.
    */
   observe: handleBidiStreamingCall<Outcome, Verdict>;
   /**
@@ -2845,8 +2857,9 @@ export interface ReboundClient extends Client {
   ): ClientUnaryCall;
   /**
    * Outcomes in, exactly one verdict per outcome out, in the same order. An
-   * outcome that is refused ends the stream with INVALID_ARGUMENT, naming it by
-   * its index from 0 ("outcome #2: ..."); the outcomes after it get no verdict.
+   * outcome that is refused ends the stream with INVALID_ARGUMENT (or, as above,
+   * RESOURCE_EXHAUSTED or INTERNAL), naming it by its index from 0 ("outcome #2:
+   * ..."); the outcomes after it get no verdict.
    */
   observe(): ClientDuplexStream<Outcome, Verdict>;
   observe(options: Partial<CallOptions>): ClientDuplexStream<Outcome, Verdict>;
