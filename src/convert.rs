@@ -192,6 +192,7 @@ pub fn verdict(v: model::Verdict) -> pb::Verdict {
             retries: e.retries,
             session_duration_ms: e.session_duration_ms,
             text: e.text,
+            labels: e.labels.into_iter().collect(),
         }),
         enforced: v.enforced,
         shadow_action: v.shadow_action.map_or(pb::Action::Unspecified, action) as i32,
@@ -256,6 +257,7 @@ pub fn end_session(session_id: String, summary: Option<model::SessionSummary>) -
             cost: s.cost,
             duration_ms: s.duration_ms,
             state: session_state(s.state) as i32,
+            labels: s.labels.into_iter().collect(),
         }),
     }
 }

@@ -1256,6 +1256,7 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
         retries: s.retries,
         session_duration_ms: now.saturating_sub(s.created_ms),
         text: String::new(),
+        labels: s.setup.as_ref().map(|setup| setup.labels.clone()).unwrap_or_default(),
     };
     report.text = escalation_text(&report, s.steps);
     report
@@ -1264,7 +1265,12 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
 /// The report as text: made from its parts alone (and the session's steps), so
 /// that a remembered verdict need not keep it.
 pub fn escalation_text(report: &EscalationReport, steps: u32) -> String {
-    let mut text = format!("Rebound escalation: {}\nErrors, oldest first:\n", report.summary);
+    let mut text = format!("Rebound escalation: {}\n", report.summary);
+    if !report.labels.is_empty() {
+        let labels: Vec<String> = report.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(text, "Labels: {}", labels.join(", "));
+    }
+    text.push_str("Errors, oldest first:\n");
     for e in &report.history {
         let times = if e.count > 1 { format!(" (×{})", e.count) } else { String::new() };
         let _ = writeln!(
@@ -1736,6 +1742,28 @@ mod tests {
         assert_eq!(v.escalation.unwrap().summary, "An auth error from tool `crm` needs a human.");
         let v = e.report(&Outcome { http_status: Some(402), ..fail("t", "crm", "Payment Required") }).unwrap();
         assert_eq!(v.escalation.unwrap().summary, "A quota_exceeded error from tool `crm` needs a human.");
+    }
+
+    #[test]
+    fn the_labels_a_session_declared_come_back_in_its_escalation_and_its_summary() {
+        // They were checked and kept, but never returned: nothing told the human which run it was.
+        let (e, _) = engine();
+        let labels: BTreeMap<String, String> = [("run", "nightly-42"), ("user", "alice")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        e.start_session(&StartSession { session_id: "s".into(), labels: labels.clone(), ..Default::default() })
+            .unwrap();
+        let call = Outcome { call_id: "c1".into(), http_status: Some(401), ..fail("s", "crm", "Unauthorized") };
+        let report = e.report(&call).unwrap().escalation.unwrap();
+        assert_eq!(report.labels, labels);
+        assert!(report.text.starts_with("Rebound escalation: An auth error from tool `crm` needs a human.\nLabels: run=nightly-42, user=alice\nErrors"), "{}", report.text);
+        // A repeated call_id's verdict, made again from what was remembered, has them too.
+        assert_eq!(*e.report(&call).unwrap().escalation.unwrap(), *report);
+        assert_eq!(e.end_session("s").unwrap().unwrap().labels, labels);
+        // Without StartSession, none.
+        let v = e.report(&Outcome { http_status: Some(401), ..fail("t", "crm", "Unauthorized") }).unwrap();
+        assert!(v.escalation.unwrap().labels.is_empty());
     }
 
     #[test]

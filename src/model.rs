@@ -350,6 +350,9 @@ pub struct EscalationReport {
     pub session_duration_ms: u64,
     /// The whole report as text.
     pub text: String,
+    /// The labels the session's StartSession declared.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// The answer to one outcome.
@@ -404,6 +407,9 @@ pub struct SessionSummary {
     pub duration_ms: u64,
     /// The state it ended in.
     pub state: SessionState,
+    /// The labels its StartSession declared.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 #[cfg(test)]

@@ -388,6 +388,7 @@ impl Session {
             cost: self.cost,
             duration_ms: now_ms.saturating_sub(self.created_ms),
             state: self.state,
+            labels: self.setup.as_ref().map(|setup| setup.labels.clone()).unwrap_or_default(),
         }
     }
 }
@@ -452,6 +453,7 @@ impl Remembered {
                 + r.summary.capacity()
                 + r.history.capacity() * std::mem::size_of::<crate::model::ErrorRecord>()
                 + r.errors_by_category.capacity() * std::mem::size_of::<(Category, u32)>()
+                + r.labels.iter().map(|(k, v)| 2 * STRING + 16 + k.len() + v.len()).sum::<usize>()
         });
         std::mem::size_of::<Details>() + 16 + snippet + report
     }

@@ -111,7 +111,12 @@ async fn context_start_admit_and_end_session() {
     assert_eq!(started.step_limit, 3);
     let again = server
         .client
-        .start_session(pb::StartSessionRequest { session_id: "life".into(), step_limit: 3, ..Default::default() })
+        .start_session(pb::StartSessionRequest {
+            session_id: "life".into(),
+            step_limit: 3,
+            labels: [("run".to_string(), "it-1".to_string())].into(),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
@@ -158,6 +163,7 @@ async fn context_start_admit_and_end_session() {
     let summary = ended.summary.unwrap();
     assert_eq!((summary.calls, summary.errors), (3, 1));
     assert_eq!(summary.errors_by_category.get("not_found"), Some(&1));
+    assert_eq!(summary.labels.get("run").map(String::as_str), Some("it-1"), "the labels StartSession declared last");
     let gone =
         server.client.end_session(pb::EndSessionRequest { session_id: "life".into() }).await.unwrap().into_inner();
     assert!(!gone.found);

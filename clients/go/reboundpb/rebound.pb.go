@@ -1045,7 +1045,9 @@ type EscalationReport struct {
 	// How long the session has run, in milliseconds.
 	SessionDurationMs uint64 `protobuf:"varint,5,opt,name=session_duration_ms,json=sessionDurationMs,proto3" json:"session_duration_ms,omitempty"`
 	// The same report as plain text.
-	Text          string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
+	Text string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
+	// The labels the session's StartSession declared, so the human knows which run it is.
+	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1120,6 +1122,13 @@ func (x *EscalationReport) GetText() string {
 		return x.Text
 	}
 	return ""
+}
+
+func (x *EscalationReport) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // The answer to one outcome.
@@ -1297,7 +1306,8 @@ type StartSessionRequest struct {
 	// A policy profile the config defines ([profiles.NAME]: its own retry, breaker, category, per-tool
 	// and snippet settings); empty for the config's own policy. A name the config does not define is refused.
 	Profile string `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
-	// Free labels kept with the session (at most 64; values at most 1024 bytes).
+	// Free labels kept with the session (at most 64; values at most 1024 bytes),
+	// returned in its escalation reports and its EndSession summary.
 	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1807,7 +1817,9 @@ type SessionSummary struct {
 	// How long the session ran, in milliseconds.
 	DurationMs uint64 `protobuf:"varint,7,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	// The state it ended in.
-	State         SessionState `protobuf:"varint,8,opt,name=state,proto3,enum=rebound.v1.SessionState" json:"state,omitempty"`
+	State SessionState `protobuf:"varint,8,opt,name=state,proto3,enum=rebound.v1.SessionState" json:"state,omitempty"`
+	// The labels its StartSession declared.
+	Labels        map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1896,6 +1908,13 @@ func (x *SessionSummary) GetState() SessionState {
 		return x.State
 	}
 	return SessionState_SESSION_STATE_UNSPECIFIED
+}
+
+func (x *SessionSummary) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // The ended session's summary.
@@ -2024,17 +2043,21 @@ const file_rebound_v1_rebound_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12\x13\n" +
 	"\x05at_ms\x18\x05 \x01(\x04R\x04atMs\x12*\n" +
-	"\x06action\x18\x06 \x01(\x0e2\x12.rebound.v1.ActionR\x06action\"\xe4\x02\n" +
+	"\x06action\x18\x06 \x01(\x0e2\x12.rebound.v1.ActionR\x06action\"\xe1\x03\n" +
 	"\x10EscalationReport\x12\x18\n" +
 	"\asummary\x18\x01 \x01(\tR\asummary\x121\n" +
 	"\ahistory\x18\x02 \x03(\v2\x17.rebound.v1.ErrorRecordR\ahistory\x12`\n" +
 	"\x12errors_by_category\x18\x03 \x03(\v22.rebound.v1.EscalationReport.ErrorsByCategoryEntryR\x10errorsByCategory\x12\x18\n" +
 	"\aretries\x18\x04 \x01(\rR\aretries\x12.\n" +
 	"\x13session_duration_ms\x18\x05 \x01(\x04R\x11sessionDurationMs\x12\x12\n" +
-	"\x04text\x18\x06 \x01(\tR\x04text\x1aC\n" +
+	"\x04text\x18\x06 \x01(\tR\x04text\x12@\n" +
+	"\x06labels\x18\a \x03(\v2(.rebound.v1.EscalationReport.LabelsEntryR\x06labels\x1aC\n" +
 	"\x15ErrorsByCategoryEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xbc\x04\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x04\n" +
 	"\aVerdict\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
 	"\n" +
@@ -2102,7 +2125,7 @@ const file_rebound_v1_rebound_proto_rawDesc = "" +
 	"\x06tokens\x18\x04 \x01(\rR\x06tokens\"2\n" +
 	"\x11EndSessionRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x84\x03\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xff\x03\n" +
 	"\x0eSessionSummary\x12\x14\n" +
 	"\x05calls\x18\x01 \x01(\rR\x05calls\x12\x16\n" +
 	"\x06errors\x18\x02 \x01(\rR\x06errors\x12^\n" +
@@ -2112,10 +2135,14 @@ const file_rebound_v1_rebound_proto_rawDesc = "" +
 	"\x04cost\x18\x06 \x01(\x01R\x04cost\x12\x1f\n" +
 	"\vduration_ms\x18\a \x01(\x04R\n" +
 	"durationMs\x12.\n" +
-	"\x05state\x18\b \x01(\x0e2\x18.rebound.v1.SessionStateR\x05state\x1aC\n" +
+	"\x05state\x18\b \x01(\x0e2\x18.rebound.v1.SessionStateR\x05state\x12>\n" +
+	"\x06labels\x18\t \x03(\v2&.rebound.v1.SessionSummary.LabelsEntryR\x06labels\x1aC\n" +
 	"\x15ErrorsByCategoryEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x7f\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x7f\n" +
 	"\x12EndSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2206,7 +2233,7 @@ func file_rebound_v1_rebound_proto_rawDescGZIP() []byte {
 }
 
 var file_rebound_v1_rebound_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_rebound_v1_rebound_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_rebound_v1_rebound_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_rebound_v1_rebound_proto_goTypes = []any{
 	(OutcomeKind)(0),             // 0: rebound.v1.OutcomeKind
 	(Action)(0),                  // 1: rebound.v1.Action
@@ -2232,8 +2259,10 @@ var file_rebound_v1_rebound_proto_goTypes = []any{
 	(*EndSessionResponse)(nil),   // 21: rebound.v1.EndSessionResponse
 	nil,                          // 22: rebound.v1.Outcome.HeadersEntry
 	nil,                          // 23: rebound.v1.EscalationReport.ErrorsByCategoryEntry
-	nil,                          // 24: rebound.v1.StartSessionRequest.LabelsEntry
-	nil,                          // 25: rebound.v1.SessionSummary.ErrorsByCategoryEntry
+	nil,                          // 24: rebound.v1.EscalationReport.LabelsEntry
+	nil,                          // 25: rebound.v1.StartSessionRequest.LabelsEntry
+	nil,                          // 26: rebound.v1.SessionSummary.ErrorsByCategoryEntry
+	nil,                          // 27: rebound.v1.SessionSummary.LabelsEntry
 }
 var file_rebound_v1_rebound_proto_depIdxs = []int32{
 	0,  // 0: rebound.v1.Outcome.kind:type_name -> rebound.v1.OutcomeKind
@@ -2246,37 +2275,39 @@ var file_rebound_v1_rebound_proto_depIdxs = []int32{
 	1,  // 7: rebound.v1.ErrorRecord.action:type_name -> rebound.v1.Action
 	10, // 8: rebound.v1.EscalationReport.history:type_name -> rebound.v1.ErrorRecord
 	23, // 9: rebound.v1.EscalationReport.errors_by_category:type_name -> rebound.v1.EscalationReport.ErrorsByCategoryEntry
-	1,  // 10: rebound.v1.Verdict.action:type_name -> rebound.v1.Action
-	7,  // 11: rebound.v1.Verdict.classification:type_name -> rebound.v1.Classification
-	8,  // 12: rebound.v1.Verdict.retry:type_name -> rebound.v1.RetryPlan
-	9,  // 13: rebound.v1.Verdict.breaker:type_name -> rebound.v1.BreakerStatus
-	11, // 14: rebound.v1.Verdict.escalation:type_name -> rebound.v1.EscalationReport
-	1,  // 15: rebound.v1.Verdict.shadow_action:type_name -> rebound.v1.Action
-	5,  // 16: rebound.v1.Verdict.shadow_reason:type_name -> rebound.v1.Reason
-	24, // 17: rebound.v1.StartSessionRequest.labels:type_name -> rebound.v1.StartSessionRequest.LabelsEntry
-	5,  // 18: rebound.v1.AdmitResponse.reason:type_name -> rebound.v1.Reason
-	3,  // 19: rebound.v1.AdmitResponse.tool_state:type_name -> rebound.v1.BreakerState
-	4,  // 20: rebound.v1.AdmitResponse.session_state:type_name -> rebound.v1.SessionState
-	25, // 21: rebound.v1.SessionSummary.errors_by_category:type_name -> rebound.v1.SessionSummary.ErrorsByCategoryEntry
-	4,  // 22: rebound.v1.SessionSummary.state:type_name -> rebound.v1.SessionState
-	20, // 23: rebound.v1.EndSessionResponse.summary:type_name -> rebound.v1.SessionSummary
-	13, // 24: rebound.v1.Rebound.StartSession:input_type -> rebound.v1.StartSessionRequest
-	6,  // 25: rebound.v1.Rebound.Report:input_type -> rebound.v1.Outcome
-	6,  // 26: rebound.v1.Rebound.Observe:input_type -> rebound.v1.Outcome
-	15, // 27: rebound.v1.Rebound.Admit:input_type -> rebound.v1.AdmitRequest
-	17, // 28: rebound.v1.Rebound.Context:input_type -> rebound.v1.ContextRequest
-	19, // 29: rebound.v1.Rebound.EndSession:input_type -> rebound.v1.EndSessionRequest
-	14, // 30: rebound.v1.Rebound.StartSession:output_type -> rebound.v1.StartSessionResponse
-	12, // 31: rebound.v1.Rebound.Report:output_type -> rebound.v1.Verdict
-	12, // 32: rebound.v1.Rebound.Observe:output_type -> rebound.v1.Verdict
-	16, // 33: rebound.v1.Rebound.Admit:output_type -> rebound.v1.AdmitResponse
-	18, // 34: rebound.v1.Rebound.Context:output_type -> rebound.v1.ContextResponse
-	21, // 35: rebound.v1.Rebound.EndSession:output_type -> rebound.v1.EndSessionResponse
-	30, // [30:36] is the sub-list for method output_type
-	24, // [24:30] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	24, // 10: rebound.v1.EscalationReport.labels:type_name -> rebound.v1.EscalationReport.LabelsEntry
+	1,  // 11: rebound.v1.Verdict.action:type_name -> rebound.v1.Action
+	7,  // 12: rebound.v1.Verdict.classification:type_name -> rebound.v1.Classification
+	8,  // 13: rebound.v1.Verdict.retry:type_name -> rebound.v1.RetryPlan
+	9,  // 14: rebound.v1.Verdict.breaker:type_name -> rebound.v1.BreakerStatus
+	11, // 15: rebound.v1.Verdict.escalation:type_name -> rebound.v1.EscalationReport
+	1,  // 16: rebound.v1.Verdict.shadow_action:type_name -> rebound.v1.Action
+	5,  // 17: rebound.v1.Verdict.shadow_reason:type_name -> rebound.v1.Reason
+	25, // 18: rebound.v1.StartSessionRequest.labels:type_name -> rebound.v1.StartSessionRequest.LabelsEntry
+	5,  // 19: rebound.v1.AdmitResponse.reason:type_name -> rebound.v1.Reason
+	3,  // 20: rebound.v1.AdmitResponse.tool_state:type_name -> rebound.v1.BreakerState
+	4,  // 21: rebound.v1.AdmitResponse.session_state:type_name -> rebound.v1.SessionState
+	26, // 22: rebound.v1.SessionSummary.errors_by_category:type_name -> rebound.v1.SessionSummary.ErrorsByCategoryEntry
+	4,  // 23: rebound.v1.SessionSummary.state:type_name -> rebound.v1.SessionState
+	27, // 24: rebound.v1.SessionSummary.labels:type_name -> rebound.v1.SessionSummary.LabelsEntry
+	20, // 25: rebound.v1.EndSessionResponse.summary:type_name -> rebound.v1.SessionSummary
+	13, // 26: rebound.v1.Rebound.StartSession:input_type -> rebound.v1.StartSessionRequest
+	6,  // 27: rebound.v1.Rebound.Report:input_type -> rebound.v1.Outcome
+	6,  // 28: rebound.v1.Rebound.Observe:input_type -> rebound.v1.Outcome
+	15, // 29: rebound.v1.Rebound.Admit:input_type -> rebound.v1.AdmitRequest
+	17, // 30: rebound.v1.Rebound.Context:input_type -> rebound.v1.ContextRequest
+	19, // 31: rebound.v1.Rebound.EndSession:input_type -> rebound.v1.EndSessionRequest
+	14, // 32: rebound.v1.Rebound.StartSession:output_type -> rebound.v1.StartSessionResponse
+	12, // 33: rebound.v1.Rebound.Report:output_type -> rebound.v1.Verdict
+	12, // 34: rebound.v1.Rebound.Observe:output_type -> rebound.v1.Verdict
+	16, // 35: rebound.v1.Rebound.Admit:output_type -> rebound.v1.AdmitResponse
+	18, // 36: rebound.v1.Rebound.Context:output_type -> rebound.v1.ContextResponse
+	21, // 37: rebound.v1.Rebound.EndSession:output_type -> rebound.v1.EndSessionResponse
+	32, // [32:38] is the sub-list for method output_type
+	26, // [26:32] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_rebound_v1_rebound_proto_init() }
@@ -2291,7 +2322,7 @@ func file_rebound_v1_rebound_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rebound_v1_rebound_proto_rawDesc), len(file_rebound_v1_rebound_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

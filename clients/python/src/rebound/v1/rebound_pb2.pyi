@@ -239,7 +239,7 @@ class ErrorRecord(_message.Message):
     def __init__(self, tool: _Optional[str] = ..., category: _Optional[_Union[Category, str]] = ..., message: _Optional[str] = ..., count: _Optional[int] = ..., at_ms: _Optional[int] = ..., action: _Optional[_Union[Action, str]] = ...) -> None: ...
 
 class EscalationReport(_message.Message):
-    __slots__ = ("summary", "history", "errors_by_category", "retries", "session_duration_ms", "text")
+    __slots__ = ("summary", "history", "errors_by_category", "retries", "session_duration_ms", "text", "labels")
     class ErrorsByCategoryEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -247,19 +247,28 @@ class EscalationReport(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     ERRORS_BY_CATEGORY_FIELD_NUMBER: _ClassVar[int]
     RETRIES_FIELD_NUMBER: _ClassVar[int]
     SESSION_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     summary: str
     history: _containers.RepeatedCompositeFieldContainer[ErrorRecord]
     errors_by_category: _containers.ScalarMap[str, int]
     retries: int
     session_duration_ms: int
     text: str
-    def __init__(self, summary: _Optional[str] = ..., history: _Optional[_Iterable[_Union[ErrorRecord, _Mapping]]] = ..., errors_by_category: _Optional[_Mapping[str, int]] = ..., retries: _Optional[int] = ..., session_duration_ms: _Optional[int] = ..., text: _Optional[str] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, summary: _Optional[str] = ..., history: _Optional[_Iterable[_Union[ErrorRecord, _Mapping]]] = ..., errors_by_category: _Optional[_Mapping[str, int]] = ..., retries: _Optional[int] = ..., session_duration_ms: _Optional[int] = ..., text: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Verdict(_message.Message):
     __slots__ = ("call_id", "session_id", "action", "classification", "retry", "snippet", "breaker", "escalation", "enforced", "shadow_action", "replayed", "snippet_tokens", "shadow_reason")
@@ -381,7 +390,7 @@ class EndSessionRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class SessionSummary(_message.Message):
-    __slots__ = ("calls", "errors", "errors_by_category", "retries", "escalations", "cost", "duration_ms", "state")
+    __slots__ = ("calls", "errors", "errors_by_category", "retries", "escalations", "cost", "duration_ms", "state", "labels")
     class ErrorsByCategoryEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -389,6 +398,13 @@ class SessionSummary(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CALLS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_BY_CATEGORY_FIELD_NUMBER: _ClassVar[int]
@@ -397,6 +413,7 @@ class SessionSummary(_message.Message):
     COST_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     calls: int
     errors: int
     errors_by_category: _containers.ScalarMap[str, int]
@@ -405,7 +422,8 @@ class SessionSummary(_message.Message):
     cost: float
     duration_ms: int
     state: SessionState
-    def __init__(self, calls: _Optional[int] = ..., errors: _Optional[int] = ..., errors_by_category: _Optional[_Mapping[str, int]] = ..., retries: _Optional[int] = ..., escalations: _Optional[int] = ..., cost: _Optional[float] = ..., duration_ms: _Optional[int] = ..., state: _Optional[_Union[SessionState, str]] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, calls: _Optional[int] = ..., errors: _Optional[int] = ..., errors_by_category: _Optional[_Mapping[str, int]] = ..., retries: _Optional[int] = ..., escalations: _Optional[int] = ..., cost: _Optional[float] = ..., duration_ms: _Optional[int] = ..., state: _Optional[_Union[SessionState, str]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class EndSessionResponse(_message.Message):
     __slots__ = ("session_id", "found", "summary")

@@ -315,11 +315,18 @@ export interface EscalationReport {
   sessionDurationMs: number;
   /** The same report as plain text. */
   text: string;
+  /** The labels the session's StartSession declared, so the human knows which run it is. */
+  labels: { [key: string]: string };
 }
 
 export interface EscalationReport_ErrorsByCategoryEntry {
   key: string;
   value: number;
+}
+
+export interface EscalationReport_LabelsEntry {
+  key: string;
+  value: string;
 }
 
 /** The answer to one outcome. */
@@ -392,7 +399,10 @@ export interface StartSessionRequest {
    * and snippet settings); empty for the config's own policy. A name the config does not define is refused.
    */
   profile: string;
-  /** Free labels kept with the session (at most 64; values at most 1024 bytes). */
+  /**
+   * Free labels kept with the session (at most 64; values at most 1024 bytes),
+   * returned in its escalation reports and its EndSession summary.
+   */
   labels: { [key: string]: string };
 }
 
@@ -496,11 +506,18 @@ export interface SessionSummary {
   durationMs: number;
   /** The state it ended in. */
   state: SessionState;
+  /** The labels its StartSession declared. */
+  labels: { [key: string]: string };
 }
 
 export interface SessionSummary_ErrorsByCategoryEntry {
   key: string;
   value: number;
+}
+
+export interface SessionSummary_LabelsEntry {
+  key: string;
+  value: string;
 }
 
 /** The ended session's summary. */
@@ -1289,7 +1306,7 @@ export const ErrorRecord: MessageFns<ErrorRecord> = {
 };
 
 function createBaseEscalationReport(): EscalationReport {
-  return { summary: "", history: [], errorsByCategory: {}, retries: 0, sessionDurationMs: 0, text: "" };
+  return { summary: "", history: [], errorsByCategory: {}, retries: 0, sessionDurationMs: 0, text: "", labels: {} };
 }
 
 export const EscalationReport: MessageFns<EscalationReport> = {
@@ -1312,6 +1329,9 @@ export const EscalationReport: MessageFns<EscalationReport> = {
     if (message.text !== "") {
       writer.uint32(50).string(message.text);
     }
+    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+      EscalationReport_LabelsEntry.encode({ key: key as any, value }, writer.uint32(58).fork()).join();
+    });
     return writer;
   },
 
@@ -1379,6 +1399,17 @@ export const EscalationReport: MessageFns<EscalationReport> = {
             message.text = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            const entry7 = EscalationReport_LabelsEntry.decode(reader, reader.uint32());
+            if (entry7.value !== undefined) {
+              message.labels[entry7.key] = entry7.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1410,6 +1441,15 @@ export const EscalationReport: MessageFns<EscalationReport> = {
     message.retries = object.retries ?? 0;
     message.sessionDurationMs = object.sessionDurationMs ?? 0;
     message.text = object.text ?? "";
+    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
     return message;
   },
 };
@@ -1477,6 +1517,73 @@ export const EscalationReport_ErrorsByCategoryEntry: MessageFns<EscalationReport
     const message = createBaseEscalationReport_ErrorsByCategoryEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseEscalationReport_LabelsEntry(): EscalationReport_LabelsEntry {
+  return { key: "", value: "" };
+}
+
+export const EscalationReport_LabelsEntry: MessageFns<EscalationReport_LabelsEntry> = {
+  encode(message: EscalationReport_LabelsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EscalationReport_LabelsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEscalationReport_LabelsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<EscalationReport_LabelsEntry>): EscalationReport_LabelsEntry {
+    return EscalationReport_LabelsEntry.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<EscalationReport_LabelsEntry>): EscalationReport_LabelsEntry {
+    const message = createBaseEscalationReport_LabelsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
@@ -2406,7 +2513,17 @@ export const EndSessionRequest: MessageFns<EndSessionRequest> = {
 };
 
 function createBaseSessionSummary(): SessionSummary {
-  return { calls: 0, errors: 0, errorsByCategory: {}, retries: 0, escalations: 0, cost: 0, durationMs: 0, state: 0 };
+  return {
+    calls: 0,
+    errors: 0,
+    errorsByCategory: {},
+    retries: 0,
+    escalations: 0,
+    cost: 0,
+    durationMs: 0,
+    state: 0,
+    labels: {},
+  };
 }
 
 export const SessionSummary: MessageFns<SessionSummary> = {
@@ -2435,6 +2552,9 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     if (message.state !== 0) {
       writer.uint32(64).int32(message.state);
     }
+    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+      SessionSummary_LabelsEntry.encode({ key: key as any, value }, writer.uint32(74).fork()).join();
+    });
     return writer;
   },
 
@@ -2518,6 +2638,17 @@ export const SessionSummary: MessageFns<SessionSummary> = {
             message.state = reader.int32() as any;
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            const entry9 = SessionSummary_LabelsEntry.decode(reader, reader.uint32());
+            if (entry9.value !== undefined) {
+              message.labels[entry9.key] = entry9.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2551,6 +2682,15 @@ export const SessionSummary: MessageFns<SessionSummary> = {
     message.cost = object.cost ?? 0;
     message.durationMs = object.durationMs ?? 0;
     message.state = object.state ?? 0;
+    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
     return message;
   },
 };
@@ -2618,6 +2758,73 @@ export const SessionSummary_ErrorsByCategoryEntry: MessageFns<SessionSummary_Err
     const message = createBaseSessionSummary_ErrorsByCategoryEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseSessionSummary_LabelsEntry(): SessionSummary_LabelsEntry {
+  return { key: "", value: "" };
+}
+
+export const SessionSummary_LabelsEntry: MessageFns<SessionSummary_LabelsEntry> = {
+  encode(message: SessionSummary_LabelsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionSummary_LabelsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionSummary_LabelsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<SessionSummary_LabelsEntry>): SessionSummary_LabelsEntry {
+    return SessionSummary_LabelsEntry.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionSummary_LabelsEntry>): SessionSummary_LabelsEntry {
+    const message = createBaseSessionSummary_LabelsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
