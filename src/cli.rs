@@ -201,7 +201,7 @@ impl ServeArgs {
     }
 }
 
-/// Runs a subcommand other than `serve`.
+/// Runs a subcommand (`main` merges the flags given before `serve` into its own first).
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve(args),
