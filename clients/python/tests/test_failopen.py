@@ -227,6 +227,38 @@ def test_a_session_the_fallback_escalated_or_aborted_says_so_in_admit(logs: Reco
             assert not refused.allowed and refused.reason == pb.REASON_SESSION_STOPPED
 
 
+def test_the_fallback_gives_the_declared_labels_back_as_the_sidecar_does(sidecar: Sidecar) -> None:
+    # The sidecar returns a session's StartSession labels in its escalation reports (a field,
+    # and a `Labels:` line right after the text's first line, sorted by key in UTF-8 byte
+    # order) and in its EndSession summary; the fallback does the same with the labels the
+    # session declared. The keys' order differs from UTF-16's for the last two.
+    labels = {"user": "alice", "run": "nightly-42", "Z": "1", "é": "2", "\U0001f600": "3", "\uff5a": "4"}
+    line = "Labels: Z=1, run=nightly-42, user=alice, é=2, \uff5a=4, \U0001f600=3"
+    host, port = refused_address()
+    lines: dict[bool, str] = {}
+    for addr in (sidecar.grpc, f"{host}:{port}"):
+        with rebound.Client(addr, timeout=LIVE_TIMEOUT, fallback_policy=FAST) as client:
+            with client.session(unique("py-labels"), labels=labels) as session:
+                v = session.report(unique("crm"), error=http_error(401))
+                summary = session.end()
+        assert v.fallback == (addr != sidecar.grpc) and v.action is Action.ESCALATE and v.escalation is not None
+        assert dict(v.escalation.labels) == labels
+        first, second, *_ = v.escalation.text.split("\n")
+        assert first.startswith("Rebound escalation: ") if not v.fallback else first == v.escalation.summary
+        lines[v.fallback] = second
+        assert dict(summary.labels) == labels and summary.escalations == 1
+    assert lines == {False: line, True: line}
+    assert v.fallback and v.escalation is not None
+    assert v.escalation.text.split("\n")[2].startswith("last error: "), v.escalation.text
+    # A session that declared none: no field, no line, as on the sidecar.
+    with rebound.Client(f"{host}:{port}", fallback_policy=FAST) as client:
+        with client.session(unique("py-labels")) as session:
+            v = session.report("crm", error=http_error(401))
+            assert v.escalation is not None and not v.escalation.labels
+            assert "Labels:" not in v.escalation.text
+            assert not session.end().labels
+
+
 def test_the_fallback_carries_on_the_sidecars_count_of_identical_errors() -> None:
     # Two timeouts answered by the sidecar, then it stops: the fallback counts on from two, and
     # the fifth identical error (its seconds differ) ends the run, as the sidecar would have.

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from types import MappingProxyType
 from typing import Optional
 
 from rebound.outcome import MAX_MESSAGE_CHARS
@@ -149,6 +150,9 @@ def _int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+NO_LABELS: Mapping[str, str] = MappingProxyType({})
+"""The labels of a session that declared none."""
+
 STOPPED_SNIPPET = "<error>\nThe session was stopped earlier; end the run.\n</error>"
 """The snippet of every outcome after an abort, as the sidecar writes it."""
 
@@ -258,12 +262,14 @@ class FallbackPolicy:
         random: float,
         session: SessionCounters = SessionCounters(),
         limits: DeclaredLimits = DeclaredLimits(),
+        labels: Mapping[str, str] = NO_LABELS,
     ) -> pb.Verdict:
         """The whole policy: one outcome in, one verdict out. `consecutive` counts the failures of
         the outcome's tool in a row in the session, this one included; `session` holds the
         session's other counts and `limits` what it declared (without them, only the
-        consecutive-failures breaker can trip); `now` (epoch seconds) resolves a Retry-After
-        date; `random` in [0, 1) drives the jitter."""
+        consecutive-failures breaker can trip); `labels` are the session's declared labels, which
+        an escalation report carries as the sidecar's does; `now` (epoch seconds) resolves a
+        Retry-After date; `random` in [0, 1) drives the jitter."""
         v = pb.Verdict(call_id=outcome.call_id, session_id=outcome.session_id, enforced=True)
         b = v.breaker
         b.session_state = session.state
@@ -305,12 +311,12 @@ class FallbackPolicy:
                 why = f"{session.session_errors} errors in this session, the last from tool {outcome.tool!r}"
             else:
                 why = f"tool {outcome.tool!r} failed {consecutive} times in a row"
-            _escalation(v, outcome, why)
+            _escalation(v, outcome, why, labels)
         elif category in (Category.AUTH, Category.PERMISSION_DENIED, Category.QUOTA_EXCEEDED):
             self._stop(v, Action.ESCALATE, pb.REASON_CATEGORY_POLICY)
-            _escalation(v, outcome, f"{category.label} for tool {outcome.tool!r} needs a human")
+            _escalation(v, outcome, f"{category.label} for tool {outcome.tool!r} needs a human", labels)
         elif category in _RETRYABLE:
-            self._retry(v, outcome, category, consecutive, session, limits, now, random)
+            self._retry(v, outcome, category, consecutive, session, limits, labels, now, random)
         elif category is Category.UNKNOWN_TOOL:
             v.action = Action.RECLASSIFY.proto
         elif category in (Category.CONTEXT_LENGTH, Category.CONTENT_FILTER):
@@ -387,6 +393,7 @@ class FallbackPolicy:
         consecutive: int,
         session: SessionCounters,
         limits: DeclaredLimits,
+        labels: Mapping[str, str],
         now: float,
         random: float,
     ) -> None:
@@ -409,7 +416,7 @@ class FallbackPolicy:
             if provided > self.max_provider_delay:
                 self._stop(v, Action.ESCALATE, pb.REASON_DELAY_TOO_LONG)
                 why = f"tool {o.tool!r} asks for a wait of {provided:g} s, longer than {self.max_provider_delay:g} s"
-                _escalation(v, o, why)
+                _escalation(v, o, why, labels)
                 return
             # Never earlier than the provider asked; spread upwards only, over at least the
             # base delay's jitter, so that "retry now" does not bring a fleet back at once.
@@ -568,14 +575,26 @@ def message_line(typ: str, message: str) -> str:
     return ": ".join(part for part in (typ, message) if part)
 
 
-def _escalation(v: pb.Verdict, o: pb.Outcome, why: str) -> None:
+def _escalation(v: pb.Verdict, o: pb.Outcome, why: str, labels: Mapping[str, str]) -> None:
+    """The fallback's escalation report: its summary, then (as the sidecar's text, right after
+    the first line) the session's labels, then the last error's message."""
     summary = f"{why} (decided by the client's local fallback policy: the Rebound sidecar did not answer)"
     text = summary
+    if labels:
+        text += f"\n{labels_line(labels)}"
     message = shown_message(o)
     if message:
         text += f"\nlast error: {message}"
     v.escalation.summary = summary
     v.escalation.text = text
+    v.escalation.labels.update(labels)
+
+
+def labels_line(labels: Mapping[str, str]) -> str:
+    """The line an escalation report's text gives the session's labels, as the sidecar writes
+    it: `Labels: k1=v1, k2=v2`, sorted by key (by code point, which is the sidecar's UTF-8 byte
+    order)."""
+    return "Labels: " + ", ".join(f"{k}={labels[k]}" for k in sorted(labels))
 
 
 def shown_message(o: pb.Outcome) -> str:

@@ -1,16 +1,26 @@
 """What a session remembers on the client side, always, so that the fallback policy carries on
 where the sidecar left off: the session breakers' counts (failures in a row per tool, errors,
 identical errors in a row, steps, cost, the state), the limits the session declared,
-unresolved errors for the context, and the summary counters."""
+unresolved errors for the context, and the summary counters (with the labels it declared)."""
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple, Optional
 
-from rebound.fallback import DeclaredLimits, SessionCounters, error_block, error_type, message_line, shown_message
+from rebound.fallback import (
+    NO_LABELS,
+    DeclaredLimits,
+    SessionCounters,
+    error_block,
+    error_type,
+    message_line,
+    shown_message,
+)
 from rebound.fingerprint import normalise
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Action, Category, ErrorContext
@@ -46,11 +56,16 @@ class Counted(NamedTuple):
 class LocalState:
     """One session's client-side memory; safe for concurrent use."""
 
-    def __init__(self, now: float, limits: DeclaredLimits = DeclaredLimits()) -> None:
+    def __init__(
+        self, now: float, limits: DeclaredLimits = DeclaredLimits(), labels: Mapping[str, str] = NO_LABELS
+    ) -> None:
         self._lock = threading.Lock()
         self._started = now
         self.limits = limits
         """The limits the session declared, which the fallback enforces."""
+        self.labels: Mapping[str, str] = MappingProxyType(dict(labels))
+        """The labels the session declared, which the fallback's escalation reports and the
+        local summary carry, as the sidecar's do."""
         self._consecutive: dict[str, int] = {}
         # The tool and normalised message of the session's last error while it repeats, and how
         # many times in a row it came; a success of that tool clears it, as on the sidecar.
@@ -58,7 +73,7 @@ class LocalState:
         self._identical = 0
         # The latest error of each tool whose last call failed, oldest first.
         self._unresolved: list[_Error] = []
-        self._summary = pb.SessionSummary(state=pb.SESSION_STATE_ACTIVE)
+        self._summary = pb.SessionSummary(state=pb.SESSION_STATE_ACTIVE, labels=dict(labels))
         # The latest call ids, oldest first, with their verdicts once given (None until then).
         # A repeated call id is the same call reported again (a retried request, a replayed
         # log): the sidecar answers it with the earlier verdict and counts nothing twice, and

@@ -69,7 +69,7 @@ class _State:
         self._prefix = secrets.token_hex(6)
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
-        self.local = LocalState(core.clock(), DeclaredLimits.of(declare))
+        self.local = LocalState(core.clock(), DeclaredLimits.of(declare), declare.labels if declare else {})
 
     def prepare(self, o: pb.Outcome) -> Counted:
         """Fills in the session and call ids and counts the outcome locally; returns what the
@@ -162,6 +162,7 @@ class _State:
                 random=self.core.random(),
                 session=counted.session,
                 limits=self.local.limits,
+                labels=self.local.labels,
             )
         self.local.record(o, v)
         return Verdict(v, fallback=True)
