@@ -23,7 +23,7 @@ type localRun struct {
 }
 
 func newLocalRun(p FallbackPolicy, limits sessionLimits) *localRun {
-	return &localRun{l: newLocalState(now, limits), p: p}
+	return &localRun{l: newLocalState(now, limits, nil), p: p}
 }
 
 func (r *localRun) report(o *reboundpb.Outcome) *reboundpb.Verdict {

@@ -356,6 +356,72 @@ func TestRepeatedCallIDCountsOnce(t *testing.T) {
 	}
 }
 
+// The sidecar gives a session's StartSession labels back in its escalation
+// reports (a field, and a "Labels:" line right after the text's first line,
+// sorted by key in byte order) and in its EndSession summary; with the sidecar
+// down, the fallback does the same with the labels the session declared. The
+// last two keys sort differently in UTF-16 code units.
+func TestFallbackGivesTheDeclaredLabelsBack(t *testing.T) {
+	ctx := context.Background()
+	down, err := Dial(ctx, refusedAddr(t), WithFallbackPolicy(fastPolicy()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	labels := map[string]string{"user": "alice", "run": "nightly-42", "Z": "1", "é": "2", "\U0001F600": "3", "\uFF5A": "4"}
+	const line = "Labels: Z=1, run=nightly-42, user=alice, é=2, \uFF5A=4, \U0001F600=3"
+	run := func(c *Client, opts ...SessionOption) (*Verdict, *reboundpb.SessionSummary) {
+		t.Helper()
+		s, err := c.Session(sessionID(t, "s"), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := s.Report(ctx, newTools().llm, &HTTPError{StatusCode: 401, Body: "Unauthorized"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Action != ActionEscalate || v.GetEscalation() == nil {
+			t.Fatalf("Report(401) = %v; want an escalation", v)
+		}
+		sum, err := s.End(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, sum
+	}
+	for _, c := range []*Client{dial(t), down} {
+		v, sum := run(c, WithLabels(labels))
+		if v.Fallback != (c == down) {
+			t.Fatalf("answered by the fallback: %v, want %v", v.Fallback, c == down)
+		}
+		report := v.GetEscalation()
+		if fmt.Sprint(report.GetLabels()) != fmt.Sprint(labels) {
+			t.Errorf("fallback %v: report labels = %v, want %v", v.Fallback, report.GetLabels(), labels)
+		}
+		lines := strings.Split(report.GetText(), "\n")
+		if len(lines) < 3 || lines[1] != line {
+			t.Errorf("fallback %v: report text = %q, want %q as its second line", v.Fallback, report.GetText(), line)
+		}
+		if v.Fallback && (lines[0] != report.GetSummary() || !strings.HasPrefix(lines[len(lines)-1], "last error: ")) {
+			t.Errorf("the fallback's report text = %q, want its summary, the labels, then the last error", report.GetText())
+		}
+		if fmt.Sprint(sum.GetLabels()) != fmt.Sprint(labels) || sum.GetEscalations() != 1 {
+			t.Errorf("fallback %v: summary = %v, want the labels %v and 1 escalation", v.Fallback, sum, labels)
+		}
+	}
+	if down.Fallbacks() == 0 {
+		t.Fatal("the fallback did not answer")
+	}
+	// A session that declared none: no field, no line, as on the sidecar.
+	v, sum := run(down)
+	if !v.Fallback || len(v.GetEscalation().GetLabels()) != 0 || strings.Contains(v.GetEscalation().GetText(), "Labels:") {
+		t.Errorf("a session without labels: report = %v", v.GetEscalation())
+	}
+	if len(sum.GetLabels()) != 0 {
+		t.Errorf("a session without labels: summary labels = %v", sum.GetLabels())
+	}
+}
+
 // With the sidecar down, Admit answers from the session's local state: an
 // escalated session is still allowed, an aborted one is refused, as the sidecar says.
 func TestFallbackAdmitSaysWhatTheLocalVerdictsDid(t *testing.T) {

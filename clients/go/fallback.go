@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -111,6 +112,9 @@ type fallbackInput struct {
 	state reboundpb.SessionState
 	// limits are what the session declared.
 	limits sessionLimits
+	// labels are the labels the session declared, which an escalation report
+	// carries, as the sidecar's does; nil for none. Read only.
+	labels map[string]string
 	// now resolves a Retry-After given as an HTTP date.
 	now time.Time
 	// random is uniform in [0, 1) and drives the jitter.
@@ -237,7 +241,7 @@ func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundp
 		v.Retry, v.Escalation = nil, nil
 		p.stop(v, action, reason)
 		if action == ActionEscalate {
-			v.Escalation = escalation(o, escalationWhy(o, reason, in))
+			v.Escalation = escalation(o, escalationWhy(o, reason, in), in.labels)
 		}
 	} else if v.Retry != nil {
 		// A retry whose failure trips a session breaker is not retried: promise no more than those left.
@@ -266,7 +270,7 @@ func (p FallbackPolicy) plan(v *reboundpb.Verdict, o *reboundpb.Outcome, in fall
 	case category == reboundpb.Category_CATEGORY_AUTH || category == reboundpb.Category_CATEGORY_PERMISSION_DENIED ||
 		category == reboundpb.Category_CATEGORY_QUOTA_EXCEEDED:
 		p.stop(v, ActionEscalate, reboundpb.Reason_REASON_CATEGORY_POLICY)
-		v.Escalation = escalation(o, fmt.Sprintf("%s for tool %q needs a human", categoryName(category), o.GetTool()))
+		v.Escalation = escalation(o, fmt.Sprintf("%s for tool %q needs a human", categoryName(category), o.GetTool()), in.labels)
 	case v.Classification.Retryable:
 		p.retry(v, o, in)
 	case category == reboundpb.Category_CATEGORY_UNKNOWN_TOOL:
@@ -327,7 +331,7 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 		if provided > p.MaxProviderDelay {
 			p.stop(v, ActionEscalate, reboundpb.Reason_REASON_DELAY_TOO_LONG)
 			v.Escalation = escalation(o, fmt.Sprintf("tool %q asks for a wait of %s, longer than %s",
-				o.GetTool(), provided.Round(time.Second), p.MaxProviderDelay))
+				o.GetTool(), provided.Round(time.Second), p.MaxProviderDelay), in.labels)
 			return
 		}
 		// Never earlier than the provider asked; spread upwards only, over at least the
@@ -649,12 +653,45 @@ func cut(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
-// escalation is the fallback's report for a human.
-func escalation(o *reboundpb.Outcome, why string) *reboundpb.EscalationReport {
+// escalation is the fallback's report for a human: its summary, then (as in
+// the sidecar's text, right after the first line) the session's labels, then
+// the last error's message. The report carries a copy of the labels.
+func escalation(o *reboundpb.Outcome, why string, labels map[string]string) *reboundpb.EscalationReport {
 	summary := why + " (decided by the client's local fallback policy: the Rebound sidecar did not answer)"
 	text := summary
+	if len(labels) > 0 {
+		text += "\n" + labelsLine(labels)
+	}
 	if m := shownMessage(o); m != "" {
 		text += "\nlast error: " + m
 	}
-	return &reboundpb.EscalationReport{Summary: summary, Text: text}
+	return &reboundpb.EscalationReport{Summary: summary, Text: text, Labels: copyLabels(labels)}
+}
+
+// labelsLine is the line an escalation report's text gives the session's
+// labels, as the sidecar writes it: "Labels: k1=v1, k2=v2", sorted by key
+// (byte order, the sidecar's).
+func labelsLine(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pairs := make([]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = k + "=" + labels[k]
+	}
+	return "Labels: " + strings.Join(pairs, ", ")
+}
+
+// copyLabels is a copy of labels; nil for none.
+func copyLabels(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return nil
+	}
+	c := make(map[string]string, len(labels))
+	for k, v := range labels {
+		c[k] = v
+	}
+	return c
 }

@@ -783,7 +783,7 @@ func TestSuggestionsMatchSidecarCategories(t *testing.T) {
 }
 
 func TestLocalContextShowsLatestUnresolved(t *testing.T) {
-	l := newLocalState(now, sessionLimits{})
+	l := newLocalState(now, sessionLimits{}, nil)
 	fail := func(o *reboundpb.Outcome, category Category) {
 		l.observe(o)
 		l.record(o, &reboundpb.Verdict{Action: ActionRecover, Classification: &reboundpb.Classification{Category: category}})

@@ -16,11 +16,16 @@ import (
 // the fallback policy can carry on where the sidecar left off: failures in a
 // row per tool, identical errors in a row, the declared limits, unresolved
 // errors for the context, the summary counters (steps, cost and errors
-// included), and the latest call ids with their verdicts.
+// included), the labels the session declared, and the latest call ids with
+// their verdicts.
 type localState struct {
-	mu          sync.Mutex
-	started     time.Time
-	limits      sessionLimits
+	mu      sync.Mutex
+	started time.Time
+	limits  sessionLimits
+	// labels are the labels the session declared (nil: none), for the
+	// fallback's escalation reports and the local summary, as the sidecar's.
+	// Never changed after newLocalState.
+	labels      map[string]string
 	consecutive map[string]int
 	// lastTool and lastError are the tool and the normalised text of the session's
 	// latest failure (lastTool is empty after a success of that tool), and
@@ -65,8 +70,8 @@ const maxUnresolved = 64
 // contextShown is how many errors the local context shows as blocks, as the sidecar's default.
 const contextShown = 3
 
-func newLocalState(now time.Time, limits sessionLimits) *localState {
-	return &localState{started: now, limits: limits, consecutive: map[string]int{}}
+func newLocalState(now time.Time, limits sessionLimits, labels map[string]string) *localState {
+	return &localState{started: now, limits: limits, labels: copyLabels(labels), consecutive: map[string]int{}}
 }
 
 // observe counts an outcome before it is judged and returns the session's
@@ -148,6 +153,7 @@ func (l *localState) counters(tool string) fallbackInput {
 		cost:        l.summary.Cost,
 		state:       l.summary.State,
 		limits:      l.limits,
+		labels:      l.labels,
 	}
 }
 
@@ -269,5 +275,6 @@ func (l *localState) snapshot(now time.Time) *reboundpb.SessionSummary {
 		Cost:             l.summary.Cost,
 		DurationMs:       uint64(max(now.Sub(l.started), 0) / time.Millisecond),
 		State:            state,
+		Labels:           copyLabels(l.labels),
 	}
 }

@@ -229,7 +229,7 @@ func newSession(c *Client, id string, declare *reboundpb.StartSessionRequest) *S
 		id:         id,
 		declare:    declare,
 		callPrefix: hex.EncodeToString(b[:]),
-		local:      newLocalState(c.cfg.now(), declaredLimits(declare)),
+		local:      newLocalState(c.cfg.now(), declaredLimits(declare), declare.GetLabels()),
 	}
 }
 
