@@ -101,15 +101,18 @@ export function fallbackPolicy(overrides: Partial<FallbackPolicy> = {}): Readonl
 
 /**
  * What the policy needs beyond the outcome: the session's counts (as
- * `LocalState.observe` keeps them; left out, 0 and an active session) and
+ * `LocalState.observe` keeps them; left out, 0 and an active session),
  * declared limits (left out, none), so that only the consecutive-failures
- * breaker can trip without them. Time and randomness come from outside so that tests are exact.
+ * breaker can trip without them, and declared labels (left out, none). Time
+ * and randomness come from outside so that tests are exact.
  */
 export interface FallbackInput extends Partial<Omit<SessionCounts, "consecutive">> {
   /** Failures of the outcome's tool in a row in the session, this one included. */
   consecutive: number;
   /** The limits the session declared. */
   limits?: Readonly<DeclaredLimits>;
+  /** The labels the session declared, which an escalation report carries, as the sidecar's does. */
+  labels?: Readonly<Record<string, string>>;
   /** Now, in milliseconds since the epoch: resolves a Retry-After given as an HTTP date. */
   nowMs: number;
   /** Uniform in [0, 1): drives the jitter. */
@@ -249,7 +252,7 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
         reason === pb.Reason.REASON_SESSION_ERRORS
           ? `${counts.sessionErrors} errors in this session, the last from tool ${JSON.stringify(o.tool)}`
           : `tool ${JSON.stringify(o.tool)} failed ${counts.consecutive} times in a row`;
-      v.escalation = escalation(o, why);
+      v.escalation = escalation(o, why, input.labels);
     }
   } else if (v.retry !== undefined) {
     // A retry whose failure trips a session breaker is not retried: promise no more than those left.
@@ -277,7 +280,7 @@ function plan(
     stop(v, A.ACTION_ABORT, pb.Reason.REASON_CATEGORY_POLICY);
   } else if (category === C.CATEGORY_AUTH || category === C.CATEGORY_PERMISSION_DENIED || category === C.CATEGORY_QUOTA_EXCEEDED) {
     stop(v, A.ACTION_ESCALATE, pb.Reason.REASON_CATEGORY_POLICY);
-    v.escalation = escalation(o, `${categoryName(category)} for tool ${JSON.stringify(o.tool)} needs a human`);
+    v.escalation = escalation(o, `${categoryName(category)} for tool ${JSON.stringify(o.tool)} needs a human`, input.labels);
   } else if (RETRYABLE.has(category)) {
     planRetry(policy, v, o, input);
   } else if (category === C.CATEGORY_UNKNOWN_TOOL) {
@@ -334,7 +337,7 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
       stop(v, A.ACTION_ESCALATE, pb.Reason.REASON_DELAY_TOO_LONG);
       const seconds = (ms: number): string => `${Math.round(ms / 1000)} s`;
       const why = `tool ${JSON.stringify(o.tool)} asks for a wait of ${seconds(provided)}, longer than ${seconds(p.maxProviderDelayMs)}`;
-      v.escalation = escalation(o, why);
+      v.escalation = escalation(o, why, input.labels);
       return;
     }
     // Never earlier than the provider asked; spread upwards only, over at least the
@@ -580,9 +583,40 @@ export function errorType(o: pb.Outcome): string {
   return "";
 }
 
-/** The fallback's report for a human. */
-function escalation(o: pb.Outcome, why: string): pb.EscalationReport {
+/**
+ * The fallback's report for a human: its summary, then (as in the sidecar's
+ * text, right after the first line) the session's labels, then the last
+ * error's message. The report carries a copy of the labels.
+ */
+function escalation(o: pb.Outcome, why: string, labels: Readonly<Record<string, string>> = {}): pb.EscalationReport {
   const summary = `${why} (decided by the client's local fallback policy: the Rebound sidecar did not answer)`;
+  const lines = [summary];
+  if (Object.keys(labels).length > 0) lines.push(labelsLine(labels));
   const message = shownMessage(o.message);
-  return pb.EscalationReport.create({ summary, text: message === "" ? summary : `${summary}\nlast error: ${message}` });
+  if (message !== "") lines.push(`last error: ${message}`);
+  return pb.EscalationReport.create({ summary, text: lines.join("\n"), labels: { ...labels } });
+}
+
+/**
+ * The line an escalation report's text gives the session's labels, as the
+ * sidecar writes it: `Labels: k1=v1, k2=v2`, sorted by key in the sidecar's
+ * order, by code point (UTF-8 byte order), not by UTF-16 code unit as
+ * `Array.prototype.sort` compares.
+ */
+function labelsLine(labels: Readonly<Record<string, string>>): string {
+  const keys = Object.keys(labels).sort(byCodePoint);
+  return `Labels: ${keys.map((k) => `${k}=${labels[k]}`).join(", ")}`;
+}
+
+/** Orders two strings by their code points. */
+function byCodePoint(a: string, b: string): number {
+  const x = a[Symbol.iterator]();
+  const y = b[Symbol.iterator]();
+  for (;;) {
+    const p = x.next();
+    const q = y.next();
+    if (p.done === true || q.done === true) return (p.done === true ? 0 : 1) - (q.done === true ? 0 : 1);
+    const d = (p.value.codePointAt(0) ?? 0) - (q.value.codePointAt(0) ?? 0);
+    if (d !== 0) return d;
+  }
 }

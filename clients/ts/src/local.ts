@@ -1,9 +1,9 @@
 // What a session remembers on the client side, always, so that the fallback
 // policy can carry on where the sidecar left off: the session breakers' counts
 // (failures in a row per tool, identical errors in a row, errors, steps, cost,
-// the state), the limits the session declared, unresolved errors for the
-// context, the summary counters, and the verdicts of the latest calls for a
-// repeated call id.
+// the state), the limits and labels the session declared, unresolved errors
+// for the context, the summary counters, and the verdicts of the latest calls
+// for a repeated call id.
 
 import { NO_LIMITS, type DeclaredLimits, type SessionCounts } from "./breaker.js";
 import { errorBlock, errorType, shownMessage, type ErrorBlock } from "./fallback.js";
@@ -23,6 +23,8 @@ export class LocalState {
   private readonly started: number;
   /** The limits the session declared, which the fallback enforces. */
   readonly limits: Readonly<DeclaredLimits>;
+  /** The labels the session declared, which the fallback's escalation reports and the local summary carry, as the sidecar's do. */
+  readonly labels: Readonly<Record<string, string>>;
   private readonly consecutive = new Map<string, number>();
   /**
    * The tool and normalised message of the session's latest failure, while no
@@ -43,10 +45,11 @@ export class LocalState {
   /** The latest call ids, oldest first, each with its verdict once it has one. */
   private readonly recent = new Map<string, pb.Verdict | undefined>();
 
-  /** Starts the memory at nowMs, for a session that declared `limits`. */
-  constructor(nowMs: number, limits: Readonly<DeclaredLimits> = NO_LIMITS) {
+  /** Starts the memory at nowMs, for a session that declared `limits` and `labels`. */
+  constructor(nowMs: number, limits: Readonly<DeclaredLimits> = NO_LIMITS, labels: Readonly<Record<string, string>> = {}) {
     this.started = nowMs;
     this.limits = limits;
+    this.labels = Object.freeze({ ...labels });
   }
 
   /**
@@ -176,6 +179,7 @@ export class LocalState {
       cost: this.cost,
       durationMs: Math.max(Math.floor(nowMs - this.started), 0),
       state: this.sessionState,
+      labels: { ...this.labels },
     });
   }
 }

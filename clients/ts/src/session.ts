@@ -112,6 +112,8 @@ export interface SessionSummary {
   durationMs: number;
   /** The state it ended in. */
   state: SessionState;
+  /** The labels the session declared (the `labels` option). */
+  labels: Record<string, string>;
   /** True when this is the client's own count because the sidecar did not answer or had forgotten the session. */
   fallback: boolean;
 }
@@ -156,7 +158,7 @@ export class Session {
     // Call ids only need to be unique within the session; a random prefix keeps
     // two processes that reuse a session id apart.
     this.callPrefix = randomBytes(6).toString("hex");
-    this.local = new LocalState(core.now(), declaredLimits(this.declaration));
+    this.local = new LocalState(core.now(), declaredLimits(this.declaration), this.declaration?.labels);
   }
 
   /**
@@ -301,7 +303,13 @@ export class Session {
     // A repeated call id gets its first verdict again, as the sidecar would give it.
     const earlier = this.local.recall(o.callId);
     if (earlier !== undefined) return new Verdict(pb.Verdict.fromPartial({ ...earlier, replayed: true }), true);
-    const pv = decide(this.core.policy, o, { ...counts, limits: this.local.limits, nowMs: this.core.now(), random: this.core.random() });
+    const pv = decide(this.core.policy, o, {
+      ...counts,
+      limits: this.local.limits,
+      labels: this.local.labels,
+      nowMs: this.core.now(),
+      random: this.core.random(),
+    });
     this.local.record(o, pv);
     return new Verdict(pv, true);
   }
@@ -472,6 +480,7 @@ function summary(s: pb.SessionSummary, fallback: boolean): SessionSummary {
     cost: s.cost,
     durationMs: s.durationMs,
     state: sessionStateName(s.state),
+    labels: { ...s.labels },
     fallback,
   };
 }

@@ -163,6 +163,47 @@ it("enforces the limits a session declared when the sidecar cannot be reached", 
   }
 });
 
+it("gives the declared labels back in a local escalation report and summary, as the sidecar does", async () => {
+  // The sidecar returns a session's StartSession labels in its escalation reports (a field, and a
+  // `Labels:` line right after the text's first line, sorted by key in UTF-8 byte order) and in its
+  // EndSession summary; the fallback does the same with the labels the session declared. The last
+  // two keys sort the other way round by UTF-16 code unit.
+  const labels = { user: "alice", run: "nightly-42", Z: "1", é: "2", "\u{1F600}": "3", "\uFF5A": "4" };
+  const line = "Labels: Z=1, run=nightly-42, user=alice, é=2, \uFF5A=4, \u{1F600}=3";
+  const sidecar = await Sidecar.start();
+  const up = new Client(sidecar.grpc, { logger: new LogRecorder(), callTimeoutMs: LIVE_TIMEOUT_MS });
+  const down = new Client("unix:/nonexistent/rebound.sock", { logger: new LogRecorder() });
+  try {
+    for (const client of [up, down]) {
+      const s = client.session(sessionId("labels"), { labels });
+      const v = await s.report(toolNames().llm, { error: new HttpError(401) });
+      assert.deepEqual([v.fallback, v.action], [client === down, "escalate"]);
+      const report = v.escalation;
+      assert.ok(report !== undefined);
+      assert.deepEqual(report.labels, labels);
+      const text = report.text.split("\n");
+      assert.equal(text[1], line, report.text);
+      if (v.fallback) {
+        assert.equal(text[0], report.summary, report.text);
+        assert.match(text[2] ?? "", /^last error: /, report.text);
+      } else {
+        assert.match(text[0] ?? "", /^Rebound escalation: /, report.text);
+      }
+      const sum = await s.end();
+      assert.deepEqual([sum.fallback, sum.labels, sum.escalations], [client === down, labels, 1]);
+    }
+    // A session that declared none: no field, no line, as on the sidecar.
+    const s = down.session(sessionId("no-labels"));
+    const v = await s.report("llm", { error: new HttpError(401) });
+    assert.deepEqual([v.fallback, v.escalation?.labels, v.escalation?.text.includes("Labels:")], [true, {}, false]);
+    assert.deepEqual((await s.end()).labels, {});
+  } finally {
+    up.close();
+    down.close();
+    await sidecar.stop();
+  }
+});
+
 it("gives up at the call deadline when the sidecar accepts connections but never answers", async () => {
   const sockets: Socket[] = [];
   const silent = createServer((socket) => sockets.push(socket));
