@@ -1267,8 +1267,10 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
 pub fn escalation_text(report: &EscalationReport, steps: u32) -> String {
     let mut text = format!("Rebound escalation: {}\n", report.summary);
     if !report.labels.is_empty() {
-        let labels: Vec<String> = report.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let _ = writeln!(text, "Labels: {}", labels.join(", "));
+        // One line (a value's control characters as spaces), redacted as all the report's text is.
+        let labels: Vec<String> =
+            report.labels.iter().map(|(k, v)| format!("{k}={}", v.replace(char::is_control, " "))).collect();
+        let _ = writeln!(text, "{}", crate::redact::redact(&format!("Labels: {}", labels.join(", "))));
     }
     text.push_str("Errors, oldest first:\n");
     for e in &report.history {
@@ -1761,6 +1763,14 @@ mod tests {
         // A repeated call_id's verdict, made again from what was remembered, has them too.
         assert_eq!(*e.report(&call).unwrap().escalation.unwrap(), *report);
         assert_eq!(e.end_session("s").unwrap().unwrap().labels, labels);
+        // A value's line breaks and secrets stay out of the text (the fields keep what was given).
+        let odd: BTreeMap<String, String> =
+            [("note".to_string(), "a\nb".to_string()), ("token".to_string(), "abcdef0123456789".to_string())].into();
+        e.start_session(&StartSession { session_id: "u".into(), labels: odd.clone(), ..Default::default() }).unwrap();
+        let v = e.report(&Outcome { http_status: Some(401), ..fail("u", "crm", "Unauthorized") }).unwrap();
+        let report = v.escalation.unwrap();
+        assert!(report.text.contains("\nLabels: note=a b, token=[REDACTED:token]\n"), "{}", report.text);
+        assert_eq!(report.labels, odd);
         // Without StartSession, none.
         let v = e.report(&Outcome { http_status: Some(401), ..fail("t", "crm", "Unauthorized") }).unwrap();
         assert!(v.escalation.unwrap().labels.is_empty());

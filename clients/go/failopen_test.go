@@ -368,8 +368,10 @@ func TestFallbackGivesTheDeclaredLabelsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer down.Close()
-	labels := map[string]string{"user": "alice", "run": "nightly-42", "Z": "1", "é": "2", "\U0001F600": "3", "\uFF5A": "4"}
-	const line = "Labels: Z=1, run=nightly-42, user=alice, é=2, \uFF5A=4, \U0001F600=3"
+	// A value's line break and a secret stay out of the text, as on the sidecar.
+	labels := map[string]string{"user": "alice", "run": "nightly-42", "Z": "1", "é": "2", "\U0001F600": "3", "\uFF5A": "4",
+		"note": "a\nb", "token": "abcdef0123456789"}
+	const line = "Labels: Z=1, note=a b, run=nightly-42, token=[REDACTED:token], user=alice, é=2, \uFF5A=4, \U0001F600=3"
 	run := func(c *Client, opts ...SessionOption) (*Verdict, *reboundpb.SessionSummary) {
 		t.Helper()
 		s, err := c.Session(sessionID(t, "s"), opts...)

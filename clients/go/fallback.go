@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rebound-dev/rebound/clients/go/reboundpb"
@@ -670,7 +671,7 @@ func escalation(o *reboundpb.Outcome, why string, labels map[string]string) *reb
 
 // labelsLine is the line an escalation report's text gives the session's
 // labels, as the sidecar writes it: "Labels: k1=v1, k2=v2", sorted by key
-// (byte order, the sidecar's).
+// (byte order, the sidecar's), a value's control characters as spaces, redacted.
 func labelsLine(labels map[string]string) string {
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
@@ -679,9 +680,14 @@ func labelsLine(labels map[string]string) string {
 	sort.Strings(keys)
 	pairs := make([]string, len(keys))
 	for i, k := range keys {
-		pairs[i] = k + "=" + labels[k]
+		pairs[i] = k + "=" + strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return ' '
+			}
+			return r
+		}, labels[k])
 	}
-	return "Labels: " + strings.Join(pairs, ", ")
+	return redact("Labels: " + strings.Join(pairs, ", "))
 }
 
 // copyLabels is a copy of labels; nil for none.

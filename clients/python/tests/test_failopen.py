@@ -232,8 +232,10 @@ def test_the_fallback_gives_the_declared_labels_back_as_the_sidecar_does(sidecar
     # and a `Labels:` line right after the text's first line, sorted by key in UTF-8 byte
     # order) and in its EndSession summary; the fallback does the same with the labels the
     # session declared. The keys' order differs from UTF-16's for the last two.
+    # A value's line break and a secret stay out of the text, as on the sidecar.
     labels = {"user": "alice", "run": "nightly-42", "Z": "1", "é": "2", "\U0001f600": "3", "\uff5a": "4"}
-    line = "Labels: Z=1, run=nightly-42, user=alice, é=2, \uff5a=4, \U0001f600=3"
+    labels |= {"note": "a\nb", "token": "abcdef0123456789"}
+    line = "Labels: Z=1, note=a b, run=nightly-42, token=[REDACTED:token], user=alice, é=2, \uff5a=4, \U0001f600=3"
     host, port = refused_address()
     lines: dict[bool, str] = {}
     for addr in (sidecar.grpc, f"{host}:{port}"):

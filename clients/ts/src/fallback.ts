@@ -17,7 +17,7 @@ import { cut } from "./checks.js";
 import { InvalidInputError } from "./errors.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
 import { categoryName } from "./names.js";
-import { redactHead } from "./redact.js";
+import { redact, redactHead } from "./redact.js";
 
 /**
  * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
@@ -601,11 +601,13 @@ function escalation(o: pb.Outcome, why: string, labels: Readonly<Record<string, 
  * The line an escalation report's text gives the session's labels, as the
  * sidecar writes it: `Labels: k1=v1, k2=v2`, sorted by key in the sidecar's
  * order, by code point (UTF-8 byte order), not by UTF-16 code unit as
- * `Array.prototype.sort` compares.
+ * `Array.prototype.sort` compares; a value's control characters as spaces
+ * (Rust's `char::is_control`, Unicode's Cc), redacted.
  */
 function labelsLine(labels: Readonly<Record<string, string>>): string {
   const keys = Object.keys(labels).sort(byCodePoint);
-  return `Labels: ${keys.map((k) => `${k}=${labels[k]}`).join(", ")}`;
+  const pairs = keys.map((k) => `${k}=${(labels[k] ?? "").replace(/\p{Cc}/gu, " ")}`);
+  return redact(`Labels: ${pairs.join(", ")}`);
 }
 
 /** Orders two strings by their code points. */

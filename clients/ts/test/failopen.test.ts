@@ -168,8 +168,18 @@ it("gives the declared labels back in a local escalation report and summary, as 
   // `Labels:` line right after the text's first line, sorted by key in UTF-8 byte order) and in its
   // EndSession summary; the fallback does the same with the labels the session declared. The last
   // two keys sort the other way round by UTF-16 code unit.
-  const labels = { user: "alice", run: "nightly-42", Z: "1", é: "2", "\u{1F600}": "3", "\uFF5A": "4" };
-  const line = "Labels: Z=1, run=nightly-42, user=alice, é=2, \uFF5A=4, \u{1F600}=3";
+  // A value's line break and a secret stay out of the text, as on the sidecar.
+  const labels = {
+    user: "alice",
+    run: "nightly-42",
+    Z: "1",
+    é: "2",
+    "\u{1F600}": "3",
+    "\uFF5A": "4",
+    note: "a\nb",
+    token: "abcdef0123456789",
+  };
+  const line = "Labels: Z=1, note=a b, run=nightly-42, token=[REDACTED:token], user=alice, é=2, \uFF5A=4, \u{1F600}=3";
   const sidecar = await Sidecar.start();
   const up = new Client(sidecar.grpc, { logger: new LogRecorder(), callTimeoutMs: LIVE_TIMEOUT_MS });
   const down = new Client("unix:/nonexistent/rebound.sock", { logger: new LogRecorder() });

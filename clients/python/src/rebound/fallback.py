@@ -593,8 +593,13 @@ def _escalation(v: pb.Verdict, o: pb.Outcome, why: str, labels: Mapping[str, str
 def labels_line(labels: Mapping[str, str]) -> str:
     """The line an escalation report's text gives the session's labels, as the sidecar writes
     it: `Labels: k1=v1, k2=v2`, sorted by key (by code point, which is the sidecar's UTF-8 byte
-    order)."""
-    return "Labels: " + ", ".join(f"{k}={labels[k]}" for k in sorted(labels))
+    order), a value's control characters as spaces, redacted."""
+    pairs = (f"{k}={_CONTROL.sub(' ', labels[k])}" for k in sorted(labels))
+    return redact("Labels: " + ", ".join(pairs))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Rust's `char::is_control` (Unicode's Cc)."""
 
 
 def shown_message(o: pb.Outcome) -> str:
