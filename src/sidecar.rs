@@ -74,7 +74,7 @@ pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> 
     };
 
     // Handlers first: a SIGTERM right after the ready line must drain, not kill.
-    let shutdown = termination()?;
+    let (shutdown, again) = termination()?;
     let hangup_task = tokio::spawn(hangups(reload_task.is_some())?);
     // The one line on stdout: tests and supervisors read it to learn the ports.
     let ready = serde_json::json!({"event": "ready", "grpc": grpc.address(), "metrics": metrics_address});
@@ -86,7 +86,13 @@ pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> 
     let version = env!("CARGO_PKG_VERSION");
     tracing::info!(version, grpc = %grpc.address(), metrics = %metrics_address, workers, "rebound serving");
 
-    let result = server::run(grpc, engine, &config.server, shutdown).await;
+    let result = tokio::select! {
+        result = server::run(grpc, engine, &config.server, shutdown) => result,
+        signal = again => {
+            tracing::warn!("{signal} again: stopping now, without waiting for open streams");
+            Ok(())
+        }
+    };
     let _ = stop_tx.send(true);
     let _ = metrics_task.await;
     for task in reload_task.into_iter().chain(shared_task).chain([hangup_task]) {
@@ -96,7 +102,6 @@ pub async fn serve(config: Config, policy: Policy, file: Option<ConfigFile>) -> 
     result
 }
 
-/// Installs the SIGTERM and SIGINT handlers now; the future resolves on either.
 /// Raises the soft limit on open files to the hard one, as Go's runtime does for
 /// every Go program. The soft limit, 1,024 under systemd and containerd 2, is
 /// there for select(2), which nothing here uses; every connection takes a file
@@ -113,16 +118,42 @@ fn raise_open_files_limit() {
     }
 }
 
-fn termination() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+/// Installs the SIGTERM and SIGINT handlers now. The first future resolves on the first
+/// of either, which starts the drain; the second on another, which cuts it short (a person
+/// pressing Ctrl-C twice, who would otherwise wait out the delay and the open streams' grace).
+fn termination() -> anyhow::Result<(
+    impl std::future::Future<Output = ()> + Send + 'static,
+    impl std::future::Future<Output = &'static str> + Send + 'static,
+)> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM"),
-            _ = int.recv() => tracing::info!("SIGINT"),
+    // How many arrived, and the last one's name.
+    let (counted, mut first) = tokio::sync::watch::channel((0u32, ""));
+    let mut second = first.clone();
+    tokio::spawn(async move {
+        loop {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            if counted.borrow().0 == 0 {
+                tracing::info!("{name}");
+            }
+            counted.send_modify(|(n, last)| (*n, *last) = (n.saturating_add(1), name));
         }
-    })
+    });
+    let first = async move {
+        let _ = first.wait_for(|(n, _)| *n >= 1).await;
+    };
+    let second = async move {
+        let seen = second.wait_for(|(n, _)| *n >= 2).await.map(|seen| seen.1);
+        match seen {
+            Ok(name) => name,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    Ok((first, second))
 }
 
 /// Installs the SIGHUP handler now; the future logs each one, for ever. Unhandled, SIGHUP ended the

@@ -282,3 +282,32 @@ async fn a_stream_still_sending_when_the_grace_period_ends_is_answered_up_to_an_
     let exit = exit_status(sidecar).await;
     assert!(exit.success(), "the sidecar exited with {exit:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_stops_the_drain_at_once() {
+    // A person pressing Ctrl-C twice waited out the delay and the open streams' grace (here 60 s).
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("drain.toml");
+    std::fs::write(&config, "[server]\nshutdown_delay_ms = 30000\nshutdown_grace_ms = 30000\n").unwrap();
+    let mut command = Sidecar::command(&["--config", config.to_str().unwrap()]);
+    command.env("RUST_LOG", "info");
+    let (sidecar, log) = Sidecar::start_logged(command);
+    // A stream left open, which the drain would wait for.
+    let (tx, rx) = mpsc::channel(1);
+    tx.send(success("twice", "t")).await.unwrap();
+    let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
+    let mut verdicts = client.observe(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(verdicts.message().await.unwrap().is_some());
+    sidecar.signal("INT");
+    let logged = |text: &str| log.lock().unwrap().iter().any(|l| l.contains(text));
+    let deadline = Instant::now() + PATIENCE;
+    while !logged("shutting down: health NOT_SERVING") {
+        assert!(Instant::now() < deadline, "{:?}", log.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sidecar.signal("INT");
+    let status = exit_status(sidecar).await;
+    assert!(status.success(), "{status:?}");
+    assert!(logged("SIGINT again: stopping now"), "{:?}", log.lock().unwrap());
+    drop(tx);
+}
