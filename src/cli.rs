@@ -142,7 +142,7 @@ pub fn main() -> ExitCode {
         Err(err) if log_json => {
             // One JSON line, as the log pipeline reads the rest: toml's message spans several lines.
             // Before the logger is set up (a config that does not load), it is set up here.
-            let _ = tracing_subscriber::fmt().json().with_writer(std::io::stderr).try_init();
+            let _ = tracing_subscriber::fmt().json().flatten_event(true).with_writer(std::io::stderr).try_init();
             let error = crate::sidecar::one_line(&format!("{err:#}"));
             tracing::error!(%error, "rebound: error; not serving");
             ExitCode::from(2)
@@ -408,7 +408,8 @@ fn init_tracing(json: bool) -> anyhow::Result<()> {
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
     if json {
-        builder.json().init();
+        // The event's fields at the top level, `message` among them, where log pipelines look.
+        builder.json().flatten_event(true).init();
     } else {
         builder.init();
     }

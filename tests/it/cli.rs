@@ -563,7 +563,7 @@ fn serve_flags_before_the_word_serve_apply_and_before_another_command_are_refuse
 }
 
 #[test]
-fn with_log_json_an_error_that_stops_the_start_is_one_json_line() {
+fn with_log_json_an_error_that_stops_the_start_is_one_json_line_with_its_fields_at_the_top() {
     // It was toml's several lines of plain text, which a JSON log pipeline splits into records.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("wrongtype.toml");
@@ -577,7 +577,8 @@ fn with_log_json_an_error_that_stops_the_start_is_one_json_line() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     let line: Value = serde_json::from_str(stderr.trim()).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     assert_eq!(line["level"], "ERROR", "{line}");
-    let error = line["fields"]["error"].as_str().unwrap();
+    let error = line["error"].as_str().unwrap();
+    assert_eq!(line["message"], "rebound: error; not serving", "{line}");
     assert!(
         error.contains("wrongtype.toml")
             && error.contains("line 2")
