@@ -522,6 +522,11 @@ impl Engine {
         check_id("tool", tool)?;
         let now = self.clock.now_ms();
         let policy = self.policy_for(session_id, now);
+        // A name the model made up takes no metric label of its own, as in `judge`: one asked
+        // about takes a label once it has reported an outcome, or when the session declared it
+        // (its tools are looked through only for a name without a label yet).
+        let known = self.metrics.existing_tool_label(tool);
+        let labelled = *known == *tool;
         let session = self.sessions.with_existing(session_id, now, |s| {
             let counters = Counters { steps: s.steps, cost: s.cost, ..Default::default() };
             let refusal = if s.state == SessionState::Stopped {
@@ -532,7 +537,7 @@ impl Engine {
                     _ => (reason, format!("the cost limit is reached ({:.4} spent)", s.cost)),
                 })
             };
-            let declared = s.setup.as_ref().is_some_and(|setup| setup.tools.iter().any(|t| t == tool));
+            let declared = !labelled && s.setup.as_ref().is_some_and(|setup| setup.tools.iter().any(|t| t == tool));
             (s.state, refusal, declared)
         });
         let (session_state, refusal, declared) = session.unwrap_or((SessionState::Active, None, false));
@@ -563,9 +568,7 @@ impl Engine {
             (None, Gate::Probe) => "probe",
             _ => "allowed",
         };
-        // A name the model made up takes no label of its own, as in `judge`: one asked about
-        // takes a label once it has reported an outcome, or when the session declared it.
-        let label = if declared { self.metrics.tool_label(tool) } else { self.metrics.existing_tool_label(tool) };
+        let label = if declared { self.metrics.tool_label(tool) } else { known };
         self.metrics.admit(label, decision);
         let allowed = reason.is_none() || policy.shadow;
         Ok(Admission {
