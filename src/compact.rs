@@ -309,6 +309,13 @@ pub struct Digest<'a> {
     pub location: String,
 }
 
+impl Digest<'_> {
+    /// The same digest, owning its headline.
+    pub fn into_owned(self) -> Digest<'static> {
+        Digest { headline: Cow::Owned(self.headline.into_owned()), message: self.message, location: self.location }
+    }
+}
+
 /// The [`Digest`] of a failure: the stack trace in `detail` (or in a multi-line
 /// `message`) is collapsed once and gives both the headline and the location.
 pub fn digest<'a>(message: &'a str, exception_type: &str, detail: &str, policy: &SnippetPolicy) -> Digest<'a> {

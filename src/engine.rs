@@ -2,6 +2,7 @@
 //! breakers, plans the retry and writes the snippet. Synchronous and free of
 //! gRPC types; the server and `rebound replay` both drive it.
 
+use crate::analysis::{Analyses, Analysis};
 use crate::backoff::{provider_delay, ProviderDelay};
 use crate::breaker::{self, Counters, DeclaredLimits, Gate, Health, OpenNotes, SessionLimits, ToolBreakers, ToolView};
 use crate::budget::RetryBudgets;
@@ -111,11 +112,9 @@ pub struct ContextText {
 }
 
 /// What the engine worked out about a failure before touching its session.
-struct Judged<'a> {
-    classification: Classification,
-    fingerprint: u64,
-    /// The message, its headline and location, ready to show.
-    digest: compact::Digest<'a>,
+struct Judged {
+    /// What the failure's own fields give (the policy keeps it for the failures that come again).
+    analysis: Arc<Analysis>,
     provider: Option<ProviderDelay>,
 }
 
@@ -176,6 +175,8 @@ pub struct Engine {
     shared: Option<crate::shared::Pending>,
     /// The tool lists declared lately, newest first, shared by the sessions that declare them.
     declared_tools: Mutex<Vec<Arc<ToolList>>>,
+    /// The recent failures' analyses, for the failures that come again.
+    analyses: Analyses,
 }
 
 /// How many recent tool lists StartSession shares. A fleet's agents declare the
@@ -202,6 +203,7 @@ impl Engine {
             shared: settings.shared.then(crate::shared::Pending::default),
             settings,
             declared_tools: Mutex::new(Vec::new()),
+            analyses: Analyses::default(),
         }
     }
 
@@ -376,9 +378,7 @@ impl Engine {
         let policy = self.policy_for(&outcome.session_id, now);
         // Classify before taking the session's lock: it is the costly part and needs no state.
         let judged = (!outcome.ok).then(|| Judged {
-            classification: policy.classifier.classify(outcome),
-            fingerprint: fingerprint(if outcome.message.is_empty() { &outcome.detail } else { &outcome.message }),
-            digest: compact::digest(&outcome.message, &outcome.exception_type, &outcome.detail, &policy.snippet),
+            analysis: self.analyses.get(outcome, &policy),
             provider: provider_delay(&outcome.headers, self.clock.wall_ms()),
         });
         let window = self.settings.idempotency_window;
@@ -386,7 +386,7 @@ impl Engine {
         // Looked up once: the outcome is counted under it, and while it is the tool's own
         // name (under the label cap) sessions share it instead of copying the name each.
         // A tool that does not exist takes no label of its own (see `existing_tool_label`).
-        let unknown_tool = judged.as_ref().is_some_and(|j| j.classification.category == Category::UnknownTool);
+        let unknown_tool = judged.as_ref().is_some_and(|j| j.analysis.classification.category == Category::UnknownTool);
         let label = if unknown_tool {
             self.metrics.existing_tool_label(&outcome.tool)
         } else {
@@ -424,7 +424,7 @@ impl Engine {
     fn tool_gate(&self, o: &Outcome, judged: Option<&Judged>, policy: &Policy, now: u64) -> ToolGate<'_> {
         let health = match judged {
             None => Health::Success,
-            Some(j) if j.classification.category.is_unhealthy() => Health::Failure {
+            Some(j) if j.analysis.classification.category.is_unhealthy() => Health::Failure {
                 provider_delay_ms: match j.provider {
                     Some(ProviderDelay::After(ms) | ProviderDelay::DoNotRetry { after: Some(ms) }) => {
                         Some(ms.min(crate::breaker::LONGEST_OPEN_MS))
@@ -449,13 +449,13 @@ impl Engine {
                 self.budgets.on_success(&o.tool, b);
                 true
             }
-            (Some(b), Some(j)) if j.classification.retryable => self.budgets.on_failure(&o.tool, b),
+            (Some(b), Some(j)) if j.analysis.classification.retryable => self.budgets.on_failure(&o.tool, b),
             _ => true,
         };
         if let Some(pending) = &self.shared {
             let opened = view.transitions.contains(&BreakerState::Open).then(|| view.open_until_ms.saturating_sub(now));
             let closed = view.transitions.contains(&BreakerState::Closed);
-            let retryable = judged.is_some_and(|j| j.classification.retryable);
+            let retryable = judged.is_some_and(|j| j.analysis.classification.retryable);
             pending.note(&o.tool, health, retryable, opened, closed);
         }
         ToolGate { view, budget_ok, open_notes: &self.open_notes }
@@ -960,13 +960,13 @@ fn decide(
         // abort shows what it did since, not what it had done when it was told to stop.
         if let Some(j) = &judged {
             s.errors = s.errors.saturating_add(1);
-            s.count_error(j.classification.category);
+            s.count_error(j.analysis.classification.category);
         }
         let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures);
         fill_counters(&mut verdict.breaker, s, consecutive);
         verdict.action = Action::Abort;
         verdict.breaker.reason = Some(Reason::SessionStopped);
-        verdict.classification = judged.map(|j| j.classification);
+        verdict.classification = judged.map(|j| j.analysis.classification.clone());
         verdict.snippet = "<error>\nThe session was stopped earlier; end the run.\n</error>".into();
         if let (Some(budget), Some(tokenizer)) = (policy.snippet.max_tokens, policy.snippet.tokenizer) {
             (verdict.snippet, verdict.snippet_tokens) = tokenizer.fit(&verdict.snippet, budget);
@@ -1003,7 +1003,7 @@ fn decide(
         return (verdict, recipe);
     };
 
-    let category = j.classification.category;
+    let category = j.analysis.classification.category;
     s.errors += 1;
     s.count_error(category);
     let (consecutive, tool) = {
@@ -1011,11 +1011,11 @@ fn decide(
         t.consecutive_failures += 1;
         (t.consecutive_failures, t.tool.clone())
     };
-    let same_as_last = s.last_error.as_ref().is_some_and(|(last, fp)| *last == tool && *fp == j.fingerprint);
+    let same_as_last = s.last_error.as_ref().is_some_and(|(last, fp)| *last == tool && *fp == j.analysis.fingerprint);
     if same_as_last {
         s.identical += 1;
     } else {
-        s.last_error = Some((tool.clone(), j.fingerprint));
+        s.last_error = Some((tool.clone(), j.analysis.fingerprint));
         s.identical = 1;
     }
     let counters = Counters {
@@ -1025,8 +1025,8 @@ fn decide(
         consecutive_failures: consecutive,
         identical_errors: s.identical,
     };
-    let rule_action = j.classification.action;
-    let retryable = j.classification.retryable || rule_action == Some(Action::Retry);
+    let rule_action = j.analysis.classification.action;
+    let retryable = j.analysis.classification.retryable || rule_action == Some(Action::Retry);
     let fallback = match rule_action {
         Some(a) if !matches!(a, Action::Retry | Action::Continue) => a,
         _ => policy.category(category).action,
@@ -1079,18 +1079,18 @@ fn decide(
     let suggestion: Arc<str> = if reason == Some(Reason::ToolBreakerOpen) {
         gate.open_notes.get(&o.tool, gate.view.open_until_ms.saturating_sub(now).div_ceil(1000))
     } else if category == Category::UnknownTool {
-        Arc::from(unknown_tool_suggestion(&o.tool, s.tools(), &j.classification.suggestion))
+        Arc::from(unknown_tool_suggestion(&o.tool, s.tools(), &j.analysis.classification.suggestion))
     } else {
-        j.classification.suggestion.clone()
+        j.analysis.classification.suggestion.clone()
     };
-    let message = j.digest.message.clone();
+    let message = j.analysis.digest.message.clone();
     s.push_error(
         HistoryEntry {
             tool,
             category,
             message: message.clone(),
             suggestion: suggestion.clone(),
-            fingerprint: j.fingerprint,
+            fingerprint: j.analysis.fingerprint,
             count: 1,
             at_ms: now.saturating_sub(s.created_ms),
             action,
@@ -1104,7 +1104,7 @@ fn decide(
             category,
             message,
             suggestion: &suggestion,
-            location: &j.digest.location,
+            location: &j.analysis.digest.location,
             kind: o.kind,
         };
         render_snippet(&parts, action, trim, policy)
@@ -1120,7 +1120,7 @@ fn decide(
         while tokens > budget && (chars > 20 || trim < 3) {
             if chars > 20 {
                 chars = (chars * 3 / 4).max(20);
-                shortened = Some(compact::clean_message(&j.digest.headline, chars));
+                shortened = Some(compact::clean_message(&j.analysis.digest.headline, chars));
             } else {
                 trim += 1;
             }
@@ -1139,7 +1139,7 @@ fn decide(
     } else {
         SnippetRecipe::Block {
             message: shortened.map_or(message, Arc::from),
-            location: j.digest.location.as_str().into(),
+            location: j.analysis.digest.location.as_str().into(),
             kind: o.kind,
             trim,
         }
@@ -1149,7 +1149,7 @@ fn decide(
         verdict.escalation =
             Some(Box::new(escalation_report(s, o, reason.unwrap_or(Reason::CategoryPolicy), category, now)));
     }
-    verdict.classification = Some(Classification { suggestion, ..j.classification });
+    verdict.classification = Some(Classification { suggestion, ..j.analysis.classification.clone() });
     (verdict, recipe)
 }
 

@@ -12,6 +12,8 @@
 //! - `breaker`: session breakers (consecutive, session errors, identical, limits) and tool breakers across sessions.
 //! - `budget`: per-tool retry budgets (token buckets).
 //! - `fingerprint`: what makes two error messages "the same".
+//! - `analysis`: what a failure's own fields give (classification, fingerprint, what to show),
+//!   kept by the engine for the failures that come again.
 //! - `redact`: secrets out of every text Rebound writes.
 //! - `compact`: the `<error>` snippet and the Context text; `trace`: stack traces collapsed;
 //!   `templates`: user snippet templates and token counting for budgets.
@@ -26,6 +28,7 @@
 //! - `replay`: JSON lines through the engine; `cli`: the command line.
 //! - `clock`, `rng`: injected time and randomness.
 
+pub mod analysis;
 pub mod backoff;
 pub mod breaker;
 pub mod budget;

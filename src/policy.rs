@@ -16,6 +16,9 @@ use std::sync::Arc;
 /// The most profiles a config may define (each compiles its own rules).
 pub const MAX_PROFILES: usize = 32;
 
+/// The next [`Policy::id`].
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// The built-in category table.
 pub const DEFAULT_CATEGORIES: &str = include_str!("defaults/categories.toml");
 
@@ -107,6 +110,9 @@ pub struct Policy {
     /// The profiles sessions may ask for, by name: whole policies, the file's with
     /// the profile's sections over it.
     pub profiles: BTreeMap<String, Arc<Policy>>,
+    /// Tells this policy from every other built in the process (the failures' analyses
+    /// kept by the engine are each for one policy: see `analysis`).
+    pub id: u64,
 }
 
 impl Default for Policy {
@@ -187,6 +193,7 @@ impl Policy {
             shadow: config.breakers.shadow,
             tool_retry: tool_retry(config, &categories_for_tools)?,
             profiles: profiles(config)?,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
