@@ -5,7 +5,13 @@
 //! gRPC, no network. Each iteration also builds its outcome (the strings a decoded
 //! request would hold) and hands it over, as the server does.
 //!
-//! With `REBOUND_COUNT=200B` (or `4KB`) it runs the same workload once instead, for
+//! Each workload runs twice: with one failure repeated, as a run looping on a failing
+//! tool or an outage seen by every run sends it (the policy keeps its analysis, see
+//! `rebound::analysis`), and with every failure new (`-new`: 4,096 variants taken in
+//! turn, each differing from the others in one number, so none is still kept when it
+//! comes again), which analyses every one.
+//!
+//! With `REBOUND_COUNT=200B` (or `4KB`, `200B-new`, `4KB-new`) it runs the same workload once instead, for
 //! callgrind: `bench/run` counts the instructions `counted` executes, which a shared,
 //! noisy machine does not change as it changes time.
 
@@ -25,12 +31,15 @@ rebound::use_jemalloc!();
 const RUNS: u64 = 1000;
 /// Outcomes per run: one whole generation of runs is `RUNS * RUN_LENGTH` outcomes.
 const RUN_LENGTH: u64 = 16;
+/// Failures in the `-new` workloads: enough that each has left the policy's table
+/// (`rebound::analysis::SLOTS` entries) before it comes again.
+const VARIANTS: usize = 4096;
 
 /// The engine and the outcomes it is fed, one at a time.
 struct Workload {
     engine: Engine,
-    message: String,
-    detail: String,
+    /// The failures' messages and details, taken in turn: one, or `VARIANTS`.
+    failures: Vec<(String, String)>,
     i: u64,
     /// The session ids of the current generation of runs, made once per generation: an
     /// outcome's id is a copy of one, as the server's is a copy of the request's bytes
@@ -45,11 +54,24 @@ impl Workload {
     fn new(name: &str) -> Option<Self> {
         let message = "HTTPSConnectionPool(host='api.example.com', port=443): Max retries exceeded with url: /v1/search?q=rust (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection'))";
         let trace = include_str!("../tests/data/traces/py-requests-timeout.txt");
-        let (message, detail) = match name {
-            "200B" => (message.chars().take(200).collect(), String::new()),
-            "4KB" => (String::new(), trace.to_string()),
-            _ => return None,
+        let (workload, variants) = match name.strip_suffix("-new") {
+            Some(workload) => (workload, VARIANTS),
+            None => (name, 1),
         };
+        // Variant 0 is the text itself; the others change one number in it.
+        let failures = (0..variants)
+            .map(|n| match workload {
+                "200B" => {
+                    let message = match n {
+                        0 => message.to_string(),
+                        n => message.replace("0x7f>", &format!("0x7f{n:04x}>")),
+                    };
+                    Some((message.chars().take(200).collect(), String::new()))
+                }
+                "4KB" => Some((String::new(), trace.replace("line 540,", &format!("line {},", 540 + n)))),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
         let config = Config::default();
         let engine = Engine::new(
             Policy::from_config(&config).expect("the default config is valid"),
@@ -57,7 +79,7 @@ impl Workload {
             Arc::new(SystemClock::new()),
             Arc::new(Metrics::new(200)),
         );
-        Some(Workload { engine, message, detail, i: 0, ids: Vec::new(), generation: 0 })
+        Some(Workload { engine, failures, i: 0, ids: Vec::new(), generation: 0 })
     }
 
     /// The next outcome, judged.
@@ -70,11 +92,12 @@ impl Workload {
             self.ids = (0..RUNS).map(|slot| format!("s-{}-{slot}", self.generation)).collect();
         }
         let id = &self.ids[slot as usize];
+        let (message, detail) = &self.failures[(self.i % self.failures.len() as u64) as usize];
         let outcome = Outcome {
             session_id: id.clone(),
             tool: "search".into(),
-            message: self.message.clone(),
-            detail: self.detail.clone(),
+            message: message.clone(),
+            detail: detail.clone(),
             // Every fourth call of each run succeeds (shifted per run), so runs are not
             // stopped by their breakers: their failures are all judged in full.
             ok: (step + slot).is_multiple_of(4),
@@ -92,7 +115,12 @@ impl Workload {
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine");
-    for (name, workload) in [("200B message", "200B"), ("4KB trace", "4KB")] {
+    for (name, workload) in [
+        ("200B message", "200B"),
+        ("4KB trace", "4KB"),
+        ("200B message, each new", "200B-new"),
+        ("4KB trace, each new", "4KB-new"),
+    ] {
         let mut workload = Workload::new(workload).expect("a known workload");
         group.bench_function(name, |b| b.iter(|| black_box(workload.step())));
     }
@@ -116,7 +144,7 @@ fn main() {
         return;
     };
     let Some(mut workload) = Workload::new(&name) else {
-        eprintln!("REBOUND_COUNT={name:?}: want 200B or 4KB");
+        eprintln!("REBOUND_COUNT={name:?}: want 200B, 4KB, 200B-new or 4KB-new");
         std::process::exit(2);
     };
     // A generation first, uncounted: the patterns' lazy DFAs build their states, the
