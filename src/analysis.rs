@@ -180,11 +180,16 @@ pub struct Analyses {
 
 impl Default for Analyses {
     fn default() -> Self {
-        Analyses { slots: (0..SLOTS).map(|_| Mutex::default()).collect(), hasher: Default::default() }
+        Analyses::with_slots(SLOTS)
     }
 }
 
 impl Analyses {
+    /// A table of `slots` places (at least one).
+    fn with_slots(slots: usize) -> Self {
+        Analyses { slots: (0..slots.max(1)).map(|_| Mutex::default()).collect(), hasher: Default::default() }
+    }
+
     /// The analysis of a failure: the one kept for the same fields, or a new one (then
     /// kept if its place saw the same failure last).
     pub fn get(&self, outcome: &Outcome, policy: &Policy) -> Arc<Analysis> {
@@ -193,7 +198,7 @@ impl Analyses {
             return Arc::new(Analysis::of(outcome, policy));
         }
         let hash = key.hash(&self.hasher);
-        let slot = &self.slots[hash as usize % SLOTS];
+        let slot = &self.slots[hash as usize % self.slots.len()];
         let seen_before = {
             let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(entry) = slot.kept.as_ref().filter(|e| e.is_for(hash, &key)) {
@@ -227,6 +232,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::policy::Policy;
+    use proptest::prelude::*;
 
     /// The built-in rules and one that reads the tool, so that the tool matters too.
     fn policy() -> Policy {
@@ -367,6 +373,79 @@ mod tests {
         let got = analyses.get(&other, &policy);
         assert_eq!(*got, Analysis::of(&other, &policy));
         assert_ne!(*got, Analysis::of(&one, &policy));
+    }
+
+    /// A failure built from a few values per field, each value one that changes the
+    /// analysis, so that runs of them repeat and meet in the table's places; the tool and
+    /// the message can hold the same bytes split at another place (`searc` + `hrequest failed`).
+    fn small_failure() -> impl Strategy<Value = Outcome> {
+        // The first value, which changes nothing, comes up as often as the others together:
+        // a field's change shows in the analysis only where the others leave it the winner.
+        let pick = |values: &[&'static str]| {
+            let (first, others) = (values[0], values.len() as u32 - 1);
+            prop_oneof![others => Just(first), others => prop::sample::select(values[1..].to_vec())]
+        };
+        let number = |values: &[i32]| prop::option::weighted(0.5, prop::sample::select(values.to_vec()));
+        (
+            pick(&["search", "searc"]),
+            prop::option::weighted(0.5, prop::sample::select(vec![OutcomeKind::Timeout, OutcomeKind::UnknownTool])),
+            pick(&["request failed", "hrequest failed", "", "Error code: 401 - invalid api key"]),
+            pick(&["", "openai.RateLimitError", "requests.exceptions.ReadTimeout"]),
+            pick(&["", "rate_limit_exceeded", "context_length_exceeded"]),
+            pick(&["", "Traceback (most recent call last):\nValueError: x\n", "fatal: refused"]),
+            (number(&[401, 429, 500]), number(&[14, 16]), number(&[1, 137])),
+        )
+            .prop_map(|(tool, kind, message, exception_type, code, detail, (http, grpc, exit))| Outcome {
+                tool: tool.into(),
+                kind,
+                message: message.into(),
+                exception_type: exception_type.into(),
+                code: code.into(),
+                detail: detail.into(),
+                http_status: http.map(|s| s as u16),
+                grpc_code: grpc,
+                exit_code: exit,
+                ..failure()
+            })
+    }
+
+    /// `base` with one field (by number) taken from `other`.
+    fn with_field(base: &Outcome, field: usize, other: &Outcome) -> Outcome {
+        let mut o = base.clone();
+        match field {
+            0 => o.tool = other.tool.clone(),
+            1 => o.kind = other.kind,
+            2 => o.message = other.message.clone(),
+            3 => o.exception_type = other.exception_type.clone(),
+            4 => o.code = other.code.clone(),
+            5 => o.detail = other.detail.clone(),
+            6 => o.http_status = other.http_status,
+            7 => o.grpc_code = other.grpc_code,
+            _ => o.exit_code = other.exit_code,
+        }
+        o
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+        #[test]
+        fn every_failure_gets_its_own_analysis(
+            base in small_failure(),
+            changes in prop::collection::vec((0..9usize, small_failure()), 1..4),
+            order in prop::collection::vec(any::<prop::sample::Index>(), 1..40),
+        ) {
+            // A few failures, each the first with one field changed, in any order.
+            let mut failures = vec![base.clone()];
+            failures.extend(changes.iter().map(|(field, other)| with_field(&base, *field, other)));
+            static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(policy);
+            let policy = &*POLICY;
+            // A table of two places, so that the failures meet in them.
+            let analyses = Analyses::with_slots(2);
+            for i in &order {
+                let o = i.get(&failures);
+                prop_assert_eq!(&*analyses.get(o, policy), &Analysis::of(o, policy));
+            }
+        }
     }
 
     #[test]
