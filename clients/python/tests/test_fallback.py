@@ -388,6 +388,10 @@ def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
         ({"kind": Kind.UNKNOWN_TOOL}, Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"),
         ({"kind": Kind.INVALID_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
         ({"kind": Kind.NO_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
+        # The agent's kind outranks a provider code and an HTTP status, as on the sidecar.
+        ({"kind": Kind.TIMEOUT, "http_status": 401}, Category.TIMEOUT, "fallback.kind_timeout"),
+        ({"kind": Kind.TIMEOUT, "code": "insufficient_quota"}, Category.TIMEOUT, "fallback.kind_timeout"),
+        ({"kind": Kind.CANCELLED, "http_status": 429}, Category.CANCELLED, "fallback.kind_cancelled"),
     ],
 )
 def test_coarse_classification(fields: dict[str, Any], category: Category, rule: str) -> None:
@@ -731,3 +735,43 @@ def test_a_limit_reached_on_a_failure_aborts_before_any_escalation() -> None:
     verdicts = [judge(state, failure(http_status=401, message=f"bad key {i}")) for i in range(3)]
     assert [v.action for v in verdicts] == [Action.ESCALATE] * 2 + [Action.ABORT]
     assert [v.reason for v in verdicts] == [Reason.CATEGORY_POLICY, Reason.CATEGORY_POLICY, Reason.STEP_LIMIT]
+
+
+def replay(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sidecar's verdicts (`rebound replay`) on failures given as replay's JSON fields,
+    each the first of a session and tool of its own."""
+    lines = [
+        json.dumps({"session_id": f"s{i}", "tool": f"tool{i}", "ok": False, **fields}) for i, fields in enumerate(outcomes)
+    ]
+    run = subprocess.run(
+        [binary(), "replay", "--seed", "1", "-"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, check=True,
+    )
+    verdicts = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(verdicts) == len(outcomes), run.stdout
+    return verdicts
+
+
+def assert_as_the_sidecar_decides(cases: list[dict[str, Any]]) -> None:
+    """Each failure (build_outcome's fields, `kind` as a Kind) gets the sidecar's category,
+    action, retries left and breaker reason from the fallback."""
+    as_json = [{k: (v.label if isinstance(v, Kind) else v) for k, v in fields.items()} for fields in cases]
+    for fields, theirs in zip(cases, replay(as_json)):
+        v = decide(failure(**fields))
+        ours = (
+            v.category.label, v.action.label,
+            v.proto.retry.attempts_left if v.action is Action.RETRY else None,
+            v.reason.label if v.reason is not Reason.UNSPECIFIED else None,
+        )
+        want = (theirs["category"], theirs["action"], theirs["attempts_left"], theirs["breaker"]["reason"])
+        assert ours == want, (fields, theirs["rule"])
+
+
+def test_a_kind_outranks_codes_and_statuses_as_on_the_sidecar() -> None:
+    assert_as_the_sidecar_decides([
+        {"kind": Kind.TIMEOUT, "http_status": 401, "message": "Read timed out"},
+        {"kind": Kind.TIMEOUT, "code": "insufficient_quota", "message": "Read timed out"},
+        {"kind": Kind.CANCELLED, "http_status": 503, "message": "cancelled"},
+        {"kind": Kind.UNKNOWN_TOOL, "http_status": 404, "message": "Tool serch not found"},
+        {"kind": Kind.INVALID_TOOL_CALL, "code": "context_length_exceeded", "message": "bad JSON"},
+    ])

@@ -439,6 +439,18 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     """Maps the structured signals a fallback can trust to a category and a rule id;
     structured signals win over the exception type's wording, except that an internal error
     (a 5xx other than an unavailable server's, a gRPC INTERNAL) comes last, as on the sidecar."""
+    # The agent's own word on what failed first: on the sidecar a kind outranks every other
+    # signal (its kind rules score 100, an error code 80), so a timeout that carries a 401 or a
+    # provider code is still a timeout there.
+    kind = Kind.of(o.kind)
+    if kind is Kind.TIMEOUT:
+        return Category.TIMEOUT, "fallback.kind_timeout"
+    if kind is Kind.CANCELLED:
+        return Category.CANCELLED, "fallback.kind_cancelled"
+    if kind is Kind.UNKNOWN_TOOL:
+        return Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"
+    if kind in (Kind.NO_TOOL_CALL, Kind.INVALID_TOOL_CALL):
+        return Category.FORMAT, "fallback.kind_format"
     if o.code in _PROVIDER_CODES:
         return _PROVIDER_CODES[o.code]
     s = o.http_status
@@ -452,14 +464,6 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.TIMEOUT, "fallback.http_408"
     if s in _UNAVAILABLE_STATUSES:
         return Category.UNAVAILABLE, "fallback.http_502"
-    if Kind.of(o.kind) is Kind.TIMEOUT:
-        return Category.TIMEOUT, "fallback.kind_timeout"
-    if Kind.of(o.kind) is Kind.CANCELLED:
-        return Category.CANCELLED, "fallback.kind_cancelled"
-    if Kind.of(o.kind) is Kind.UNKNOWN_TOOL:
-        return Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"
-    if Kind.of(o.kind) in (Kind.NO_TOOL_CALL, Kind.INVALID_TOOL_CALL):
-        return Category.FORMAT, "fallback.kind_format"
     if o.HasField("grpc_code") and o.grpc_code in _GRPC_CATEGORIES:
         return _GRPC_CATEGORIES[o.grpc_code]
     code = o.code.upper()
