@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 
 if sys.version_info >= (3, 11):
@@ -23,6 +24,8 @@ else:  # pytest depends on tomli before 3.11; typed where it is installed
 
 from rebound import Action, Category, FallbackPolicy, Kind, Reason, build_outcome
 from rebound.fallback import (
+    _NETWORK_CODES,
+    _PROVIDER_CODE_LISTS,
     _PROVIDER_CODES,
     _SUGGESTIONS,
     DeclaredLimits,
@@ -34,6 +37,7 @@ from rebound.local import CONTEXT_SHOWN, IDEMPOTENCY_WINDOW, LocalState
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Verdict
 from tests.sidecar import REPO, binary
+from tests.test_outcome import OverloadedError
 
 NOW = 1_700_000_000.0
 CATEGORIES_TOML = Path(__file__).resolve().parents[3] / "src" / "defaults" / "categories.toml"
@@ -223,16 +227,91 @@ def test_an_input_too_long_or_filtered_is_replanned(code: str, category: Categor
     assert v.snippet.endswith("Change the plan: this request cannot succeed as it is.")
 
 
+PORTED_CODE_RULES = [
+    ("code.insufficient_quota", Category.QUOTA_EXCEEDED, "fallback.code_quota"),
+    ("code.context_length", Category.CONTEXT_LENGTH, "fallback.code_context_length"),
+    ("code.content_filter", Category.CONTENT_FILTER, "fallback.code_content_filter"),
+    ("code.overloaded", Category.UNAVAILABLE, "fallback.code_overloaded"),
+    ("code.internal", Category.INTERNAL, "fallback.code_internal"),
+]
+"""The sidecar's code rules the fallback carries, with the category and rule id it gives."""
+
+
 def test_provider_codes_are_the_sidecars() -> None:
     rules = {r["id"]: r for r in tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]}
-    for rule, category in [
-        ("code.insufficient_quota", Category.QUOTA_EXCEEDED),
-        ("code.context_length", Category.CONTEXT_LENGTH),
-        ("code.content_filter", Category.CONTENT_FILTER),
-    ]:
+    for rule, category, ours_id in PORTED_CODE_RULES:
         assert rules[rule]["category"] == category.label
-        ours = sorted(code for code, (c, _) in _PROVIDER_CODES.items() if c is category)
+        ours = sorted(code for code, (c, _) in _PROVIDER_CODE_LISTS.items() if c is category)
         assert ours == sorted(rules[rule]["code"]), rule
+        assert {_PROVIDER_CODE_LISTS[code][1] for code in ours} == {ours_id}, rule
+    assert {c for c, _ in _PROVIDER_CODE_LISTS.values()} == {c for _, c, _ in PORTED_CODE_RULES}
+    # The lookup is by the lower-case code, as the sidecar matches one.
+    assert _PROVIDER_CODES == {code.lower(): verdict for code, verdict in _PROVIDER_CODE_LISTS.items()}
+
+
+def test_provider_codes_leave_the_timeout_and_network_codes_alone() -> None:
+    # classify_coarse reads ETIMEDOUT and the errno names after the provider codes: none of those
+    # may be a provider code, whatever its case, or it would never be reached.
+    for code in ("ETIMEDOUT", *_NETWORK_CODES):
+        assert code.lower() not in _PROVIDER_CODES, code
+        assert classify_coarse(failure(code=code))[0] in (Category.TIMEOUT, Category.NETWORK), code
+    # Nor is a provider code's upper case one of theirs.
+    assert not {code.upper() for code in _PROVIDER_CODES} & {"ETIMEDOUT", *_NETWORK_CODES}
+
+
+LOOSE = FallbackPolicy(max_consecutive_failures=0)
+"""The seed policy without the consecutive-failures breaker, to see a category's own retries."""
+
+
+def anthropic_error(status: int, typ: str, message: str) -> OverloadedError:
+    """An error shaped as the Anthropic SDK raises it for `status` with that error body."""
+    response = httpx.Response(status, request=httpx.Request("POST", "https://api.anthropic.com/v1/messages"))
+    body = {"type": "error", "error": {"type": typ, "message": message}}
+    return OverloadedError(f"Error code: {status} - {body}", response=response, body=body)
+
+
+def test_an_overloaded_provider_is_retried_with_backoff() -> None:
+    # Real: the Anthropic API's 529, body {"type":"error","error":{"type":"overloaded_error",
+    # "message":"Overloaded"}} (docs.anthropic.com, Errors), as the SDK raises it.
+    error = anthropic_error(529, "overloaded_error", "Overloaded")
+    verdicts = [decide(build_outcome("llm", error, attempt=n), consecutive=1) for n in (1, 2, 3, 4)]
+    assert verdicts[0].category is Category.UNAVAILABLE and verdicts[0].rule == "fallback.code_overloaded"
+    assert [v.action for v in verdicts] == [Action.RETRY] * 3 + [Action.RECOVER]
+    assert [v.delay_ms for v in verdicts[:3]] == [1000, 2000, 4000]
+    assert verdicts[-1].reason is Reason.RETRIES_EXHAUSTED
+    # The code wins over the status: overloaded_error with a 500 is still unavailable.
+    v = decide(failure(tool="llm", http_status=500, code="overloaded_error", message="Overloaded"), policy=LOOSE)
+    assert (v.category, v.rule, v.proto.retry.attempts_left) == (Category.UNAVAILABLE, "fallback.code_overloaded", 2)
+
+
+def test_a_provider_server_error_is_retried_once_then_recovered() -> None:
+    # Real: the OpenAI API's 500, {"error": {"message": "The server had an error while processing
+    # your request. Sorry about that!", "type": "server_error", ...}}, whatever status it comes with.
+    message = "The server had an error while processing your request. Sorry about that!"
+    for status in (500, 503):
+        first = decide(failure(tool="llm", http_status=status, code="server_error", message=message, attempt=1))
+        assert (first.action, first.category, first.rule) == (Action.RETRY, Category.INTERNAL, "fallback.code_internal")
+        assert first.proto.retry.attempts_left == 0
+        second = decide(failure(tool="llm", http_status=status, code="server_error", message=message, attempt=2))
+        assert (second.action, second.reason) == (Action.RECOVER, Reason.RETRIES_EXHAUSTED)
+
+
+@pytest.mark.parametrize(
+    ("code", "category", "rule"),
+    [
+        ("OVERLOADED_ERROR", Category.UNAVAILABLE, "fallback.code_overloaded"),
+        ("unavailable", Category.UNAVAILABLE, "fallback.code_overloaded"),
+        ("Server_Error", Category.INTERNAL, "fallback.code_internal"),
+        ("internal", Category.INTERNAL, "fallback.code_internal"),
+        ("INSUFFICIENT_QUOTA", Category.QUOTA_EXCEEDED, "fallback.code_quota"),
+        ("Context_Length_Exceeded", Category.CONTEXT_LENGTH, "fallback.code_context_length"),
+        ("prohibited_content", Category.CONTENT_FILTER, "fallback.code_content_filter"),
+        (" server_error\n", Category.INTERNAL, "fallback.code_internal"),
+    ],
+)
+def test_provider_codes_match_in_any_case(code: str, category: Category, rule: str) -> None:
+    outcome = pb.Outcome(tool="llm", ok=False, code=code, message="it failed")
+    assert classify_coarse(outcome) == (category, rule)
 
 
 def test_an_internal_error_is_retried_once_then_recovered() -> None:
@@ -774,4 +853,29 @@ def test_a_kind_outranks_codes_and_statuses_as_on_the_sidecar() -> None:
         {"kind": Kind.CANCELLED, "http_status": 503, "message": "cancelled"},
         {"kind": Kind.UNKNOWN_TOOL, "http_status": 404, "message": "Tool serch not found"},
         {"kind": Kind.INVALID_TOOL_CALL, "code": "context_length_exceeded", "message": "bad JSON"},
+    ])
+
+
+def test_provider_codes_decide_as_the_sidecar_does() -> None:
+    openai_500 = "The server had an error while processing your request. Sorry about that!"
+    assert_as_the_sidecar_decides([
+        # Anthropic's 529 overloaded_error (docs.anthropic.com, Errors), and the code with other statuses.
+        {"http_status": 529, "code": "overloaded_error", "message": "Overloaded"},
+        {"http_status": 500, "code": "overloaded_error", "message": "Overloaded"},
+        {"code": "OVERLOADED_ERROR", "message": "Overloaded"},
+        # OpenAI's 500 server_error (its error body's type), and with a 503.
+        {"http_status": 500, "code": "server_error", "message": openai_500},
+        {"http_status": 503, "code": "server_error", "message": openai_500},
+        {"code": "Server_Error", "message": openai_500},
+        # Anthropic's 500 api_error; AWS Bedrock's exceptions by their codes; gRPC's names as codes.
+        {"http_status": 500, "code": "api_error", "message": "Internal server error"},
+        {"http_status": 503, "code": "ServiceUnavailableException", "message": "Service unavailable"},
+        {"http_status": 424, "code": "ModelStreamErrorException", "message": "Model stream error"},
+        {"code": "unavailable", "grpc_code": 13, "message": "upstream connect error"},
+        {"code": "internal", "grpc_code": 14, "message": "stream terminated"},
+        # A code outranks the statuses the fallback reads first, and the errno names never clash.
+        {"http_status": 429, "code": "internal_error", "message": "Internal error"},
+        {"http_status": 401, "code": "engine_overloaded", "message": "The engine is currently overloaded"},
+        {"http_status": 500, "code": "ETIMEDOUT", "message": "connect ETIMEDOUT"},
+        {"http_status": 500, "code": "econnreset", "message": "socket hang up"},
     ])

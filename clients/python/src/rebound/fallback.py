@@ -2,7 +2,8 @@
 reached within the call deadline. It carries the sidecar's seed defaults and classifies only
 coarse signals: timeouts, connection errors, HTTP 429 and the 5xx of an unavailable server
 (502, 503, 504, 520 to 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and DATA_LOSS
-(internal: retried once), 401 and 403 (escalated), cancellation (aborted), an unknown tool
+(internal: retried once), the providers' error codes the sidecar's rules name (quota, context
+length, content filter, overloaded, internal), 401 and 403 (escalated), cancellation (aborted), an unknown tool
 (reclassify: choose another tool); anything else goes back to the LLM (recover). Over that
 plan, the sidecar's session breakers (src/breaker.rs): identical errors in a row and a step or
 cost limit abort, failures of one tool in a row and errors in the session escalate, and a
@@ -46,10 +47,13 @@ _NETWORK_CODES = frozenset({
 })
 
 # Provider error codes that change what to do: a quota is not retried but escalated, an input too
-# long or filtered is replanned. The sidecar's lists (src/defaults/rules.toml, rules code.insufficient_quota,
-# code.context_length and code.content_filter; test_fallback checks for drift). As on the sidecar, a
-# code wins over the HTTP status: OpenAI sends insufficient_quota with a 429.
-_PROVIDER_CODES = {
+# long or filtered is replanned, an overloaded provider is retried with backoff and an error inside
+# it once. The sidecar's lists (src/defaults/rules.toml, rules code.insufficient_quota,
+# code.context_length, code.content_filter, code.overloaded and code.internal; test_fallback checks
+# for drift). As on the sidecar, a code wins over a gRPC code and the HTTP status: OpenAI sends
+# insufficient_quota with a 429, and server_error with a 503 is internal. Looked up trimmed and in
+# ASCII lower case (`_code_key`), as the sidecar matches a code.
+_PROVIDER_CODE_LISTS = {
     **dict.fromkeys(
         ["insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
          "QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"],
@@ -64,7 +68,33 @@ _PROVIDER_CODES = {
          "PROHIBITED_CONTENT"],
         (Category.CONTENT_FILTER, "fallback.code_content_filter"),
     ),
+    **dict.fromkeys(
+        ["overloaded_error", "ServiceUnavailable", "ServiceUnavailableException", "ModelNotReadyException",
+         "server_overloaded", "engine_overloaded", "UNAVAILABLE", "InternalFailure", "ModelStreamErrorException"],
+        (Category.UNAVAILABLE, "fallback.code_overloaded"),
+    ),
+    **dict.fromkeys(
+        ["api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"],
+        (Category.INTERNAL, "fallback.code_internal"),
+    ),
 }
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+# What Rust's `str::trim` takes off: the Unicode White_Space property (str.strip() also takes
+# \x1c-\x1f).
+_RUST_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def _code_key(code: str) -> str:
+    """A code as the sidecar compares it: trimmed, then ASCII letters in lower case (Rust's
+    `eq_ignore_ascii_case`: no other letter changes case, so the Kelvin sign is no `k`)."""
+    return code.strip(_RUST_WHITE_SPACE).translate(_ASCII_LOWER)
+
+
+# The lists above by `_code_key` (`SAFETY` and `safety` are one key).
+_PROVIDER_CODES = {_code_key(code): verdict for code, verdict in _PROVIDER_CODE_LISTS.items()}
 
 # gRPC status codes (fixed by the gRPC spec) the fallback understands.
 _GRPC_CATEGORIES = {
@@ -451,8 +481,9 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"
     if kind in (Kind.NO_TOOL_CALL, Kind.INVALID_TOOL_CALL):
         return Category.FORMAT, "fallback.kind_format"
-    if o.code in _PROVIDER_CODES:
-        return _PROVIDER_CODES[o.code]
+    provider = _PROVIDER_CODES.get(_code_key(o.code))
+    if provider is not None:
+        return provider
     s = o.http_status
     if s == 401:
         return Category.AUTH, "fallback.http_401"
