@@ -24,10 +24,13 @@ else:  # pytest depends on tomli before 3.11; typed where it is installed
 
 from rebound import Action, Category, FallbackPolicy, Kind, Reason, build_outcome
 from rebound.fallback import (
+    _GRPC_RESOURCE_EXHAUSTED,
     _NETWORK_CODES,
     _PROVIDER_CODE_LISTS,
     _PROVIDER_CODES,
+    _QUOTA_WORDS,
     _SUGGESTIONS,
+    _TEXT_LIMIT,
     DeclaredLimits,
     SessionCounters,
     classify_coarse,
@@ -878,4 +881,70 @@ def test_provider_codes_decide_as_the_sidecar_does() -> None:
         {"http_status": 401, "code": "engine_overloaded", "message": "The engine is currently overloaded"},
         {"http_status": 500, "code": "ETIMEDOUT", "message": "connect ETIMEDOUT"},
         {"http_status": 500, "code": "econnreset", "message": "socket hang up"},
+    ])
+
+
+# Real: Google's Gemini API (google.api_core's ResourceExhausted, gRPC RESOURCE_EXHAUSTED) when
+# a per-minute limit is hit.
+GEMINI_EXHAUSTED = "Resource has been exhausted (e.g. check quota)."
+
+
+def test_grpc_resource_exhausted_rules_are_the_sidecars() -> None:
+    rules = {r["id"]: r for r in tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]}
+    quota, limit = rules["grpc.resource_exhausted.quota"], rules["grpc.resource_exhausted"]
+    assert (quota["category"], limit["category"]) == ("quota_exceeded", "rate_limited")
+    assert quota["grpc_code"] == limit["grpc_code"] == ["RESOURCE_EXHAUSTED"]
+    assert grpc.StatusCode.RESOURCE_EXHAUSTED.value[0] == _GRPC_RESOURCE_EXHAUSTED
+    assert list(_QUOTA_WORDS) == quota["message"]
+    # Plain lower-case words, so that a substring test is the sidecar's case-insensitive pattern.
+    assert all(re.fullmatch(r"[a-z ]+", word) for word in _QUOTA_WORDS)
+    assert "message" not in limit
+    # The words are looked for as far as the sidecar reads a text by default.
+    config = (REPO / "src" / "config.rs").read_text(encoding="utf-8")
+    assert f"ClassifyConfig {{ text_limit: {_TEXT_LIMIT} }}" in config
+
+
+def test_a_grpc_resource_exhausted_is_a_rate_limit_retried_with_backoff() -> None:
+    verdicts = [decide(failure(tool="gemini", grpc_code=8, message=GEMINI_EXHAUSTED, attempt=n)) for n in (1, 2, 3, 4)]
+    assert (verdicts[0].category, verdicts[0].rule) == (Category.RATE_LIMITED, "fallback.grpc_resource_exhausted")
+    assert [v.action for v in verdicts] == [Action.RETRY] * 3 + [Action.RECOVER]
+    assert [v.delay_ms for v in verdicts[:3]] == [1000, 2000, 4000]
+
+
+@pytest.mark.parametrize(
+    ("fields"),
+    [
+        {"message": "Insufficient credits: add credits to your billing account."},
+        {"message": "Resource exhausted", "detail": "INSUFFICIENT funds"},
+        {"message": "Your project has run out of Storage Quota"},
+        {"message": "no space left: DISK full"},
+    ],
+)
+def test_a_grpc_resource_exhausted_that_names_a_quota_escalates(fields: dict[str, Any]) -> None:
+    v = decide(failure(tool="gemini", grpc_code=8, **fields))
+    assert (v.action, v.category, v.rule) == (Action.ESCALATE, Category.QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota")
+    assert v.breaker.session_state == pb.SESSION_STATE_ESCALATED
+
+
+def test_grpc_resource_exhausted_decides_as_the_sidecar_does() -> None:
+    far = "x" * _TEXT_LIMIT
+    assert_as_the_sidecar_decides([
+        {"grpc_code": 8, "message": GEMINI_EXHAUSTED},
+        {"grpc_code": 8, "message": "429 Resource has been exhausted: insufficient tokens per minute."},
+        {"grpc_code": 8, "message": "Quota exceeded: Credits are used up; check your Billing."},
+        {"grpc_code": 8, "message": "RESOURCE_EXHAUSTED", "detail": "google.rpc.QuotaFailure: insufficient credits"},
+        {"grpc_code": 8, "message": "storage  quota", "detail": "storage\nquota"},
+        # Words the sidecar does not read: past its text limit in one line, between head and tail.
+        {"grpc_code": 8, "message": far + " insufficient"},
+        {"grpc_code": 8, "message": far + "\ninsufficient\n" + far},
+        {"grpc_code": 8, "message": "a\n" + far + " billing"},
+        {"grpc_code": 8, "message": "\u00e9" * 600 + "disk"},
+        {"grpc_code": 8, "message": "ok", "detail": far + "\ncredits\n" + far},
+        {"grpc_code": 8, "message": far + " credits", "detail": "trace"},
+        # A code or an exception type outranks the gRPC code; an internal 5xx does not.
+        {"grpc_code": 8, "code": "ECONNRESET", "message": "insufficient credits"},
+        {"grpc_code": 8, "code": "server_error", "message": GEMINI_EXHAUSTED},
+        {"grpc_code": 8, "exception_type": "ConnectionError", "message": "insufficient credits"},
+        {"grpc_code": 8, "http_status": 500, "message": "insufficient credits"},
+        {"grpc_code": 8, "http_status": 500, "message": GEMINI_EXHAUSTED},
     ])

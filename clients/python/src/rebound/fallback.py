@@ -1,6 +1,7 @@
 """The local fallback policy: what the client decides on its own when the sidecar cannot be
 reached within the call deadline. It carries the sidecar's seed defaults and classifies only
-coarse signals: timeouts, connection errors, HTTP 429 and the 5xx of an unavailable server
+coarse signals: timeouts, connection errors, HTTP 429, gRPC RESOURCE_EXHAUSTED (escalated when
+its words say a quota is used up) and the 5xx of an unavailable server
 (502, 503, 504, 520 to 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and DATA_LOSS
 (internal: retried once), the providers' error codes the sidecar's rules name (quota, context
 length, content filter, overloaded, internal), 401 and 403 (escalated), cancellation (aborted), an unknown tool
@@ -107,6 +108,17 @@ _GRPC_CATEGORIES = {
 
 # gRPC UNKNOWN, INTERNAL and DATA_LOSS: internal, as the sidecar's rule grpc.internal says.
 _GRPC_INTERNAL = frozenset({2, 13, 15})
+
+# gRPC RESOURCE_EXHAUSTED: a rate limit (retried with backoff), as the sidecar's rule
+# grpc.resource_exhausted says, unless the message or detail names a used-up quota, in any case:
+# rule grpc.resource_exhausted.quota's words (plain words, so a substring test is its
+# case-insensitive pattern), escalated. test_fallback checks both rules for drift.
+_GRPC_RESOURCE_EXHAUSTED = 8
+_QUOTA_WORDS = ("billing", "insufficient", "credits", "disk", "storage quota")
+
+# The bytes of a message or detail the sidecar's message patterns read (its default
+# classify.text_limit; src/classify.rs, match_text): a longer text's head, or its head and tail.
+_TEXT_LIMIT = 1024
 
 # The sidecar's category suggestions (src/defaults/categories.toml; test_fallback checks for drift).
 _SUGGESTIONS = {
@@ -507,6 +519,11 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.TIMEOUT, "fallback.type_timeout"
     if any(w in typ for w in ("connectionerror", "connecterror", "connectionrefused", "connectionreset")):
         return Category.NETWORK, "fallback.type_connection"
+    # After the codes and exception types, which outrank a gRPC code on the sidecar.
+    if o.HasField("grpc_code") and o.grpc_code == _GRPC_RESOURCE_EXHAUSTED:
+        if _says_any(o, _QUOTA_WORDS):
+            return Category.QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"
+        return Category.RATE_LIMITED, "fallback.grpc_resource_exhausted"
     # Internal last: on the sidecar an error code and an exception type outrank a gRPC code, and
     # all of them an HTTP status, so a 500 that says its connection was reset is a network failure
     # there (retried three times), not an internal one (retried once).
@@ -515,6 +532,25 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     if 500 <= s <= 599:
         return Category.INTERNAL, "fallback.http_5xx"
     return Category.UNKNOWN, "fallback.default"
+
+
+def _says_any(o: pb.Outcome, words: tuple[str, ...]) -> bool:
+    """Whether the text the sidecar matches message patterns against (the message, then the
+    detail, each as far as it reads them) holds one of `words` (lower-case ASCII) in any case."""
+    half = _TEXT_LIMIT // 2
+    message, detail = o.message.encode("utf-8", "replace"), o.detail.encode("utf-8", "replace")
+    # Cut by bytes, as the sidecar, which cuts on a character boundary: the bytes of a cut
+    # character are no ASCII letters, so no word can match across them.
+    if not detail:
+        if len(message) <= _TEXT_LIMIT or b"\n" not in message:
+            text = message[:_TEXT_LIMIT]
+        else:
+            text = message[:half] + b"\n" + message[-half:]
+    else:
+        text = message[:_TEXT_LIMIT] + b"\n"
+        text += detail if len(detail) <= _TEXT_LIMIT else detail[:half] + b"\n" + detail[-half:]
+    text = text.lower()  # bytes.lower: ASCII letters only, as the sidecar's ASCII-only patterns
+    return any(word.encode() in text for word in words)
 
 
 def refuses_retry(headers: Mapping[str, str]) -> bool:
