@@ -22,11 +22,13 @@ import { redact, redactHead } from "./redact.js";
 /**
  * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
  * sidecar's seed defaults. It classifies only coarse signals: timeouts,
- * connection errors, HTTP 429 and the 5xx of an unavailable server (502, 503,
- * 504, 520 to 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and
- * DATA_LOSS (internal: retried once), 401 and 403 (escalated),
- * the providers' quota codes (escalated, even with a 429), their
- * context-length and content-filter codes (replan), cancellation (aborted),
+ * connection errors, HTTP 429, gRPC RESOURCE_EXHAUSTED and the 5xx of an
+ * unavailable server (502, 503, 504, 520 to 524, 529: retried), other 5xx and
+ * gRPC INTERNAL, UNKNOWN and DATA_LOSS (internal: retried once), 401 and 403
+ * (escalated), the providers' quota codes and a RESOURCE_EXHAUSTED that speaks
+ * of billing, insufficient credits or disk (escalated, even with a 429), their
+ * context-length and content-filter codes (replan), their overloaded codes
+ * (retried) and internal-error codes (retried once), cancellation (aborted),
  * an unknown tool (reclassify: choose another tool); anything else goes back
  * to the LLM (recover). Over that plan, the sidecar's session breakers:
  * identical errors in a row and a declared step or cost limit abort, failures
@@ -168,11 +170,15 @@ const NETWORK_CODES = new Set([
 
 /**
  * Provider error codes that change what to do: a quota is not retried but
- * escalated, an input too long or filtered is replanned. The sidecar's lists
- * (src/defaults/rules.toml, rules code.insufficient_quota, code.context_length
- * and code.content_filter: the source of truth; a test fails when the two
- * drift apart). Matched exactly, case included. As on the sidecar, a code wins
- * over the HTTP status: OpenAI sends insufficient_quota with a 429.
+ * escalated, an input too long or filtered is replanned, an overloaded server
+ * is retried with backoff and an error inside it once. The sidecar's lists
+ * (src/defaults/rules.toml, rules code.insufficient_quota, code.context_length,
+ * code.content_filter, code.overloaded and code.internal: the source of truth;
+ * a test fails when the two drift apart), spelled as there. Matched as the
+ * sidecar matches a code: trimmed, ASCII case aside (see {@link providerCode}).
+ * As on the sidecar, a code wins over a gRPC code and the HTTP status: OpenAI
+ * sends insufficient_quota with a 429, Anthropic overloaded_error with a 529
+ * (its SDKs read the body, so a 500 with that type is overloaded too).
  * @internal Exported for that test only.
  */
 export const PROVIDER_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
@@ -193,7 +199,87 @@ export const PROVIDER_CODES: ReadonlyMap<string, readonly [pb.Category, string]>
   ...["content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety", "PROHIBITED_CONTENT"].map(
     (code) => [code, [C.CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"]] as const,
   ),
+  ...[
+    "overloaded_error",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "ModelNotReadyException",
+    "server_overloaded",
+    "engine_overloaded",
+    "UNAVAILABLE",
+    "InternalFailure",
+    "ModelStreamErrorException",
+  ].map((code) => [code, [C.CATEGORY_UNAVAILABLE, "fallback.code_overloaded"]] as const),
+  ...["api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"].map(
+    (code) => [code, [C.CATEGORY_INTERNAL, "fallback.code_internal"]] as const,
+  ),
 ]);
+
+/** {@link PROVIDER_CODES} by the code in ASCII lower case, as the sidecar indexes its rules' codes. */
+const PROVIDER_CODES_FOLDED: ReadonlyMap<string, readonly [pb.Category, string]> = new Map(
+  [...PROVIDER_CODES].map(([code, verdict]) => [asciiLower(code), verdict]),
+);
+
+/**
+ * The category and rule a provider's error code names, if any: the code
+ * trimmed of Unicode White_Space (Rust's `str::trim`, which keeps U+FEFF and
+ * drops U+0085, unlike `String.prototype.trim`) and compared ASCII case aside
+ * (Rust's `eq_ignore_ascii_case`: `toLowerCase` would also fold non-ASCII
+ * letters such as the Kelvin sign into "k"). A Map, so that a code such as
+ * `constructor` or `__proto__` finds nothing.
+ * @internal Exported for tests.
+ */
+export function providerCode(code: string): readonly [pb.Category, string] | undefined {
+  return PROVIDER_CODES_FOLDED.get(asciiLower(code.replace(RUST_TRIM, "")));
+}
+
+/** Leading and trailing Unicode White_Space, as Rust's `str::trim` removes it. */
+const RUST_TRIM = /^[\t-\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+|[\t-\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+$/g;
+
+/** `text` with A to Z, and only those, in lower case. */
+function asciiLower(text: string): string {
+  return text.replace(/[A-Z]+/g, (s) => s.toLowerCase());
+}
+
+/**
+ * The words that make a gRPC RESOURCE_EXHAUSTED a quota (escalated) rather
+ * than a rate limit (retried): the sidecar's rule grpc.resource_exhausted.quota
+ * (src/defaults/rules.toml; a test fails when the two drift apart). Its
+ * patterns are plain words, so a substring test, ASCII case aside, matches
+ * what its case-insensitive, non-Unicode regular expressions do.
+ * @internal Exported for that test only.
+ */
+export const GRPC_QUOTA_WORDS: readonly string[] = Object.freeze(["billing", "insufficient", "credits", "disk", "storage quota"]);
+
+/**
+ * How much text the sidecar's message rules read, in UTF-8 bytes: its default
+ * `[classify] text_limit` (src/config.rs).
+ */
+const TEXT_LIMIT = 1024;
+
+/**
+ * The text the sidecar's message rules look at (src/classify.rs, match_text):
+ * the message's first {@link TEXT_LIMIT} bytes, then the detail's, or its first
+ * and last half of that when it is longer (a traceback ends with its
+ * exception); a long message of many lines with no detail is read as a detail.
+ * A cut inside a character leaves a U+FFFD, which no word here matches.
+ */
+function matchText(o: pb.Outcome): string {
+  const utf8 = new TextEncoder();
+  const decoder = new TextDecoder();
+  const half = TEXT_LIMIT / 2;
+  const headAndTail = (text: string): string => {
+    const bytes = utf8.encode(text);
+    if (bytes.length <= TEXT_LIMIT) return text;
+    return `${decoder.decode(bytes.subarray(0, half))}\n${decoder.decode(bytes.subarray(bytes.length - half))}`;
+  };
+  const prefix = (text: string): string => {
+    const bytes = utf8.encode(text);
+    return bytes.length <= TEXT_LIMIT ? text : decoder.decode(bytes.subarray(0, TEXT_LIMIT));
+  };
+  if (o.detail === "") return o.message.includes("\n") ? headAndTail(o.message) : prefix(o.message);
+  return `${prefix(o.message)}\n${headAndTail(o.detail)}`;
+}
 
 /** The whole fallback policy: one outcome in, one verdict out. */
 export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: FallbackInput): pb.Verdict {
@@ -359,12 +445,13 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
 /**
  * Maps the structured signals a fallback can trust to a category and a rule id;
  * they win over the exception type's wording. A provider's code comes first, as
- * on the sidecar, where a code outranks the HTTP status. An internal error (a
- * 5xx other than an unavailable server's, a gRPC INTERNAL) comes last, as on
- * the sidecar too.
+ * on the sidecar, where a code outranks a gRPC code and the HTTP status (so
+ * server_error with a 503 is internal, overloaded_error with a 500 unavailable).
+ * An internal error that only a status says (a 5xx other than an unavailable
+ * server's, a gRPC INTERNAL) comes last, as on the sidecar too.
  */
 export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
-  const provider = PROVIDER_CODES.get(o.code);
+  const provider = providerCode(o.code);
   if (provider !== undefined) return [...provider];
   const s = o.httpStatus;
   if (s === 401) return [C.CATEGORY_AUTH, "fallback.http_401"];
@@ -386,6 +473,14 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
       return [C.CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"];
     case 7:
       return [C.CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"];
+    case 8: {
+      // RESOURCE_EXHAUSTED: a rate limit, unless its words say a quota, as the sidecar's rules
+      // grpc.resource_exhausted.quota (its words outrank the bare code) and grpc.resource_exhausted.
+      const text = asciiLower(matchText(o));
+      return GRPC_QUOTA_WORDS.some((w) => text.includes(w))
+        ? [C.CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"]
+        : [C.CATEGORY_RATE_LIMITED, "fallback.grpc_resource_exhausted"];
+    }
     case 14:
       return [C.CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"];
     case 16:

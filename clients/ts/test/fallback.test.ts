@@ -18,7 +18,9 @@ import {
   decide,
   DEFAULT_FALLBACK_POLICY,
   fallbackPolicy,
+  GRPC_QUOTA_WORDS,
   PROVIDER_CODES,
+  providerCode,
   providerDelayMs,
   SUGGESTIONS,
   UNAVAILABLE_STATUSES,
@@ -39,6 +41,8 @@ interface SidecarRule {
   grpcCodes?: string[];
   /** Numbers, and ranges as strings ("500-599"). */
   httpStatus?: (number | string)[];
+  /** Message patterns. */
+  messages?: string[];
 }
 
 /** The sidecar's default rules (src/defaults/rules.toml) by id. */
@@ -59,12 +63,38 @@ function sidecarRules(): Map<string, SidecarRule> {
       if (grpcCodes !== undefined) rule.grpcCodes = JSON.parse(grpcCodes) as string[];
       const httpStatus = /^http_status\s*=\s*(\[.*\])$/.exec(line)?.[1];
       if (httpStatus !== undefined) rule.httpStatus = JSON.parse(httpStatus) as (number | string)[];
+      const messages = /^message\s*=\s*(\[.*\])$/.exec(line)?.[1];
+      if (messages !== undefined) rule.messages = JSON.parse(messages) as string[];
       const category = /^category\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
       if (category !== undefined) rule.category = JSON.parse(category) as string;
     }
     if (rule.id !== undefined) rules.set(rule.id, rule);
   }
   return rules;
+}
+
+/** Anthropic's 529 as its TypeScript SDK words it: the status, then the body (docs.anthropic.com, Errors). */
+const ANTHROPIC_OVERLOADED = '529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}';
+/** The OpenAI API's message with its 500 server_error. */
+const OPENAI_SERVER_ERROR = "The server had an error while processing your request. Sorry about that!";
+/** The Gemini API's RESOURCE_EXHAUSTED (HTTP 429) when requests come too fast. */
+const GEMINI_EXHAUSTED = "Resource has been exhausted (e.g. check quota).";
+/**
+ * The Gemini API's RESOURCE_EXHAUSTED when a prepaid account has run dry (as
+ * reported in JeffOtano/roni#125, which matches "credits are depleted" and "billing").
+ */
+const GEMINI_CREDITS_DEPLETED =
+  "Your prepayment credits are depleted. Please go to AI Studio at https://ai.studio/projects to manage your project and billing.";
+
+/** What the tests read of a `rebound replay` verdict line. */
+interface ReplayVerdict {
+  category: string;
+  rule: string;
+  action: string;
+  retryable: boolean;
+  delay_ms: number;
+  attempts_left: number | null;
+  breaker: { reason: string | null };
 }
 
 interface Case {
@@ -246,6 +276,45 @@ const CASES: Case[] = [
     action: "reclassify", category: "unknown_tool",
   },
   {
+    // Real: Anthropic's API when overloaded, a 529 whose body's error type is overloaded_error
+    // (docs.anthropic.com, Errors); its TypeScript SDK puts the status and body in the message.
+    name: "Anthropic's 529 overloaded_error retries as unavailable",
+    outcome: { tool: "llm", httpStatus: 529, code: "overloaded_error", message: ANTHROPIC_OVERLOADED },
+    random: 0.5, action: "retry", category: "unavailable", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "overloaded_error with a 500 is unavailable, retried three times, not internal",
+    outcome: { tool: "llm", httpStatus: 500, code: "overloaded_error", message: ANTHROPIC_OVERLOADED, attempt: 3 },
+    random: 0.5, action: "retry", category: "unavailable", retryable: true, delayMs: 4000,
+  },
+  {
+    // Real: the OpenAI API's 500 (code server_error) with its stock message.
+    name: "OpenAI's 500 server_error is internal: retried once",
+    outcome: { tool: "llm", httpStatus: 500, code: "server_error", message: OPENAI_SERVER_ERROR },
+    random: 0.5, action: "retry", category: "internal", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "server_error with a 503 is internal too: its one retry spent, recover",
+    outcome: { tool: "llm", httpStatus: 503, code: "server_error", message: OPENAI_SERVER_ERROR, attempt: 2 },
+    action: "recover", category: "internal", retryable: true, reason: "retries_exhausted",
+  },
+  {
+    // Real: the Gemini API's RESOURCE_EXHAUSTED for too many requests; "quota" alone is no quota word.
+    name: "Gemini's RESOURCE_EXHAUSTED is a rate limit: retried",
+    outcome: { tool: "llm", grpcCode: 8, message: GEMINI_EXHAUSTED },
+    random: 0.5, action: "retry", category: "rate_limited", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "RESOURCE_EXHAUSTED that speaks of insufficient credits is a quota: escalated",
+    outcome: { tool: "llm", grpcCode: 8, message: "Insufficient credits to run this request." },
+    action: "escalate", category: "quota_exceeded", reason: "category_policy",
+  },
+  {
+    name: "a code matches whatever its case, trimmed, as on the sidecar",
+    outcome: { tool: "llm", code: " Overloaded_Error\n", httpStatus: 500 },
+    random: 0.5, action: "retry", category: "unavailable", retryable: true, delayMs: 1000,
+  },
+  {
     name: "an invalid tool call is a format error: recover",
     outcome: { tool: "search", kind: pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL, message: "Expecting ',' delimiter" },
     action: "recover", category: "format",
@@ -405,12 +474,184 @@ describe("fallback policy", () => {
       ["code.insufficient_quota", "quota_exceeded"],
       ["code.context_length", "context_length"],
       ["code.content_filter", "content_filter"],
+      ["code.overloaded", "unavailable"],
+      ["code.internal", "internal"],
     ] as const) {
       const rule = rules.get(id);
       assert.ok(rule?.codes !== undefined, `no rule ${id} with a code list in rules.toml: has its format changed?`);
       assert.equal(rule.category, category, id);
       const ours = [...PROVIDER_CODES].filter(([, [c]]) => categoryName(c) === category).map(([code]) => code);
       assert.deepEqual(ours.sort(), [...rule.codes].sort(), id);
+    }
+  });
+
+  it("matches a provider code trimmed and ASCII case aside, as the sidecar, and nothing else", () => {
+    const folded = new Map<string, string>();
+    for (const [code, [category, rule]] of PROVIDER_CODES) {
+      // No two lists may hold one code in two spellings: the sidecar would take the first rule's.
+      const other = folded.get(code.toLowerCase());
+      assert.ok(other === undefined || other === rule, `${code} is in ${other} and ${rule}`);
+      folded.set(code.toLowerCase(), rule);
+      for (const spelling of [code, code.toUpperCase(), code.toLowerCase(), ` ${code}\t`, `\u00A0${code}\u0085`]) {
+        assert.deepEqual(providerCode(spelling), [category, rule], JSON.stringify(spelling));
+      }
+    }
+    // The later code checks read none of these codes.
+    for (const code of ["ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN", "EPIPE"]) {
+      assert.equal(providerCode(code), undefined, code);
+    }
+    // Not what the sidecar trims or folds (U+FEFF is no White_Space to Rust; the Kelvin sign is no
+    // ASCII k), nor an object's own keys.
+    for (const code of ["\uFEFFserver_error", "max_to\u212Aens_exceeded", "sa\u017Fety", "constructor", "__proto__", "toString", "hasOwnProperty", ""]) {
+      assert.equal(providerCode(code), undefined, JSON.stringify(code));
+    }
+    const [category, rule] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", code: "__proto__", httpStatus: 503 }));
+    assert.deepEqual([categoryName(category), rule], ["unavailable", "fallback.http_502"]);
+  });
+
+  it("reads RESOURCE_EXHAUSTED as the sidecar's rules grpc.resource_exhausted(.quota)", () => {
+    const rules = sidecarRules();
+    const quota = rules.get("grpc.resource_exhausted.quota");
+    const bare = rules.get("grpc.resource_exhausted");
+    assert.deepEqual([quota?.grpcCodes, quota?.category], [["RESOURCE_EXHAUSTED"], "quota_exceeded"]);
+    assert.deepEqual([bare?.grpcCodes, bare?.category, bare?.messages], [["RESOURCE_EXHAUSTED"], "rate_limited", undefined]);
+    assert.equal(grpcStatus.RESOURCE_EXHAUSTED, 8);
+    assert.deepEqual([...GRPC_QUOTA_WORDS].sort(), [...(quota?.messages ?? [])].sort());
+    // Plain lower-case words: a substring test matches what the sidecar's regular expressions do.
+    for (const word of GRPC_QUOTA_WORDS) assert.match(word, /^[a-z]+( [a-z]+)*$/, word);
+    const read = (fields: pb.DeepPartial<pb.Outcome>): [string, string] => {
+      const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", grpcCode: 8, ...fields }));
+      return [categoryName(c), r];
+    };
+    const rate: [string, string] = ["rate_limited", "fallback.grpc_resource_exhausted"];
+    const quotaVerdict: [string, string] = ["quota_exceeded", "fallback.grpc_resource_exhausted_quota"];
+    assert.deepEqual(read({ message: GEMINI_EXHAUSTED }), rate);
+    assert.deepEqual(read({}), rate);
+    assert.deepEqual(read({ message: GEMINI_CREDITS_DEPLETED }), quotaVerdict);
+    for (const word of GRPC_QUOTA_WORDS) {
+      assert.deepEqual(read({ message: `Out of ${word.toUpperCase()}.` }), quotaVerdict, word);
+      assert.deepEqual(read({ message: "failed", detail: `Caused by: ${word}` }), quotaVerdict, `${word} in the detail`);
+    }
+    // Beyond the sidecar's 1,024 bytes of a one-line message, or inside the middle of a long
+    // detail, a word is not read, as on the sidecar; at a long detail's end it is.
+    assert.deepEqual(read({ message: `${"x".repeat(1024)} insufficient credits` }), rate);
+    assert.deepEqual(read({ message: "failed", detail: `${"x".repeat(600)} billing ${"y".repeat(600)}` }), rate);
+    assert.deepEqual(read({ message: "failed", detail: `${"x".repeat(2000)}\nbilling account closed` }), quotaVerdict);
+    // A provider's code still outranks it.
+    assert.deepEqual(read({ code: "server_error", message: "billing" })[0], "internal");
+  });
+
+  it("acts on the new categories by the category policy", () => {
+    const act = (fields: pb.DeepPartial<pb.Outcome>, attempt: number): [string, number | null, string] => {
+      const v = decide(fallbackPolicy({ maxConsecutiveFailures: 0 }), pb.Outcome.fromPartial({ tool: "t", attempt, ...fields }), {
+        consecutive: 1,
+        nowMs: NOW,
+        random: 0.5,
+      });
+      return [actionName(v.action), v.retry?.delayMs ?? null, reasonName(v.breaker?.reason ?? 0)];
+    };
+    // Internal: one retry, then back to the LLM.
+    const internal = { httpStatus: 500, code: "server_error", message: OPENAI_SERVER_ERROR };
+    assert.deepEqual(act(internal, 1), ["retry", 1000, "unspecified"]);
+    assert.deepEqual(act(internal, 2), ["recover", null, "retries_exhausted"]);
+    // Unavailable and rate limited: three retries with backoff, then back to the LLM.
+    for (const fields of [
+      { httpStatus: 529, code: "overloaded_error", message: ANTHROPIC_OVERLOADED },
+      { grpcCode: 8, message: GEMINI_EXHAUSTED },
+    ]) {
+      assert.deepEqual([1, 2, 3, 4].map((n) => act(fields, n)), [
+        ["retry", 1000, "unspecified"],
+        ["retry", 2000, "unspecified"],
+        ["retry", 4000, "unspecified"],
+        ["recover", null, "retries_exhausted"],
+      ], JSON.stringify(fields));
+    }
+    // A quota: escalated at once, with a report.
+    const v = decide(DEFAULT_FALLBACK_POLICY, pb.Outcome.fromPartial({ tool: "gemini", grpcCode: 8, message: GEMINI_CREDITS_DEPLETED }), {
+      consecutive: 1,
+      nowMs: NOW,
+      random: 0.5,
+    });
+    assert.deepEqual([actionName(v.action), reasonName(v.breaker?.reason ?? 0)], ["escalate", "category_policy"]);
+    assert.ok(v.escalation?.summary.startsWith('quota_exceeded for tool "gemini" needs a human'), v.escalation?.summary);
+  });
+
+  it("classifies and acts as the sidecar does on providers' codes and RESOURCE_EXHAUSTED (rebound replay)", () => {
+    // Each a first failure in a session and of a tool of its own; the sidecar without jitter, the fallback at its middle.
+    const cases: Record<string, unknown>[] = [
+      { http_status: 529, code: "overloaded_error", message: ANTHROPIC_OVERLOADED },
+      { http_status: 500, code: "overloaded_error", message: ANTHROPIC_OVERLOADED, attempt: 3 },
+      { http_status: 500, code: "server_error", message: OPENAI_SERVER_ERROR },
+      { http_status: 503, code: "server_error", message: OPENAI_SERVER_ERROR },
+      { http_status: 503, code: "server_error", message: OPENAI_SERVER_ERROR, attempt: 2 },
+      { http_status: 429, code: "Internal" },
+      { grpc_code: 13, code: "unavailable" },
+      { grpc_code: 14, code: "INTERNAL" },
+      { code: " Overloaded_Error\n", http_status: 500 },
+      { code: "SERVER_ERROR" },
+      { code: "ServiceUnavailableException", http_status: 503, message: "Service unavailable. Try again later." },
+      { code: "ModelNotReadyException" },
+      { grpc_code: 8, message: GEMINI_EXHAUSTED },
+      { grpc_code: 8, message: GEMINI_EXHAUSTED, attempt: 4 },
+      { grpc_code: 8, message: GEMINI_CREDITS_DEPLETED },
+      { grpc_code: 8, message: "Insufficient credits to run this request." },
+      { grpc_code: 8, message: "request failed", detail: "Caused by: INSUFFICIENT balance" },
+      { grpc_code: 8, message: "Storage Quota exceeded for bucket" },
+      { grpc_code: 8, message: `${"x".repeat(1030)} billing` },
+      { grpc_code: 8, message: "failed", detail: `${"x".repeat(600)} disk ${"y".repeat(600)}` },
+      { grpc_code: 8, code: "insufficient_quota", message: "Resource has been exhausted" },
+      { code: "__proto__", http_status: 503 },
+      { code: "constructor", http_status: 500 },
+    ];
+    const dir = mkdtempSync(join(tmpdir(), "rb"));
+    try {
+      const config = join(dir, "rebound.toml");
+      writeFileSync(config, '[retry]\njitter = "none"\n');
+      const input = cases.map((c, i) => JSON.stringify({ session_id: `s${i}`, tool: `t${i}`, ok: false, ...c }));
+      const run = spawnSync(sidecarBin(), ["replay", "--config", config, "-"], { input: `${input.join("\n")}\n`, encoding: "utf8" });
+      assert.equal(run.status, 0, run.stderr);
+      const verdicts = run.stdout.trim().split("\n").map((line) => JSON.parse(line) as ReplayVerdict);
+      assert.equal(verdicts.length, cases.length, run.stdout);
+      // The fallback's rule ids for the sidecar's.
+      const rules = new Map([
+        ["code.overloaded", "fallback.code_overloaded"],
+        ["code.internal", "fallback.code_internal"],
+        ["code.insufficient_quota", "fallback.code_quota"],
+        ["grpc.resource_exhausted", "fallback.grpc_resource_exhausted"],
+        ["grpc.resource_exhausted.quota", "fallback.grpc_resource_exhausted_quota"],
+        ["http.502", "fallback.http_502"],
+        ["http.500", "fallback.http_5xx"],
+      ]);
+      const rule = (id: string): string => rules.get(id) ?? `(sidecar rule ${id})`;
+      cases.forEach((c, i) => {
+        const { http_status: httpStatus, grpc_code: grpcCode, ...rest } = c as { http_status?: number; grpc_code?: number };
+        const o = pb.Outcome.fromPartial({ tool: `t${i}`, httpStatus, grpcCode, ...rest });
+        const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
+        const theirs = verdicts[i] as ReplayVerdict;
+        assert.deepEqual(
+          {
+            category: categoryName(v.classification?.category ?? 0),
+            rule: v.classification?.rule,
+            action: actionName(v.action),
+            retryable: v.classification?.retryable,
+            reason: reasonName(v.breaker?.reason ?? 0),
+            delayMs: v.retry?.delayMs ?? null,
+            attemptsLeft: v.retry?.attemptsLeft ?? null,
+          },
+          {
+            category: theirs.category,
+            rule: rule(theirs.rule),
+            action: theirs.action,
+            retryable: theirs.retryable,
+            reason: theirs.breaker.reason ?? "unspecified",
+            delayMs: theirs.action === "retry" ? theirs.delay_ms : null,
+            attemptsLeft: theirs.attempts_left,
+          },
+          `${JSON.stringify(c)} (line ${i + 1})`,
+        );
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
