@@ -444,13 +444,24 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
 
 /**
  * Maps the structured signals a fallback can trust to a category and a rule id;
- * they win over the exception type's wording. A provider's code comes first, as
+ * they win over the exception type's wording. The outcome's kind (timeout,
+ * cancelled, unknown_tool, no_tool_call, invalid_tool_call) comes first, as on
+ * the sidecar, where a kind rule outranks everything else (so a timeout with a
+ * 401 or with insufficient_quota is a timeout). A provider's code comes next, as
  * on the sidecar, where a code outranks a gRPC code and the HTTP status (so
  * server_error with a 503 is internal, overloaded_error with a 500 unavailable).
  * An internal error that only a status says (a 5xx other than an unavailable
  * server's, a gRPC INTERNAL) comes last, as on the sidecar too.
  */
 export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
+  // The kind first: the agent said so, and on the sidecar a kind rule (100) outranks a code (80) and
+  // an HTTP status (40), so a timeout with a 401 is a timeout, a cancellation with overloaded_error cancelled.
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TIMEOUT) return [C.CATEGORY_TIMEOUT, "fallback.kind_timeout"];
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_CANCELLED) return [C.CATEGORY_CANCELLED, "fallback.kind_cancelled"];
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL) return [C.CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"];
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL || o.kind === pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL) {
+    return [C.CATEGORY_FORMAT, "fallback.kind_format"];
+  }
   const provider = providerCode(o.code);
   if (provider !== undefined) return [...provider];
   const s = o.httpStatus;
@@ -459,12 +470,6 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (s === 429) return [C.CATEGORY_RATE_LIMITED, "fallback.http_429"];
   if (s === 408) return [C.CATEGORY_TIMEOUT, "fallback.http_408"];
   if (UNAVAILABLE_STATUSES.has(s)) return [C.CATEGORY_UNAVAILABLE, "fallback.http_502"];
-  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TIMEOUT) return [C.CATEGORY_TIMEOUT, "fallback.kind_timeout"];
-  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_CANCELLED) return [C.CATEGORY_CANCELLED, "fallback.kind_cancelled"];
-  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL) return [C.CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"];
-  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL || o.kind === pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL) {
-    return [C.CATEGORY_FORMAT, "fallback.kind_format"];
-  }
   // The numbers are gRPC's status codes, fixed by the gRPC spec.
   switch (o.grpcCode) {
     case 1:

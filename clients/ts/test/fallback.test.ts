@@ -265,9 +265,9 @@ const CASES: Case[] = [
     action: "abort", category: "cancelled", reason: "category_policy",
   },
   {
-    name: "HTTP status wins over the kind",
+    name: "the kind wins over the HTTP status, as on the sidecar",
     outcome: { tool: "llm", kind: pb.OutcomeKind.OUTCOME_KIND_TIMEOUT, httpStatus: 401 },
-    action: "escalate", category: "auth", reason: "category_policy",
+    random: 0.5, action: "retry", category: "timeout", retryable: true, delayMs: 1000,
   },
   { name: "404 is not a coarse signal: recover", outcome: { tool: "fetch", httpStatus: 404 }, action: "recover", category: "unknown" },
   {
@@ -602,6 +602,12 @@ describe("fallback policy", () => {
       { grpc_code: 8, code: "insufficient_quota", message: "Resource has been exhausted" },
       { code: "__proto__", http_status: 503 },
       { code: "constructor", http_status: 500 },
+      // The kind outranks a code and the HTTP status on the sidecar (100 over 80 and 40).
+      { kind: "timeout", http_status: 401 },
+      { kind: "timeout", code: "insufficient_quota" },
+      { kind: "cancelled", code: "overloaded_error" },
+      { kind: "timeout", code: "server_error" },
+      { kind: "unknown_tool", http_status: 429 },
     ];
     const dir = mkdtempSync(join(tmpdir(), "rb"));
     try {
@@ -621,11 +627,19 @@ describe("fallback policy", () => {
         ["grpc.resource_exhausted.quota", "fallback.grpc_resource_exhausted_quota"],
         ["http.502", "fallback.http_502"],
         ["http.500", "fallback.http_5xx"],
+        ["kind.timeout", "fallback.kind_timeout"],
+        ["kind.cancelled", "fallback.kind_cancelled"],
+        ["kind.unknown_tool", "fallback.kind_unknown_tool"],
       ]);
       const rule = (id: string): string => rules.get(id) ?? `(sidecar rule ${id})`;
       cases.forEach((c, i) => {
-        const { http_status: httpStatus, grpc_code: grpcCode, ...rest } = c as { http_status?: number; grpc_code?: number };
-        const o = pb.Outcome.fromPartial({ tool: `t${i}`, httpStatus, grpcCode, ...rest });
+        const { http_status: httpStatus, grpc_code: grpcCode, kind: kindName, ...rest } = c as {
+          http_status?: number;
+          grpc_code?: number;
+          kind?: string;
+        };
+        const kind = kindName === undefined ? undefined : pb.OutcomeKind[`OUTCOME_KIND_${kindName.toUpperCase()}` as keyof typeof pb.OutcomeKind];
+        const o = pb.Outcome.fromPartial({ tool: `t${i}`, httpStatus, grpcCode, kind, ...rest });
         const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
         const theirs = verdicts[i] as ReplayVerdict;
         assert.deepEqual(
