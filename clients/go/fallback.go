@@ -18,11 +18,14 @@ import (
 // FallbackPolicy is the local policy that decides when the sidecar cannot be
 // reached within the call deadline. DefaultFallbackPolicy holds the sidecar's
 // seed defaults. It classifies only coarse signals: timeouts, connection
-// errors, HTTP 429 and the 5xx of an unavailable server (502, 503, 504, 520 to
-// 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and DATA_LOSS
-// (internal: retried once), 401 and 403 (escalated), the provider codes of a
-// used-up quota (escalated) and of an input too long or filtered (replan),
-// cancellation (aborted), an unknown tool (reclassify: choose another tool);
+// errors, HTTP 429, gRPC RESOURCE_EXHAUSTED and the 5xx of an unavailable
+// server (502, 503, 504, 520 to 524, 529: retried), other 5xx and gRPC
+// INTERNAL, UNKNOWN and DATA_LOSS (internal: retried once), 401 and 403
+// (escalated), the provider codes of a used-up quota (escalated, as is a
+// RESOURCE_EXHAUSTED whose message speaks of billing, credits or the like), of
+// an input too long or filtered (replan), of an overloaded server (retried)
+// and of an error inside the provider (retried once), cancellation (aborted),
+// an unknown tool (reclassify: choose another tool);
 // anything else is handed back to the LLM (recover). Its session
 // breakers are the sidecar's (src/breaker.rs): identical errors in a row and a
 // session's step and cost limits abort, failures of one tool in a row and the
@@ -162,34 +165,100 @@ type providerClass struct {
 	rule     string
 }
 
-// providerCodes are the provider error codes that change what to do: a quota
-// is not retried but escalated, an input too long or filtered is replanned.
-// The sidecar's lists are the source of truth (src/defaults/rules.toml, rules
-// code.insufficient_quota, code.context_length and code.content_filter;
+// providerCodeRules are the provider error codes that change what to do, as
+// the sidecar lists them: a quota is not retried but escalated, an input too
+// long or filtered is replanned, an overloaded server is retried with backoff
+// (unavailable) and an error inside the provider's server retried once
+// (internal). The sidecar's lists are the source of truth
+// (src/defaults/rules.toml, rules code.insufficient_quota, code.context_length,
+// code.content_filter, code.overloaded and code.internal;
 // TestProviderCodesMatchSidecarRules checks for drift). As on the sidecar, a
-// code wins over the HTTP status: OpenAI sends insufficient_quota with a 429.
-// The match is exact, case included.
+// code wins over a gRPC code and the HTTP status: OpenAI sends
+// insufficient_quota with a 429, and server_error with a 503 is internal.
+var providerCodeRules = []struct {
+	class providerClass
+	codes []string
+}{
+	{providerClass{reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"},
+		[]string{"insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
+			"QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"}},
+	{providerClass{reboundpb.Category_CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"},
+		[]string{"context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"}},
+	{providerClass{reboundpb.Category_CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"},
+		[]string{"content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety",
+			"PROHIBITED_CONTENT"}},
+	{providerClass{reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded"},
+		[]string{"overloaded_error", "ServiceUnavailable", "ServiceUnavailableException", "ModelNotReadyException",
+			"server_overloaded", "engine_overloaded", "UNAVAILABLE", "InternalFailure", "ModelStreamErrorException"}},
+	{providerClass{reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal"},
+		[]string{"api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"}},
+}
+
+// providerCodes are providerCodeRules by code, ASCII-lowercased: the sidecar
+// matches a code trimmed and in any ASCII case (src/classify.rs), so
+// Overloaded_Error is overloaded_error; providerClassOf looks a code up.
 var providerCodes = func() map[string]providerClass {
 	table := map[string]providerClass{}
-	for _, rule := range []struct {
-		class providerClass
-		codes []string
-	}{
-		{providerClass{reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"},
-			[]string{"insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
-				"QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"}},
-		{providerClass{reboundpb.Category_CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"},
-			[]string{"context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"}},
-		{providerClass{reboundpb.Category_CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"},
-			[]string{"content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety",
-				"PROHIBITED_CONTENT"}},
-	} {
+	for _, rule := range providerCodeRules {
 		for _, code := range rule.codes {
-			table[code] = rule.class
+			table[asciiLower(code)] = rule.class
 		}
 	}
 	return table
 }()
+
+// providerClassOf is what a provider error code means, read as the sidecar
+// reads it: trimmed, in any ASCII case.
+func providerClassOf(code string) (providerClass, bool) {
+	code = strings.TrimSpace(code)
+	if code == "" {
+		return providerClass{}, false
+	}
+	c, ok := providerCodes[asciiLower(code)]
+	return c, ok
+}
+
+// quotaWords are the words that make a gRPC RESOURCE_EXHAUSTED a used-up
+// quota (escalated) rather than a rate limit (retried), as the sidecar's rule
+// grpc.resource_exhausted.quota lists them (TestGRPCResourceExhaustedMatchesSidecarRules
+// checks for drift). They are plain words, so an ASCII-case-insensitive
+// substring test is what the sidecar's regular expressions (case-insensitive,
+// ASCII only) do.
+var quotaWords = []string{"billing", "insufficient", "credits", "disk", "storage quota"}
+
+// sidecarTextLimit is how much text the sidecar's message rules read by
+// default (classify.text_limit).
+const sidecarTextLimit = 1024
+
+// hasQuotaWord reports whether the text the sidecar's message rules read holds
+// one of quotaWords: the message's head (or, when it is long and has lines,
+// its head and tail) and the detail's head and tail (src/classify.rs match_text).
+func hasQuotaWord(o *reboundpb.Outcome) bool {
+	message, detail := o.GetMessage(), o.GetDetail()
+	var texts []string
+	switch {
+	case detail != "":
+		texts = append(texts, headBytes(message, sidecarTextLimit))
+		if len(detail) <= sidecarTextLimit {
+			texts = append(texts, detail)
+		} else {
+			texts = append(texts, headBytes(detail, sidecarTextLimit/2), tailBytes(detail, sidecarTextLimit/2))
+		}
+	case len(message) <= sidecarTextLimit || !strings.Contains(message, "\n"):
+		texts = append(texts, headBytes(message, sidecarTextLimit))
+	default:
+		texts = append(texts, headBytes(message, sidecarTextLimit/2), tailBytes(message, sidecarTextLimit/2))
+	}
+	for _, text := range texts {
+		lowered := asciiLower(text)
+		for _, word := range quotaWords {
+			if strings.Contains(lowered, word) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // decide is the whole fallback policy: one outcome in, one verdict out. As on
 // the sidecar (src/engine.rs), a stopped session answers abort to everything, a
@@ -358,7 +427,7 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 // internal error (a 5xx other than an unavailable server's, a gRPC INTERNAL)
 // comes last, as on the sidecar too.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
-	if c, ok := providerCodes[o.GetCode()]; ok {
+	if c, ok := providerClassOf(o.GetCode()); ok {
 		return c.category, c.rule
 	}
 	switch s := o.GetHttpStatus(); {
@@ -392,6 +461,13 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 			return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"
 		case 7:
 			return reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"
+		case 8:
+			// RESOURCE_EXHAUSTED: a used-up quota when its words say so, else a rate limit,
+			// as the sidecar's rules grpc.resource_exhausted.quota and grpc.resource_exhausted.
+			if hasQuotaWord(o) {
+				return reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"
+			}
+			return reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.grpc_resource_exhausted"
 		case 14:
 			return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"
 		case 16:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rebound-dev/rebound/clients/go/reboundpb"
 )
@@ -293,6 +296,9 @@ type sidecarRule struct {
 	category  string
 	codes     []string
 	grpcCodes []string
+	// messages is the rule's message line's value as written (a TOML array,
+	// JSON-readable when its patterns use no escapes beyond JSON's); see messagesOf.
+	messages string
 	// statuses are numbers, and ranges as strings ("500-599").
 	statuses []any
 }
@@ -306,7 +312,7 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 		t.Fatal(err)
 	}
 	// Each [[rules]] block holds one-line keys; id and category are basic strings, code and
-	// grpc_code arrays of them, http_status an array of numbers and strings.
+	// grpc_code arrays of them (a message array is kept as written), http_status an array of numbers and strings.
 	rules := map[string]*sidecarRule{}
 	var id string
 	for n, line := range strings.Split(string(data), "\n") {
@@ -349,6 +355,10 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 			if id != "" {
 				array(&rules[id].grpcCodes)
 			}
+		case "message":
+			if id != "" {
+				rules[id].messages = value
+			}
 		case "http_status":
 			if id != "" {
 				array(&rules[id].statuses)
@@ -365,6 +375,8 @@ func TestProviderCodesMatchSidecarRules(t *testing.T) {
 		"code.insufficient_quota": reboundpb.Category_CATEGORY_QUOTA_EXCEEDED,
 		"code.context_length":     reboundpb.Category_CATEGORY_CONTEXT_LENGTH,
 		"code.content_filter":     reboundpb.Category_CATEGORY_CONTENT_FILTER,
+		"code.overloaded":         reboundpb.Category_CATEGORY_UNAVAILABLE,
+		"code.internal":           reboundpb.Category_CATEGORY_INTERNAL,
 	} {
 		r, ok := rules[id]
 		if !ok || len(r.codes) == 0 {
@@ -375,15 +387,247 @@ func TestProviderCodesMatchSidecarRules(t *testing.T) {
 			t.Errorf("rule %s has category %q, want %q", id, r.category, categoryName(category))
 		}
 		var ours []string
-		for code, c := range providerCodes {
-			if c.category == category {
-				ours = append(ours, code)
+		for _, rule := range providerCodeRules {
+			if rule.class.category == category {
+				ours = append(ours, rule.codes...)
 			}
 		}
 		slices.Sort(ours)
 		theirs := slices.Sorted(slices.Values(r.codes))
 		if !slices.Equal(ours, theirs) {
 			t.Errorf("the fallback's codes for %s = %q, want the sidecar's rule %s: %q", categoryName(category), ours, id, theirs)
+		}
+		// Matched as the sidecar matches them: trimmed, in any ASCII case.
+		for _, code := range r.codes {
+			for _, spelled := range []string{code, strings.ToUpper(code), strings.ToLower(code), " " + code + "\t"} {
+				if got, _ := classifyCoarse(&reboundpb.Outcome{Tool: "t", Code: spelled}); got != category {
+					t.Errorf("code %q: %s, want %s (rule %s)", spelled, got, category, id)
+				}
+			}
+		}
+	}
+	// No code may mean two things once its case is folded, nor shadow the later code checks.
+	seen := map[string]Category{}
+	for _, rule := range providerCodeRules {
+		for _, code := range rule.codes {
+			folded := asciiLower(code)
+			if c, ok := seen[folded]; ok && c != rule.class.category {
+				t.Errorf("code %q is both %s and %s", code, c, rule.class.category)
+			}
+			seen[folded] = rule.class.category
+			if upper := strings.ToUpper(code); upper == "ETIMEDOUT" || networkCodes[upper] {
+				t.Errorf("provider code %q shadows the fallback's errno check", code)
+			}
+		}
+	}
+	// Only ASCII letters fold, as on the sidecar: the Kelvin sign is not a k.
+	if got, _ := classifyCoarse(&reboundpb.Outcome{Tool: "t", Code: "max_to\u212aens_exceeded"}); got == reboundpb.Category_CATEGORY_CONTEXT_LENGTH {
+		t.Errorf("a Kelvin sign folded to k: %s", got)
+	}
+}
+
+// The fallback's RESOURCE_EXHAUSTED split is the sidecar's: the same words make
+// it a used-up quota, and both rules have the categories the fallback gives.
+func TestGRPCResourceExhaustedMatchesSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	for id, category := range map[string]string{
+		"grpc.resource_exhausted.quota": "quota_exceeded",
+		"grpc.resource_exhausted":       "rate_limited",
+	} {
+		r, ok := rules[id]
+		if !ok {
+			t.Fatalf("%s: no rule %s", path, id)
+		}
+		if r.category != category {
+			t.Errorf("rule %s has category %q, want %q", id, r.category, category)
+		}
+		if !slices.Equal(r.grpcCodes, []string{"RESOURCE_EXHAUSTED"}) {
+			t.Errorf("rule %s has gRPC codes %q, want [RESOURCE_EXHAUSTED]", id, r.grpcCodes)
+		}
+	}
+	var words []string
+	if err := json.Unmarshal([]byte(rules["grpc.resource_exhausted.quota"].messages), &words); err != nil {
+		t.Fatalf("%s: rule grpc.resource_exhausted.quota: cannot read its messages %q: %v", path, rules["grpc.resource_exhausted.quota"].messages, err)
+	}
+	if !slices.Equal(quotaWords, words) {
+		t.Errorf("quotaWords = %q, want rule grpc.resource_exhausted.quota's messages %q", quotaWords, words)
+	}
+	if rules["grpc.resource_exhausted"].messages != "" {
+		t.Errorf("rule grpc.resource_exhausted has messages %q, want none", rules["grpc.resource_exhausted"].messages)
+	}
+	// Plain words, so that a substring test does what the sidecar's regular expression does.
+	for _, w := range quotaWords {
+		if regexp.QuoteMeta(w) != w || asciiLower(w) != w {
+			t.Errorf("quota word %q is not a plain lowercase word", w)
+		}
+	}
+	var c codes.Code
+	if err := c.UnmarshalJSON([]byte(`"RESOURCE_EXHAUSTED"`)); err != nil || c != 8 {
+		t.Fatalf("RESOURCE_EXHAUSTED = %d, %v; want 8", c, err)
+	}
+	for _, w := range quotaWords {
+		got, rule := classifyCoarse(&reboundpb.Outcome{Tool: "t", GrpcCode: i32(8), Message: "no " + strings.ToUpper(w) + " left"})
+		if got != reboundpb.Category_CATEGORY_QUOTA_EXCEEDED || rule != "fallback.grpc_resource_exhausted_quota" {
+			t.Errorf("RESOURCE_EXHAUSTED saying %q: %s, %s; want quota_exceeded", w, got, rule)
+		}
+	}
+}
+
+// Real provider errors (sources in the comments) that the ported rules
+// classify, and what the fallback then does with each category.
+func TestFallbackProviderCodesAndResourceExhausted(t *testing.T) {
+	tests := []struct {
+		name     string
+		outcome  *reboundpb.Outcome
+		category Category
+		rule     string
+		action   Action // on the first failure
+		second   Action // on the second attempt
+	}{
+		// Anthropic's Messages API, 529: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
+		// (docs.anthropic.com/en/api/errors). The code outranks the status, which is unavailable too.
+		{"anthropic 529 overloaded_error", &reboundpb.Outcome{Tool: "claude", HttpStatus: 529, Code: "overloaded_error", Message: "Overloaded"},
+			reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded", ActionRetry, ActionRetry},
+		// The same code with a 500: unavailable on the sidecar, not internal.
+		{"overloaded_error with a 500", &reboundpb.Outcome{Tool: "claude", HttpStatus: 500, Code: "overloaded_error", Message: "Overloaded"},
+			reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded", ActionRetry, ActionRetry},
+		// OpenAI's API, 500 with error type server_error (as reported in openai/openai-python's issues).
+		{"openai 500 server_error", &reboundpb.Outcome{Tool: "gpt", HttpStatus: 500, Code: "server_error",
+			Message: "The server had an error while processing your request. Sorry about that!"},
+			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal", ActionRetry, ActionRecover},
+		// The same code with a 503: internal on the sidecar (the code outranks the status), so retried once.
+		{"server_error with a 503", &reboundpb.Outcome{Tool: "gpt", HttpStatus: 503, Code: "server_error"},
+			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal", ActionRetry, ActionRecover},
+		// A code in another case, padded, as a hand-written client may report it.
+		{"differently cased code", &reboundpb.Outcome{Tool: "claude", HttpStatus: 529, Code: " Overloaded_Error "},
+			reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded", ActionRetry, ActionRetry},
+		{"differently cased internal code", &reboundpb.Outcome{Tool: "gpt", Code: "SERVER_ERROR"},
+			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal", ActionRetry, ActionRecover},
+		// Google's Gemini API over gRPC (google/generative-ai-docs#438): grpc_status 8, a rate limit.
+		{"gemini RESOURCE_EXHAUSTED", &reboundpb.Outcome{Tool: "gemini", GrpcCode: i32(8),
+			Message: "Resource has been exhausted (e.g. check quota)."},
+			reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.grpc_resource_exhausted", ActionRetry, ActionRetry},
+		// Google's Gemini API, status RESOURCE_EXHAUSTED when the free tier's limit is 0
+		// (google-gemini/gemini-cli#8883): the words say billing, a human must act.
+		{"gemini RESOURCE_EXHAUSTED about billing", &reboundpb.Outcome{Tool: "gemini", GrpcCode: i32(8),
+			Message: "You exceeded your current quota, please check your plan and billing details."},
+			reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota", ActionEscalate, ActionEscalate},
+		// Not a captured error: the word "Insufficient", capitalised, in the detail only.
+		{"RESOURCE_EXHAUSTED with insufficient credits in the detail", &reboundpb.Outcome{Tool: "gemini", GrpcCode: i32(8),
+			Message: "quota", Detail: "Insufficient credits for this project"},
+			reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota", ActionEscalate, ActionEscalate},
+		// A provider code outranks the gRPC code, as on the sidecar.
+		{"server_error with RESOURCE_EXHAUSTED", &reboundpb.Outcome{Tool: "t", GrpcCode: i32(8), Code: "server_error", Message: "insufficient"},
+			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal", ActionRetry, ActionRecover},
+	}
+	p := DefaultFallbackPolicy()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if category, rule := classifyCoarse(tt.outcome); category != tt.category || rule != tt.rule {
+				t.Fatalf("%s, %s; want %s, %s", category, rule, tt.category, tt.rule)
+			}
+			v := p.decide(tt.outcome, fallbackInput{consecutive: 1, now: now, random: 0.5})
+			if v.GetAction() != tt.action {
+				t.Errorf("first failure: %s, want %s", v.GetAction(), tt.action)
+			}
+			if want := retryableCategories[tt.category]; v.GetClassification().GetRetryable() != want {
+				t.Errorf("retryable = %v, want %v", v.GetClassification().GetRetryable(), want)
+			}
+			if tt.action == ActionRetry {
+				// Backoff from the 1 s base: no provider delay was given.
+				if d := v.GetRetry().GetDelayMs(); d != 1000 || v.GetRetry().GetProviderDelay() {
+					t.Errorf("retry plan %v, want a 1 s backoff", v.GetRetry())
+				}
+			}
+			if tt.action == ActionEscalate && v.GetBreaker().GetReason() != reboundpb.Reason_REASON_CATEGORY_POLICY {
+				t.Errorf("reason = %s, want category_policy", v.GetBreaker().GetReason())
+			}
+			second := proto.Clone(tt.outcome).(*reboundpb.Outcome)
+			second.Attempt = 2
+			v = p.decide(second, fallbackInput{consecutive: 1, now: now, random: 0.5})
+			if v.GetAction() != tt.second {
+				t.Errorf("second attempt: %s, want %s", v.GetAction(), tt.second)
+			}
+			if tt.second == ActionRecover && v.GetBreaker().GetReason() != reboundpb.Reason_REASON_RETRIES_EXHAUSTED {
+				t.Errorf("second attempt: reason %s, want retries_exhausted", v.GetBreaker().GetReason())
+			}
+		})
+	}
+}
+
+// The ported rules decide as the sidecar does: each outcome goes through
+// `rebound replay` and the fallback policy, and both must give the same
+// category, rule, action and retries left.
+func TestProviderCodesAndResourceExhaustedDecideLikeTheSidecar(t *testing.T) {
+	long := strings.Repeat("x", 1500)
+	outcomes := []map[string]any{
+		// Anthropic's 529 overloaded_error (docs.anthropic.com/en/api/errors).
+		{"http_status": 529, "code": "overloaded_error", "message": "Overloaded"},
+		{"http_status": 500, "code": "overloaded_error", "message": "Overloaded"},
+		{"http_status": 529, "code": " Overloaded_Error ", "message": "Overloaded"},
+		// OpenAI's 500 server_error.
+		{"http_status": 500, "code": "server_error", "message": "The server had an error while processing your request. Sorry about that!"},
+		{"http_status": 500, "code": "server_error", "message": "The server had an error while processing your request. Sorry about that!", "attempt": 2},
+		{"http_status": 503, "code": "server_error"},
+		{"code": "SERVER_ERROR"},
+		{"code": "InternalServerException", "grpc_code": 14},
+		{"code": "UNAVAILABLE", "http_status": 500},
+		{"code": "internal"},
+		// Gemini over gRPC (google/generative-ai-docs#438).
+		{"grpc_code": 8, "message": "Resource has been exhausted (e.g. check quota)."},
+		{"grpc_code": 8, "message": "Resource has been exhausted (e.g. check quota).", "attempt": 3},
+		// Gemini's RESOURCE_EXHAUSTED about billing (google-gemini/gemini-cli#8883).
+		{"grpc_code": 8, "message": "You exceeded your current quota, please check your plan and billing details."},
+		// A real RESOURCE_EXHAUSTED for an empty balance (terry3041/pyChatGPT#146) that neither
+		// calls a quota: none of the rule's words is in it.
+		{"grpc_code": 8, "message": "Your organization does not have enough balance to request this action (need $0.0033341976000000003, have $0.0028124 in active grants, $0 in balance)."},
+		{"grpc_code": 8, "message": "quota", "detail": "Insufficient credits for this project"},
+		{"grpc_code": 8, "message": "Out of DISK space"},
+		{"grpc_code": 8, "message": "storage  quota"},
+		// What the sidecar reads of a long text: a word in the middle of a long message with
+		// lines is not seen, one at its end is; a long message without lines is read from its head only.
+		{"grpc_code": 8, "message": long + "\nbilling\n" + long},
+		{"grpc_code": 8, "message": long + "\n" + long + " billing"},
+		{"grpc_code": 8, "message": long + " " + long + " billing"},
+		{"grpc_code": 8, "message": long, "detail": long + " credits " + long},
+		{"grpc_code": 8, "message": long, "detail": long + long + " credits"},
+		{"grpc_code": 8, "message": long + " billing", "detail": "none"},
+	}
+	var input strings.Builder
+	for i, o := range outcomes {
+		// A tool and a session each: the sidecar's tool breaker counts across sessions.
+		o["session_id"], o["tool"] = "s"+strconv.Itoa(i), "t"+strconv.Itoa(i)
+		line, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		input.Write(append(line, '\n'))
+	}
+	lines := replay(t, input.String(), len(outcomes))
+	for i, o := range outcomes {
+		var sidecar struct {
+			Action       string  `json:"action"`
+			Category     string  `json:"category"`
+			Rule         string  `json:"rule"`
+			Retryable    bool    `json:"retryable"`
+			AttemptsLeft *uint32 `json:"attempts_left"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &sidecar); err != nil {
+			t.Fatalf("verdict %d: %v: %s", i, err, lines[i])
+		}
+		data, _ := json.Marshal(o)
+		var outcome reboundpb.Outcome
+		if err := protojson.Unmarshal(data, &outcome); err != nil {
+			t.Fatalf("outcome %d: %v", i, err)
+		}
+		outcome.Tool = "t"
+		v := DefaultFallbackPolicy().decide(&outcome, fallbackInput{consecutive: 1, now: now, random: 0.5})
+		got := fmt.Sprintf("%s, %s, rule %s, retryable %v, attempts left %d", strings.ToLower(strings.TrimPrefix(v.GetAction().String(), "ACTION_")),
+			categoryName(v.GetClassification().GetCategory()), v.GetClassification().GetRule(), v.GetClassification().GetRetryable(), v.GetRetry().GetAttemptsLeft())
+		want := fmt.Sprintf("%s, %s, rule %s, retryable %v, attempts left %d", sidecar.Action, sidecar.Category,
+			"fallback."+strings.ReplaceAll(sidecar.Rule, ".", "_"), sidecar.Retryable, deref(sidecar.AttemptsLeft, 0))
+		if got != want {
+			t.Errorf("outcome %d (code %q, gRPC %v, HTTP %v, %d bytes of message): the fallback says %s; the sidecar %s", i, o["code"], o["grpc_code"], o["http_status"], len(outcome.GetMessage()), got, want)
 		}
 	}
 }
