@@ -26,7 +26,10 @@ import (
 // an input too long or filtered (replan), of an overloaded server (retried)
 // and of an error inside the provider (retried once), cancellation (aborted),
 // an unknown tool (reclassify: choose another tool);
-// anything else is handed back to the LLM (recover). Its session
+// anything else is handed back to the LLM (recover). As on the sidecar, the
+// outcome's kind (timeout, cancelled, unknown_tool, no_tool_call,
+// invalid_tool_call) wins over a provider code, and a provider code over the
+// HTTP status: a timeout with a 401 is retried, not escalated. Its session
 // breakers are the sidecar's (src/breaker.rs): identical errors in a row and a
 // session's step and cost limits abort, failures of one tool in a row and the
 // session's errors escalate.
@@ -173,8 +176,9 @@ type providerClass struct {
 // (src/defaults/rules.toml, rules code.insufficient_quota, code.context_length,
 // code.content_filter, code.overloaded and code.internal;
 // TestProviderCodesMatchSidecarRules checks for drift). As on the sidecar, a
-// code wins over a gRPC code and the HTTP status: OpenAI sends
-// insufficient_quota with a 429, and server_error with a 503 is internal.
+// code wins over a gRPC code and the HTTP status (but not over the outcome's
+// kind): OpenAI sends insufficient_quota with a 429, and server_error with a
+// 503 is internal.
 var providerCodeRules = []struct {
 	class providerClass
 	codes []string
@@ -422,11 +426,22 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 }
 
 // classifyCoarse maps the structured signals a fallback can trust to a
-// category and a rule id; structured signals win over the exception type's
-// wording, and a provider code over the HTTP status, as on the sidecar. An
-// internal error (a 5xx other than an unavailable server's, a gRPC INTERNAL)
-// comes last, as on the sidecar too.
+// category and a rule id, in the sidecar's order (src/classify.rs): the
+// outcome's kind first (a kind rule scores 100 there), then a provider code
+// (80), then the HTTP status (40); structured signals win over the exception
+// type's wording. An internal error (a 5xx other than an unavailable server's,
+// a gRPC INTERNAL) comes last, as on the sidecar too.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
+	switch o.GetKind() {
+	case KindTimeout:
+		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.kind_timeout"
+	case KindCancelled:
+		return reboundpb.Category_CATEGORY_CANCELLED, "fallback.kind_cancelled"
+	case KindUnknownTool:
+		return reboundpb.Category_CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"
+	case KindNoToolCall, KindInvalidToolCall:
+		return reboundpb.Category_CATEGORY_FORMAT, "fallback.kind_format"
+	}
 	if c, ok := providerClassOf(o.GetCode()); ok {
 		return c.category, c.rule
 	}
@@ -441,16 +456,6 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.http_408"
 	case unavailableStatuses[s]:
 		return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"
-	}
-	switch o.GetKind() {
-	case KindTimeout:
-		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.kind_timeout"
-	case KindCancelled:
-		return reboundpb.Category_CATEGORY_CANCELLED, "fallback.kind_cancelled"
-	case KindUnknownTool:
-		return reboundpb.Category_CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"
-	case KindNoToolCall, KindInvalidToolCall:
-		return reboundpb.Category_CATEGORY_FORMAT, "fallback.kind_format"
 	}
 	if o.GrpcCode != nil {
 		// The numbers are gRPC's status codes, fixed by the gRPC spec.

@@ -3,6 +3,7 @@ package rebound
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,8 +181,13 @@ func TestFallbackDecide(t *testing.T) {
 		{name: "cancellation aborts", outcome: &reboundpb.Outcome{Tool: "search", Kind: KindCancelled},
 			consecutive: 1, action: ActionAbort, category: reboundpb.Category_CATEGORY_CANCELLED,
 			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
-		{name: "HTTP status wins over the kind", outcome: &reboundpb.Outcome{Tool: "llm", Kind: KindTimeout, HttpStatus: 401},
-			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_AUTH,
+		{name: "the kind wins over the HTTP status, as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "llm", Kind: KindTimeout, HttpStatus: 401},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_TIMEOUT,
+			retryable: true, delay: time.Second},
+		{name: "the kind wins over a provider code, as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "llm", Kind: KindCancelled, Code: "insufficient_quota"},
+			consecutive: 1, action: ActionAbort, category: reboundpb.Category_CATEGORY_CANCELLED,
 			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
 		{name: "404 is not a coarse signal: recover", outcome: &reboundpb.Outcome{Tool: "fetch", HttpStatus: 404},
 			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNKNOWN},
@@ -592,6 +598,13 @@ func TestProviderCodesAndResourceExhaustedDecideLikeTheSidecar(t *testing.T) {
 		{"grpc_code": 8, "message": long, "detail": long + " credits " + long},
 		{"grpc_code": 8, "message": long, "detail": long + long + " credits"},
 		{"grpc_code": 8, "message": long + " billing", "detail": "none"},
+		// The outcome's kind outranks a provider code and an HTTP status (a kind rule scores
+		// 100 on the sidecar, a code 80, a status 40).
+		{"kind": "timeout", "http_status": 401},
+		{"kind": "timeout", "code": "insufficient_quota"},
+		{"kind": "cancelled", "code": "overloaded_error"},
+		{"kind": "timeout", "code": "server_error"},
+		{"kind": "unknown_tool", "http_status": 429},
 	}
 	var input strings.Builder
 	for i, o := range outcomes {
@@ -615,7 +628,12 @@ func TestProviderCodesAndResourceExhaustedDecideLikeTheSidecar(t *testing.T) {
 		if err := json.Unmarshal([]byte(lines[i]), &sidecar); err != nil {
 			t.Fatalf("verdict %d: %v: %s", i, err, lines[i])
 		}
-		data, _ := json.Marshal(o)
+		// The sidecar reads a kind as the agent spells it (timeout); protojson wants the enum's name.
+		wire := maps.Clone(o)
+		if kind, ok := wire["kind"].(string); ok {
+			wire["kind"] = "OUTCOME_KIND_" + strings.ToUpper(kind)
+		}
+		data, _ := json.Marshal(wire)
 		var outcome reboundpb.Outcome
 		if err := protojson.Unmarshal(data, &outcome); err != nil {
 			t.Fatalf("outcome %d: %v", i, err)
@@ -627,7 +645,7 @@ func TestProviderCodesAndResourceExhaustedDecideLikeTheSidecar(t *testing.T) {
 		want := fmt.Sprintf("%s, %s, rule %s, retryable %v, attempts left %d", sidecar.Action, sidecar.Category,
 			"fallback."+strings.ReplaceAll(sidecar.Rule, ".", "_"), sidecar.Retryable, deref(sidecar.AttemptsLeft, 0))
 		if got != want {
-			t.Errorf("outcome %d (code %q, gRPC %v, HTTP %v, %d bytes of message): the fallback says %s; the sidecar %s", i, o["code"], o["grpc_code"], o["http_status"], len(outcome.GetMessage()), got, want)
+			t.Errorf("outcome %d (kind %v, code %q, gRPC %v, HTTP %v, %d bytes of message): the fallback says %s; the sidecar %s", i, o["kind"], o["code"], o["grpc_code"], o["http_status"], len(outcome.GetMessage()), got, want)
 		}
 	}
 }
