@@ -342,22 +342,18 @@ func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 	sessions["attempts"] = []*reboundpb.Outcome{status("a", 503, 1), succeed("a"), status("a", 503, 2), succeed("a"),
 		status("a", 503, 3), succeed("a"), status("a", 503, 4), status("b", 500, 1), succeed("b"), status("b", 500, 2)}
 
-	var input strings.Builder
 	var order []*reboundpb.Outcome
+	var outcomes []map[string]any
 	for _, id := range slices.Sorted(maps.Keys(sessions)) {
 		for _, o := range sessions[id] {
 			// Tool names per session: the sidecar's tool breakers span sessions.
 			o.SessionId, o.Tool = id, id+"-"+o.Tool
-			line, err := json.Marshal(map[string]any{"session_id": o.SessionId, "tool": o.Tool, "ok": o.Ok,
+			outcomes = append(outcomes, map[string]any{"session_id": o.SessionId, "tool": o.Tool, "ok": o.Ok,
 				"http_status": o.HttpStatus, "message": o.Message, "cost": o.Cost, "attempt": o.Attempt})
-			if err != nil {
-				t.Fatal(err)
-			}
-			input.Write(append(line, '\n'))
 			order = append(order, o)
 		}
 	}
-	lines := replay(t, input.String(), len(order))
+	lines := replayJSON(t, outcomes)
 	runs := map[string]*localRun{}
 	for i, o := range order {
 		var sidecar struct {

@@ -606,17 +606,11 @@ func TestProviderCodesAndResourceExhaustedDecideLikeTheSidecar(t *testing.T) {
 		{"kind": "timeout", "code": "server_error"},
 		{"kind": "unknown_tool", "http_status": 429},
 	}
-	var input strings.Builder
 	for i, o := range outcomes {
 		// A tool and a session each: the sidecar's tool breaker counts across sessions.
 		o["session_id"], o["tool"] = "s"+strconv.Itoa(i), "t"+strconv.Itoa(i)
-		line, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		input.Write(append(line, '\n'))
 	}
-	lines := replay(t, input.String(), len(outcomes))
+	lines := replayJSON(t, outcomes)
 	for i, o := range outcomes {
 		var sidecar struct {
 			Action       string  `json:"action"`
@@ -901,16 +895,12 @@ func TestProviderDelayReadsLikeTheSidecar(t *testing.T) {
 		{"Retry-After": "Fri, 15 Mar 2041 2:00:30 GMT"},
 		{"Retry-After": "Fri, 15 Mar 2041 12:00:30.5 GMT"},
 	}
-	var input strings.Builder
+	outcomes := make([]map[string]any, len(headers))
 	for i, h := range headers {
-		line, err := json.Marshal(map[string]any{"session_id": "s" + strconv.Itoa(i), "tool": "t" + strconv.Itoa(i),
-			"http_status": 503, "headers": h})
-		if err != nil {
-			t.Fatal(err)
-		}
-		input.Write(append(line, '\n'))
+		outcomes[i] = map[string]any{"session_id": "s" + strconv.Itoa(i), "tool": "t" + strconv.Itoa(i),
+			"http_status": 503, "headers": h}
 	}
-	lines := replay(t, input.String(), len(headers))
+	lines := replayJSON(t, outcomes)
 	for i, h := range headers {
 		var sidecar struct {
 			Action        string `json:"action"`
@@ -935,6 +925,20 @@ func TestProviderDelayReadsLikeTheSidecar(t *testing.T) {
 }
 
 // replay runs n outcomes, one JSON object a line, through `rebound replay` and returns its n verdict lines.
+// replayJSON runs outcomes, each a JSON object, through `rebound replay`: their verdicts' lines, in order.
+func replayJSON(t *testing.T, outcomes []map[string]any) []string {
+	t.Helper()
+	var input strings.Builder
+	for _, o := range outcomes {
+		line, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		input.Write(append(line, '\n'))
+	}
+	return replay(t, input.String(), len(outcomes))
+}
+
 func replay(t *testing.T, outcomes string, n int) []string {
 	t.Helper()
 	cmd := exec.Command(sidecarBin, "replay", "-")
