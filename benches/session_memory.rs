@@ -1,8 +1,11 @@
 //! Heap bytes per session, counted by a counting allocator: 100,000 sessions
-//! with 3 stored errors each (distinct real messages, each with a call_id, so
-//! the idempotency window holds their verdicts too), through `Engine::report`
-//! as the server would drive it. Target: ≤ 1 KiB per session. Also: without
-//! call_ids, at the default limits, and a typical run (16 calls, 4 failing). The real
+//! with 3 stored errors each (3 real messages, each made distinct per session as
+//! `sidecar_memory` makes them, each with a call_id, so the idempotency window
+//! holds their verdicts too), through `Engine::report` as the server would drive
+//! it. Target: ≤ 1 KiB per session. Also: without call_ids, with the same 3
+//! messages in every session (an outage every run meets: the sessions share the
+//! engine's analysis of each, see `rebound::analysis`), at the default limits, and
+//! a typical run (16 calls, 4 failing). The real
 //! binary's RSS is measured by `bench/run`; this counts only what the
 //! sessions hold, so it is exact and repeatable.
 
@@ -49,13 +52,15 @@ const MESSAGES: [&str; 3] = [
 
 /// Heap bytes held per session after `sessions` sessions each reported `calls`
 /// outcomes, every `failing_every`-th a failure (cycling through the real
-/// messages, numbered so that none repeats) and the others successes. With
+/// messages, each session's own unless `same_messages`, past the first round
+/// numbered so that none repeats within the session) and the others successes. With
 /// `declared`, each session first declares those tools (StartSession).
 fn bytes_per_session(
     sessions: usize,
     calls: usize,
     failing_every: usize,
     with_call_ids: bool,
+    same_messages: bool,
     declared: Option<&[String]>,
 ) -> f64 {
     let mut config = Config::default();
@@ -82,10 +87,18 @@ fn bytes_per_session(
             call_id: if with_call_ids { format!("call-{session:08}-{i}") } else { String::new() },
             tool: ["web_search", "llm", "sql_query"][m].into(),
             // Past the first round, a word that changes the fingerprint: no repeats fold.
-            message: if i < MESSAGES.len() {
-                MESSAGES[m].into()
-            } else {
-                format!("{} (stage {})", MESSAGES[m], ["a", "b", "c", "d", "e", "f", "g"][i % 7])
+            message: {
+                // Each session's own, unless every session sends the same: a number in it changed.
+                let message = match (same_messages, m) {
+                    (true, _) => MESSAGES[m].to_string(),
+                    (false, 0) => MESSAGES[m].replace("example", &format!("{session:07}")),
+                    (false, 1) => MESSAGES[m].replace("Used 29867", &format!("Used {session}")),
+                    (false, _) => MESSAGES[m].replace("orders_2024", &format!("orders_{session}")),
+                };
+                match i < MESSAGES.len() {
+                    true => message,
+                    false => format!("{message} (stage {})", ["a", "b", "c", "d", "e", "f", "g"][i % 7]),
+                }
             },
             http_status: (m == 1).then_some(429),
             ok: !(i + 1).is_multiple_of(failing_every),
@@ -112,20 +125,24 @@ fn bytes_per_session(
 
 fn main() {
     // Clients give every call a call_id, so the usual case remembers the verdicts too.
-    let with = bytes_per_session(SESSIONS, 3, 1, true, None);
-    let without = bytes_per_session(SESSIONS, 3, 1, false, None);
+    let with = bytes_per_session(SESSIONS, 3, 1, true, false, None);
+    let without = bytes_per_session(SESSIONS, 3, 1, false, false, None);
+    let same = bytes_per_session(SESSIONS, 3, 1, true, true, None);
     // A session at its limits: the default history (10 errors) and idempotency window (16 verdicts) full.
-    let full = bytes_per_session(SESSIONS / 10, 20, 1, true, None);
+    let full = bytes_per_session(SESSIONS / 10, 20, 1, true, false, None);
     // An agent run as the load benchmarks make them: 16 calls, one in four failing.
-    let typical = bytes_per_session(SESSIONS / 10, 16, 4, true, None);
+    let typical = bytes_per_session(SESSIONS / 10, 16, 4, true, false, None);
     // The same run after StartSession declared the agent's 40 tools (the same list in every session).
     let tools: Vec<String> =
         (0..40).map(|i| format!("{}_{i}", ["web_search", "fetch_url", "run_sql", "send_email"][i % 4])).collect();
-    let declared = bytes_per_session(SESSIONS / 10, 16, 4, true, Some(&tools));
+    let declared = bytes_per_session(SESSIONS / 10, 16, 4, true, false, Some(&tools));
     println!(
         "session memory: {with:.0} bytes per session with 3 errors and their 3 verdicts remembered (target <= 1024)"
     );
     println!("session memory: {without:.0} bytes per session with 3 errors, no call_ids");
+    println!(
+        "session memory: {same:.0} bytes per session with 3 errors and their verdicts, the same 3 in every session"
+    );
     println!("session memory: {full:.0} bytes per session at the default limits (10 errors, 16 verdicts remembered)");
     println!(
         "session memory: {typical:.0} bytes per session after 16 calls, 4 of them failures (16 verdicts remembered)"
@@ -134,6 +151,7 @@ fn main() {
     // For bench/run.
     println!("@result heap_bytes_per_session {with:.0}");
     println!("@result heap_bytes_per_session_no_call_ids {without:.0}");
+    println!("@result heap_bytes_per_session_same_messages {same:.0}");
     println!("@result heap_bytes_per_session_at_limits {full:.0}");
     println!("@result heap_bytes_per_session_typical {typical:.0}");
     println!("@result heap_bytes_per_session_declared {declared:.0}");
