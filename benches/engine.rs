@@ -6,7 +6,7 @@
 //! request would hold) and hands it over, as the server does.
 //!
 //! Each workload runs twice: with one failure repeated, as a run looping on a failing
-//! tool or an outage seen by every run sends it (the policy keeps its analysis, see
+//! tool or an outage seen by every run sends it (the engine keeps its analysis, see
 //! `rebound::analysis`), and with every failure new (`-new`: 4,096 variants taken in
 //! turn, each differing from the others in one number, so none is still kept when it
 //! comes again), which analyses every one.
@@ -31,7 +31,7 @@ rebound::use_jemalloc!();
 const RUNS: u64 = 1000;
 /// Outcomes per run: one whole generation of runs is `RUNS * RUN_LENGTH` outcomes.
 const RUN_LENGTH: u64 = 16;
-/// Failures in the `-new` workloads: enough that each has left the policy's table
+/// Failures in the `-new` workloads: enough that each has left the engine's table
 /// (`rebound::analysis::SLOTS` entries) before it comes again.
 const VARIANTS: usize = 4096;
 

@@ -113,7 +113,7 @@ pub struct ContextText {
 
 /// What the engine worked out about a failure before touching its session.
 struct Judged {
-    /// What the failure's own fields give (the policy keeps it for the failures that come again).
+    /// What the failure's own fields give (the engine keeps it for the failures that come again).
     analysis: Arc<Analysis>,
     provider: Option<ProviderDelay>,
 }
