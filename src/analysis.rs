@@ -141,6 +141,9 @@ impl Entry {
     }
 
     fn is_for(&self, hash: u64, key: &Key<'_>) -> bool {
+        if self.hash != hash {
+            return false;
+        }
         let text = |i: usize| &self.texts[if i == 0 { 0 } else { self.ends[i - 1] }..self.ends[i]];
         let kept = Key {
             policy: self.policy,
@@ -154,7 +157,7 @@ impl Entry {
             code: text(3),
             detail: text(4),
         };
-        self.hash == hash && kept == *key
+        kept == *key
     }
 }
 
