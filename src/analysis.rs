@@ -194,18 +194,18 @@ impl Analyses {
     }
 
     /// The analysis of a failure: the one kept for the same fields, or a new one (then
-    /// kept if its place saw the same failure last).
-    pub fn get(&self, outcome: &Outcome, policy: &Policy) -> Arc<Analysis> {
+    /// kept if its place saw the same failure last); and true when it was the kept one.
+    pub fn get(&self, outcome: &Outcome, policy: &Policy) -> (Arc<Analysis>, bool) {
         let key = Key::of(outcome, policy);
         if key.texts().iter().map(|t| t.len()).sum::<usize>() > MAX_TEXT_BYTES {
-            return Arc::new(Analysis::of(outcome, policy));
+            return (Arc::new(Analysis::of(outcome, policy)), false);
         }
         let hash = key.hash(&self.hasher);
         let slot = &self.slots[hash as usize % self.slots.len()];
         let seen_before = {
             let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(entry) = slot.kept.as_ref().filter(|e| e.is_for(hash, &key)) {
-                return entry.analysis.clone();
+                return (entry.analysis.clone(), true);
             }
             std::mem::replace(&mut slot.seen, hash) == hash
         };
@@ -216,7 +216,7 @@ impl Analyses {
             // The entry it replaces is dropped after the lock is let go.
             let _replaced = slot.lock().unwrap_or_else(PoisonError::into_inner).kept.replace(entry);
         }
-        analysis
+        (analysis, false)
     }
 
     /// How many analyses are kept (for tests).
@@ -287,20 +287,20 @@ mod tests {
     fn kept(analyses: &Analyses, o: &Outcome, policy: &Policy) -> Arc<Analysis> {
         analyses.get(o, policy);
         analyses.get(o, policy);
-        analyses.get(o, policy)
+        analyses.get(o, policy).0
     }
 
     #[test]
     fn a_failure_seen_twice_in_a_row_is_kept_and_found_after() {
         let policy = policy();
         let analyses = Analyses::default();
-        let first = analyses.get(&failure(), &policy);
-        assert!(analyses.is_empty(), "kept at first sight");
-        let second = analyses.get(&failure(), &policy);
-        assert!(!Arc::ptr_eq(&first, &second));
+        let (first, reused) = analyses.get(&failure(), &policy);
+        assert!(analyses.is_empty() && !reused, "kept at first sight");
+        let (second, reused) = analyses.get(&failure(), &policy);
+        assert!(!Arc::ptr_eq(&first, &second) && !reused);
         assert_eq!(analyses.len(), 1);
-        let third = analyses.get(&failure(), &policy);
-        assert!(Arc::ptr_eq(&second, &third), "analysed again");
+        let (third, reused) = analyses.get(&failure(), &policy);
+        assert!(Arc::ptr_eq(&second, &third) && reused, "analysed again");
         assert_eq!(*third, Analysis::of(&failure(), &policy));
     }
 
@@ -312,7 +312,7 @@ mod tests {
         for (field, o) in variants() {
             // Once, when the first failure's analysis is the one kept, and again once its own is.
             for _ in 0..3 {
-                let got = analyses.get(&o, &policy);
+                let got = analyses.get(&o, &policy).0;
                 assert_eq!(*got, Analysis::of(&o, &policy), "{field}");
             }
             // And the first failure's analysis is still its own, wherever the variant went.
@@ -343,7 +343,7 @@ mod tests {
             o.message = format!("request {i} failed");
             analyses.get(&o, &policy);
         }
-        let again = analyses.get(&failure(), &policy);
+        let again = analyses.get(&failure(), &policy).0;
         assert!(Arc::ptr_eq(&kept_first, &again), "pushed out");
         assert_eq!(analyses.len(), 1);
     }
@@ -373,7 +373,7 @@ mod tests {
         let (a, b) = (Key::of(&one, &policy), Key::of(&other, &policy));
         assert_eq!(a.hash(&analyses.hasher), b.hash(&analyses.hasher), "the texts must differ only in the middle");
         kept(&analyses, &one, &policy);
-        let got = analyses.get(&other, &policy);
+        let got = analyses.get(&other, &policy).0;
         assert_eq!(*got, Analysis::of(&other, &policy));
         assert_ne!(*got, Analysis::of(&one, &policy));
     }
@@ -446,7 +446,7 @@ mod tests {
             let analyses = Analyses::with_slots(2);
             for i in &order {
                 let o = i.get(&failures);
-                prop_assert_eq!(&*analyses.get(o, policy), &Analysis::of(o, policy));
+                prop_assert_eq!(&*analyses.get(o, policy).0, &Analysis::of(o, policy));
             }
         }
     }

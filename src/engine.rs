@@ -377,9 +377,10 @@ impl Engine {
         let now = self.clock.now_ms();
         let policy = self.policy_for(&outcome.session_id, now);
         // Classify before taking the session's lock: it is the costly part and needs no state.
-        let judged = (!outcome.ok).then(|| Judged {
-            analysis: self.analyses.get(outcome, &policy),
-            provider: provider_delay(&outcome.headers, self.clock.wall_ms()),
+        let judged = (!outcome.ok).then(|| {
+            let (analysis, reused) = self.analyses.get(outcome, &policy);
+            self.metrics.failure_analysis(reused);
+            Judged { analysis, provider: provider_delay(&outcome.headers, self.clock.wall_ms()) }
         });
         let window = self.settings.idempotency_window;
         let history = self.settings.history;

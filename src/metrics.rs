@@ -23,6 +23,9 @@ pub const SESSIONS_BYTES: &str = "rebound_sessions_bytes";
 pub const SESSIONS_EVICTED_TOTAL: &str = "rebound_sessions_evicted_total";
 /// RPC durations by method, in seconds.
 pub const RPC_DURATION_SECONDS: &str = "rebound_rpc_duration_seconds";
+/// Failures analysed, by whether the analysis was taken from the engine's table of recent
+/// failures (`reused`) or made afresh (`new`): see `analysis`.
+pub const FAILURE_ANALYSES_TOTAL: &str = "rebound_failure_analyses_total";
 /// Snippet sizes in bytes.
 pub const SNIPPET_BYTES: &str = "rebound_snippet_bytes";
 /// Open Observe streams.
@@ -121,6 +124,10 @@ fn describe() {
     metrics::describe_counter!(SESSIONS_EVICTED_TOTAL, "Sessions dropped without EndSession, by reason.");
     metrics::describe_histogram!(RPC_DURATION_SECONDS, metrics::Unit::Seconds, "RPC handling time, by method.");
     metrics::describe_histogram!(SNIPPET_BYTES, metrics::Unit::Bytes, "Sizes of the snippets returned.");
+    metrics::describe_counter!(
+        FAILURE_ANALYSES_TOTAL,
+        "Failures analysed, by result: reused from the table of recent failures, or new."
+    );
     metrics::describe_gauge!(STREAMS_ACTIVE, "Open Observe streams.");
     metrics::describe_counter!(CONFIG_RELOADS_TOTAL, "Config reloads, by result.");
     metrics::describe_gauge!(
@@ -182,6 +189,8 @@ pub struct Metrics {
     evicted_memory: Counter,
     sessions_active: Gauge,
     sessions_bytes: Gauge,
+    analyses_reused: Counter,
+    analyses_new: Counter,
     retry_delay: Histogram,
     snippet_bytes: Histogram,
     streams_active: Gauge,
@@ -216,6 +225,8 @@ impl Metrics {
             evicted_memory: metrics::counter!(SESSIONS_EVICTED_TOTAL, "reason" => "memory"),
             sessions_active: metrics::gauge!(SESSIONS_ACTIVE),
             sessions_bytes: metrics::gauge!(SESSIONS_BYTES),
+            analyses_reused: metrics::counter!(FAILURE_ANALYSES_TOTAL, "result" => "reused"),
+            analyses_new: metrics::counter!(FAILURE_ANALYSES_TOTAL, "result" => "new"),
             retry_delay: metrics::histogram!(RETRY_DELAY_SECONDS),
             snippet_bytes: metrics::histogram!(SNIPPET_BYTES),
             streams_active: metrics::gauge!(STREAMS_ACTIVE),
@@ -270,6 +281,14 @@ impl Metrics {
                 "action" => action.as_str(),
             )
         });
+    }
+
+    /// Counts a failure's analysis: `reused` from the engine's table, or new.
+    pub fn failure_analysis(&self, reused: bool) {
+        match reused {
+            true => self.analyses_reused.increment(1),
+            false => self.analyses_new.increment(1),
+        }
     }
 
     /// Records a retry delay.

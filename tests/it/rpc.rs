@@ -1,7 +1,8 @@
 //! Every RPC through the real server.
 
-use crate::common::{failure, http_get, http_request, success, Sidecar, TestServer};
+use crate::common::{connect, failure, http_get, http_request, success, Sidecar, TestServer};
 use rebound::pb;
+use rebound::pb::rebound_client::ReboundClient;
 use std::time::Duration;
 use tonic::Code;
 
@@ -238,6 +239,33 @@ async fn metrics_count_outcomes_without_raw_text_in_labels() {
     assert!(!body.contains("secret message text"));
     assert!(http_get(&server.metrics_addr, "/nope").await.starts_with("HTTP/1.1 404"));
     server.stop().await;
+}
+
+/// The value of the sample `name{labels}` on a metrics page.
+fn sample(page: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    page.lines().find_map(|l| l.strip_prefix(prefix.as_str())).and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn failure_analyses_are_counted_as_reused_or_new() {
+    // The real binary: its metrics are its own, not those of every test in this process.
+    let sidecar = Sidecar::spawn(&[]);
+    let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
+    let counts = |page: &str| {
+        let count = |result| sample(page, "rebound_failure_analyses_total", &format!("result=\"{result}\""));
+        (count("new"), count("reused"))
+    };
+    let page = http_get(&sidecar.metrics, "/metrics").await;
+    assert_eq!(counts(&page), (Some(0.0), Some(0.0)), "exported from the start: {page}");
+    // The same failure four times: analysed twice (the second time it is kept), then found twice.
+    let message = "HTTPSConnectionPool(host='api.example.com', port=443): Read timed out. (read timeout=30)";
+    for i in 0..4 {
+        client.report(failure(&format!("analyses-{i}"), "search", message)).await.unwrap();
+    }
+    client.report(success("analyses-0", "search")).await.unwrap();
+    let page = http_get(&sidecar.metrics, "/metrics").await;
+    assert_eq!(counts(&page), (Some(2.0), Some(2.0)), "{page}");
 }
 
 #[tokio::test]
