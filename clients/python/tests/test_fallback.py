@@ -24,10 +24,9 @@ else:  # pytest depends on tomli before 3.11; typed where it is installed
 
 from rebound import Action, Category, FallbackPolicy, Kind, Reason, build_outcome
 from rebound.fallback import (
+    _CODE_LISTS,
+    _CODES,
     _GRPC_RESOURCE_EXHAUSTED,
-    _NETWORK_CODES,
-    _PROVIDER_CODE_LISTS,
-    _PROVIDER_CODES,
     _QUOTA_WORDS,
     _SUGGESTIONS,
     _TEXT_LIMIT,
@@ -236,30 +235,31 @@ PORTED_CODE_RULES = [
     ("code.content_filter", Category.CONTENT_FILTER, "fallback.code_content_filter"),
     ("code.overloaded", Category.UNAVAILABLE, "fallback.code_overloaded"),
     ("code.internal", Category.INTERNAL, "fallback.code_internal"),
+    ("code.timeout", Category.TIMEOUT, "fallback.code_etimedout"),
+    ("code.network", Category.NETWORK, "fallback.code_network"),
 ]
 """The sidecar's code rules the fallback carries, with the category and rule id it gives."""
 
 
-def test_provider_codes_are_the_sidecars() -> None:
+def test_codes_are_the_sidecars() -> None:
     rules = {r["id"]: r for r in tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]}
     for rule, category, ours_id in PORTED_CODE_RULES:
         assert rules[rule]["category"] == category.label
-        ours = sorted(code for code, (c, _) in _PROVIDER_CODE_LISTS.items() if c is category)
-        assert ours == sorted(rules[rule]["code"]), rule
-        assert {_PROVIDER_CODE_LISTS[code][1] for code in ours} == {ours_id}, rule
-    assert {c for c, _ in _PROVIDER_CODE_LISTS.values()} == {c for _, c, _ in PORTED_CODE_RULES}
-    # The lookup is by the lower-case code, as the sidecar matches one.
-    assert _PROVIDER_CODES == {code.lower(): verdict for code, verdict in _PROVIDER_CODE_LISTS.items()}
-
-
-def test_provider_codes_leave_the_timeout_and_network_codes_alone() -> None:
-    # classify_coarse reads ETIMEDOUT and the errno names after the provider codes: none of those
-    # may be a provider code, whatever its case, or it would never be reached.
-    for code in ("ETIMEDOUT", *_NETWORK_CODES):
-        assert code.lower() not in _PROVIDER_CODES, code
-        assert classify_coarse(failure(code=code))[0] in (Category.TIMEOUT, Category.NETWORK), code
-    # Nor is a provider code's upper case one of theirs.
-    assert not {code.upper() for code in _PROVIDER_CODES} & {"ETIMEDOUT", *_NETWORK_CODES}
+        ours = sorted(code for code, (c, _) in _CODE_LISTS.items() if c is category)
+        assert ours == sorted(set(rules[rule]["code"])), rule  # code.network names ECONNREFUSED twice
+        assert {_CODE_LISTS[code][1] for code in ours} == {ours_id}, rule
+    assert {c for c, _ in _CODE_LISTS.values()} == {c for _, c, _ in PORTED_CODE_RULES}
+    # The lookup is by the lower-case code, as the sidecar matches one, and no two lists share one
+    # in any case...
+    assert _CODES == {code.lower(): verdict for code, verdict in _CODE_LISTS.items()}
+    assert len({(code.lower(), verdict) for code, verdict in _CODE_LISTS.items()}) == len(_CODES)
+    assert all(classify_coarse(failure(code=code)) == verdict for code, verdict in _CODE_LISTS.items())
+    # ...nor does a code rule the fallback does not carry name one, which would make it depend on
+    # the rules' order.
+    ported = {rule for rule, _, _ in PORTED_CODE_RULES}
+    for rule in rules.values():
+        if rule["id"] not in ported:
+            assert not {code.lower() for code in rule.get("code", [])} & _CODES.keys(), rule["id"]
 
 
 LOOSE = FallbackPolicy(max_consecutive_failures=0)
@@ -881,6 +881,45 @@ def test_provider_codes_decide_as_the_sidecar_does() -> None:
         {"http_status": 401, "code": "engine_overloaded", "message": "The engine is currently overloaded"},
         {"http_status": 500, "code": "ETIMEDOUT", "message": "connect ETIMEDOUT"},
         {"http_status": 500, "code": "econnreset", "message": "socket hang up"},
+    ])
+
+
+NEUTRAL = "it failed"
+"""A message written by hand that holds no rule's words, so that only the structured signals rank."""
+
+
+def test_codes_rank_as_the_sidecar_scores_them() -> None:
+    # An error code (80) over an exception type (60), a gRPC code (50) and an HTTP status (40).
+    m = NEUTRAL
+    assert_as_the_sidecar_decides([
+        # A provider code.
+        {"code": "insufficient_quota", "exception_type": "httpx.ReadTimeout", "message": m},
+        {"code": "context_length_exceeded", "grpc_code": 4, "message": m},
+        {"code": "overloaded_error", "http_status": 401, "message": m},
+        # A timeout or network code.
+        {"code": "ECONNRESET", "exception_type": "httpx.ReadTimeout", "message": m},
+        {"code": "ETIMEDOUT", "exception_type": "ConnectionResetError", "message": m},
+        {"code": "ECONNRESET", "grpc_code": 16, "message": m},
+        {"code": "ETIMEDOUT", "grpc_code": 14, "message": m},
+        {"code": "ECONNRESET", "grpc_code": 8, "message": "insufficient credits"},
+        {"code": "ECONNRESET", "http_status": 503, "message": m},
+        {"code": "ETIMEDOUT", "http_status": 401, "message": m},
+        {"code": "ECONNREFUSED", "http_status": 429, "message": m},
+        # The sidecar's other timeout and network codes (rules code.timeout and code.network).
+        {"code": "ESOCKETTIMEDOUT", "http_status": 503, "message": m},
+        {"code": "timeout", "http_status": 429, "message": m},
+        {"code": "UND_ERR_SOCKET", "http_status": 401, "message": m},
+        {"code": "CERT_HAS_EXPIRED", "http_status": 403, "message": m},
+        {"code": "EPROTO", "message": m},
+        # A code is trimmed, as the sidecar trims it, and only its ASCII letters change case (ſ is
+        # S in upper case, ı is I).
+        {"code": " ECONNRESET\n", "http_status": 503, "message": m},
+        {"code": "\tetimedout ", "message": m},
+        {"code": "econnre\u017fet", "http_status": 503, "message": m},
+        {"code": "et\u0131medout", "http_status": 401, "message": m},
+        # An errno name the sidecar's rules do not name is no signal.
+        {"code": "ENOTCONN", "message": m},
+        {"code": "ENOTCONN", "http_status": 503, "message": m},
     ])
 
 

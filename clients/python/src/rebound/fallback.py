@@ -41,20 +41,16 @@ _INTERNAL_MAX_RETRIES = 1
 # Every other 5xx is an error inside the server: internal, as its rules http.500 and http.5xx say.
 _UNAVAILABLE_STATUSES = frozenset({502, 503, 504, 520, 521, 522, 523, 524, 529})
 
-# errno names (and Node's DNS codes) that mean the connection failed.
-_NETWORK_CODES = frozenset({
-    "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH",
-    "ENETDOWN", "EHOSTDOWN", "ENOTCONN", "ENOTFOUND", "EAI_AGAIN",
-})
-
-# Provider error codes that change what to do: a quota is not retried but escalated, an input too
-# long or filtered is replanned, an overloaded provider is retried with backoff and an error inside
-# it once. The sidecar's lists (src/defaults/rules.toml, rules code.insufficient_quota,
-# code.context_length, code.content_filter, code.overloaded and code.internal; test_fallback checks
-# for drift). As on the sidecar, a code wins over a gRPC code and the HTTP status: OpenAI sends
-# insufficient_quota with a 429, and server_error with a 503 is internal. Looked up trimmed and in
-# ASCII lower case (`_code_key`), as the sidecar matches a code.
-_PROVIDER_CODE_LISTS = {
+# Error codes that change what to do: the providers' (a quota is not retried but escalated, an input
+# too long or filtered is replanned, an overloaded provider is retried with backoff and an error
+# inside it once), and those of a timeout or a failed connection (errno names, Node's and undici's
+# codes: retried). The sidecar's lists (src/defaults/rules.toml, rules code.insufficient_quota,
+# code.context_length, code.content_filter, code.overloaded, code.internal, code.timeout and
+# code.network; test_fallback checks for drift). As on the sidecar, a code wins over an exception
+# type, a gRPC code and the HTTP status: OpenAI sends insufficient_quota with a 429, server_error
+# with a 503 is internal, and a 503 whose connection was reset (ECONNRESET) is a network failure.
+# Looked up trimmed and in ASCII lower case (`_code_key`), as the sidecar matches a code.
+_CODE_LISTS = {
     **dict.fromkeys(
         ["insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
          "QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"],
@@ -78,6 +74,20 @@ _PROVIDER_CODE_LISTS = {
         ["api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"],
         (Category.INTERNAL, "fallback.code_internal"),
     ),
+    # All under the rule id fallback.code_etimedout, after ETIMEDOUT, the first of them.
+    **dict.fromkeys(
+        ["ETIMEDOUT", "ESOCKETTIMEDOUT", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT",
+         "RequestTimeout", "RequestTimeoutException", "timeout", "timeout_error", "DEADLINE_EXCEEDED",
+         "ModelTimeoutException"],
+        (Category.TIMEOUT, "fallback.code_etimedout"),
+    ),
+    **dict.fromkeys(
+        ["ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH",
+         "ENETDOWN", "EHOSTDOWN", "ERR_TLS_CERT_ALTNAME_INVALID", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "CERT_HAS_EXPIRED",
+         "DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "UND_ERR_SOCKET", "UND_ERR_CLOSED",
+         "ERR_SOCKET_CONNECTION_TIMEOUT", "EPROTO"],
+        (Category.NETWORK, "fallback.code_network"),
+    ),
 }
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -95,7 +105,7 @@ def _code_key(code: str) -> str:
 
 
 # The lists above by `_code_key` (`SAFETY` and `safety` are one key).
-_PROVIDER_CODES = {_code_key(code): verdict for code, verdict in _PROVIDER_CODE_LISTS.items()}
+_CODES = {_code_key(code): verdict for code, verdict in _CODE_LISTS.items()}
 
 # gRPC status codes (fixed by the gRPC spec) the fallback understands.
 _GRPC_CATEGORIES = {
@@ -493,9 +503,9 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"
     if kind in (Kind.NO_TOOL_CALL, Kind.INVALID_TOOL_CALL):
         return Category.FORMAT, "fallback.kind_format"
-    provider = _PROVIDER_CODES.get(_code_key(o.code))
-    if provider is not None:
-        return provider
+    by_code = _CODES.get(_code_key(o.code))
+    if by_code is not None:
+        return by_code
     s = o.http_status
     if s == 401:
         return Category.AUTH, "fallback.http_401"
@@ -509,11 +519,6 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.UNAVAILABLE, "fallback.http_502"
     if o.HasField("grpc_code") and o.grpc_code in _GRPC_CATEGORIES:
         return _GRPC_CATEGORIES[o.grpc_code]
-    code = o.code.upper()
-    if code == "ETIMEDOUT":
-        return Category.TIMEOUT, "fallback.code_etimedout"
-    if code in _NETWORK_CODES:
-        return Category.NETWORK, "fallback.code_network"
     typ = o.exception_type.lower()
     if "timeout" in typ or "deadlineexceeded" in typ:
         return Category.TIMEOUT, "fallback.type_timeout"
