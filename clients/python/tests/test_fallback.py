@@ -26,6 +26,7 @@ from rebound import Action, Category, FallbackPolicy, Kind, Reason, build_outcom
 from rebound.fallback import (
     _CODE_LISTS,
     _CODES,
+    _EXCEPTION_TYPE_RULES,
     _GRPC_RESOURCE_EXHAUSTED,
     _QUOTA_WORDS,
     _SUGGESTIONS,
@@ -262,6 +263,32 @@ def test_codes_are_the_sidecars() -> None:
             assert not {code.lower() for code in rule.get("code", [])} & _CODES.keys(), rule["id"]
 
 
+PORTED_EXCEPTION_RULES = [
+    ("exception.timeout", Category.TIMEOUT, "fallback.type_timeout"),
+    ("exception.network", Category.NETWORK, "fallback.type_connection"),
+]
+"""The sidecar's exception rules the fallback carries, in the sidecar's order, with the category
+and rule id it gives."""
+
+
+def test_exception_types_are_the_sidecars() -> None:
+    rules = tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]
+    by_id = {r["id"]: r for r in rules}
+    ported = [rule for rule, _, _ in PORTED_EXCEPTION_RULES]
+    # In the sidecar's order, which decides when a type's full name and its last part are two rules'.
+    assert [r["id"] for r in rules if r["id"] in ported] == ported
+    assert len(_EXCEPTION_TYPE_RULES) == len(PORTED_EXCEPTION_RULES)
+    for (rule, category, ours_id), (types, verdict) in zip(PORTED_EXCEPTION_RULES, _EXCEPTION_TYPE_RULES):
+        assert by_id[rule]["category"] == category.label
+        assert (types, verdict) == (frozenset(by_id[rule]["exception"]), (category, ours_id)), rule
+    # No exception rule the fallback does not carry names one of them, which would make it
+    # depend on the rules' order.
+    names = set().union(*(types for types, _ in _EXCEPTION_TYPE_RULES))
+    for rule in rules:
+        if rule["id"] not in ported:
+            assert not set(rule.get("exception", [])) & names, rule["id"]
+
+
 LOOSE = FallbackPolicy(max_consecutive_failures=0)
 """The seed policy without the consecutive-failures breaker, to see a category's own retries."""
 
@@ -466,6 +493,10 @@ def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
         ({"code": "etimedout"}, Category.TIMEOUT, "fallback.code_etimedout"),
         ({"exception_type": "requests.exceptions.ConnectionError"}, Category.NETWORK, "fallback.type_connection"),
         ({"exception_type": "aiohttp.ServerTimeoutError"}, Category.TIMEOUT, "fallback.type_timeout"),
+        ({"exception_type": "aiohttp.ClientConnectorError"}, Category.NETWORK, "fallback.type_connection"),
+        ({"exception_type": " socket.timeout\n"}, Category.TIMEOUT, "fallback.type_timeout"),
+        ({"exception_type": "grpc.FutureTimeoutError"}, Category.UNKNOWN, "fallback.default"),
+        ({"exception_type": "httpx.readtimeout"}, Category.UNKNOWN, "fallback.default"),
         ({"http_status": 404}, Category.UNKNOWN, "fallback.default"),
         ({"kind": Kind.UNKNOWN_TOOL}, Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"),
         ({"kind": Kind.INVALID_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
@@ -920,6 +951,25 @@ def test_codes_rank_as_the_sidecar_scores_them() -> None:
         # An errno name the sidecar's rules do not name is no signal.
         {"code": "ENOTCONN", "message": m},
         {"code": "ENOTCONN", "http_status": 503, "message": m},
+    ])
+
+
+def test_exception_types_match_as_on_the_sidecar() -> None:
+    # By the full name or its last part after a `.` or `:`, trimmed, in its own case: a name that
+    # only holds a listed one, or another case of it, is no match on the sidecar.
+    m = NEUTRAL
+    assert_as_the_sidecar_decides([
+        {"exception_type": "httpx.ReadTimeout", "message": m},
+        {"exception_type": "asyncio.TimeoutError", "message": m},
+        {"exception_type": " requests.exceptions.ConnectionError\n", "message": m},
+        {"exception_type": "aiohttp.client_exceptions.ClientConnectorError", "message": m},
+        {"exception_type": "urllib3.exceptions.MaxRetryError", "message": m},
+        {"exception_type": "socket.gaierror", "message": m},
+        {"exception_type": "java.net.SocketTimeoutException", "message": m},
+        {"exception_type": "Net::ReadTimeout", "message": m},
+        {"exception_type": "httpx.readtimeout", "message": m},
+        {"exception_type": "grpc.FutureTimeoutError", "message": m},
+        {"exception_type": "MyConnectionErrorWrapper", "message": m},  # a name written by hand
     ])
 
 

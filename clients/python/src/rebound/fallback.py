@@ -107,6 +107,47 @@ def _code_key(code: str) -> str:
 # The lists above by `_code_key` (`SAFETY` and `safety` are one key).
 _CODES = {_code_key(code): verdict for code, verdict in _CODE_LISTS.items()}
 
+# Exception types of a timeout and of a failed connection, as the sidecar's rules exception.timeout
+# and exception.network name them, in their order (test_fallback checks for drift). A type matches
+# as there (`_by_exception_type`): by its full name or its last part, in its own case.
+_EXCEPTION_TYPE_RULES = (
+    (
+        frozenset({
+            "TimeoutError", "Timeout", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout",
+            "TimeoutException", "ReadTimeoutError", "ConnectTimeoutError", "ServerTimeoutError",
+            "APITimeoutError", "RequestTimeoutError", "SocketTimeoutException", "HttpTimeoutException",
+            "TimeoutExpired", "DeadlineExceeded", "ReadTimeoutException", "asyncio.TimeoutError",
+            "socket.timeout",
+        }),
+        (Category.TIMEOUT, "fallback.type_timeout"),
+    ),
+    (
+        frozenset({
+            "ConnectionError", "ConnectError", "ChunkedEncodingError", "IncompleteRead",
+            "ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError", "BrokenPipeError",
+            "NewConnectionError", "ProtocolError", "RemoteProtocolError", "ReadError", "WriteError",
+            "NetworkError", "ClientConnectorError", "ClientConnectionError", "ServerDisconnectedError",
+            "ClientOSError", "APIConnectionError", "SSLError", "SSLCertVerificationError",
+            "ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException",
+            "gaierror", "socket.gaierror", "MaxRetryError", "EndpointConnectionError",
+            "ConnectionClosedError", "HttpRequestException",
+        }),
+        (Category.NETWORK, "fallback.type_connection"),
+    ),
+)
+_TYPE_SEPARATORS = re.compile("[.:]")
+
+
+def _by_exception_type(exception_type: str) -> Optional[tuple[Category, str]]:
+    """The category and rule id of a type the rules above name, as the sidecar matches one: the
+    type trimmed, then its full name or its last part after a `.` or `:`, case-sensitive, the
+    first rule that names either winning (`requests.exceptions.ReadTimeout` is `ReadTimeout`;
+    `readtimeout`, `grpc.FutureTimeoutError` and a name that only holds a listed one are none)."""
+    name = exception_type.strip(_RUST_WHITE_SPACE)
+    last = _TYPE_SEPARATORS.split(name)[-1]
+    return next((verdict for types, verdict in _EXCEPTION_TYPE_RULES if name in types or last in types), None)
+
+
 # gRPC status codes (fixed by the gRPC spec) the fallback understands.
 _GRPC_CATEGORIES = {
     1: (Category.CANCELLED, "fallback.grpc_cancelled"),
@@ -519,11 +560,9 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.UNAVAILABLE, "fallback.http_502"
     if o.HasField("grpc_code") and o.grpc_code in _GRPC_CATEGORIES:
         return _GRPC_CATEGORIES[o.grpc_code]
-    typ = o.exception_type.lower()
-    if "timeout" in typ or "deadlineexceeded" in typ:
-        return Category.TIMEOUT, "fallback.type_timeout"
-    if any(w in typ for w in ("connectionerror", "connecterror", "connectionrefused", "connectionreset")):
-        return Category.NETWORK, "fallback.type_connection"
+    by_type = _by_exception_type(o.exception_type)
+    if by_type is not None:
+        return by_type
     # After the codes and exception types, which outrank a gRPC code on the sidecar.
     if o.HasField("grpc_code") and o.grpc_code == _GRPC_RESOURCE_EXHAUSTED:
         if _says_any(o, _QUOTA_WORDS):
