@@ -973,6 +973,37 @@ def test_exception_types_match_as_on_the_sidecar() -> None:
     ])
 
 
+def test_signals_rank_as_the_sidecar_scores_them() -> None:
+    # An exception type (60) over a gRPC code (50) and an HTTP status (40), and a gRPC code over a
+    # status: each pair of signals the fallback reads, where the two say different things.
+    m = NEUTRAL
+    assert_as_the_sidecar_decides([
+        {"exception_type": "httpx.ReadTimeout", "grpc_code": 14, "message": m},
+        {"exception_type": "requests.exceptions.ConnectionError", "grpc_code": 16, "message": m},
+        {"exception_type": "httpx.ReadTimeout", "grpc_code": 8, "message": "insufficient credits"},
+        {"exception_type": "ConnectionResetError", "grpc_code": 13, "message": m},
+        {"exception_type": "httpx.ReadTimeout", "http_status": 401, "message": m},
+        {"exception_type": " httpx.ReadTimeout\n", "http_status": 403, "message": m},
+        {"exception_type": "requests.exceptions.ConnectionError", "http_status": 429, "message": m},
+        {"exception_type": "aiohttp.ClientConnectorError", "http_status": 403, "message": m},
+        {"exception_type": "socket.gaierror", "http_status": 503, "message": m},
+        {"exception_type": "TimeoutError", "http_status": 500, "message": m},
+        {"grpc_code": 8, "http_status": 429, "message": "Insufficient credits: check your billing."},
+        {"grpc_code": 8, "http_status": 503, "message": m},
+        {"grpc_code": 16, "http_status": 503, "message": m},
+        {"grpc_code": 7, "http_status": 429, "message": m},
+        {"grpc_code": 14, "http_status": 401, "message": m},
+        {"grpc_code": 4, "http_status": 429, "message": m},
+        {"grpc_code": 1, "http_status": 503, "message": m},
+        {"grpc_code": 13, "http_status": 503, "message": m},
+        {"grpc_code": 2, "http_status": 429, "message": m},
+        # A type the sidecar's rules do not name is no signal: the status decides.
+        {"exception_type": "httpx.readtimeout", "http_status": 401, "message": m},
+        {"exception_type": "grpc.FutureTimeoutError", "http_status": 503, "message": m},
+        {"exception_type": "MyConnectionErrorWrapper", "http_status": 401, "message": m},  # a name written by hand
+    ])
+
+
 # Real: Google's Gemini API (google.api_core's ResourceExhausted, gRPC RESOURCE_EXHAUSTED) when
 # a per-minute limit is hit.
 GEMINI_EXHAUSTED = "Resource has been exhausted (e.g. check quota)."

@@ -5,10 +5,11 @@ its words say a quota is used up) and the 5xx of an unavailable server
 (502, 503, 504, 520 to 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and DATA_LOSS
 (internal: retried once), the providers' error codes the sidecar's rules name (quota, context
 length, content filter, overloaded, internal), 401 and 403 (escalated), cancellation (aborted), an unknown tool
-(reclassify: choose another tool); anything else goes back to the LLM (recover). Over that
-plan, the sidecar's session breakers (src/breaker.rs): identical errors in a row and a step or
-cost limit abort, failures of one tool in a row and errors in the session escalate, and a
-stopped session stays stopped. Every message it writes is redacted as the sidecar redacts it
+(reclassify: choose another tool); anything else goes back to the LLM (recover). The signals rank
+as the sidecar scores them: the outcome's kind, then its error code, exception type, gRPC code and
+HTTP status (`classify_coarse`). Over that plan, the sidecar's session breakers (src/breaker.rs):
+identical errors in a row and a step or cost limit abort, failures of one tool in a row and errors
+in the session escalate, and a stopped session stays stopped. Every message it writes is redacted as the sidecar redacts it
 (see `rebound.redact`)."""
 
 from __future__ import annotations
@@ -148,17 +149,18 @@ def _by_exception_type(exception_type: str) -> Optional[tuple[Category, str]]:
     return next((verdict for types, verdict in _EXCEPTION_TYPE_RULES if name in types or last in types), None)
 
 
-# gRPC status codes (fixed by the gRPC spec) the fallback understands.
+# gRPC status codes (fixed by the gRPC spec) the fallback understands; UNKNOWN, INTERNAL and
+# DATA_LOSS are internal, as the sidecar's rule grpc.internal says.
 _GRPC_CATEGORIES = {
     1: (Category.CANCELLED, "fallback.grpc_cancelled"),
+    2: (Category.INTERNAL, "fallback.grpc_internal"),
     4: (Category.TIMEOUT, "fallback.grpc_deadline_exceeded"),
     7: (Category.PERMISSION_DENIED, "fallback.grpc_permission_denied"),
+    13: (Category.INTERNAL, "fallback.grpc_internal"),
     14: (Category.UNAVAILABLE, "fallback.grpc_unavailable"),
+    15: (Category.INTERNAL, "fallback.grpc_internal"),
     16: (Category.AUTH, "fallback.grpc_unauthenticated"),
 }
-
-# gRPC UNKNOWN, INTERNAL and DATA_LOSS: internal, as the sidecar's rule grpc.internal says.
-_GRPC_INTERNAL = frozenset({2, 13, 15})
 
 # gRPC RESOURCE_EXHAUSTED: a rate limit (retried with backoff), as the sidecar's rule
 # grpc.resource_exhausted says, unless the message or detail names a used-up quota, in any case:
@@ -529,12 +531,15 @@ class FallbackPolicy:
 
 
 def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
-    """Maps the structured signals a fallback can trust to a category and a rule id;
-    structured signals win over the exception type's wording, except that an internal error
-    (a 5xx other than an unavailable server's, a gRPC INTERNAL) comes last, as on the sidecar."""
+    """Maps the structured signals a fallback can trust to a category and a rule id, ranked as
+    the sidecar scores them (src/classify.rs: kind 100, error code 80, exception type 60, gRPC
+    code 50, HTTP status 40): the outcome's kind, then its error code, its exception type, its
+    gRPC code and last its HTTP status, the first the fallback knows deciding. So, as on the
+    sidecar, a 503 or a 500 with ECONNRESET is a network failure (retried three times, an internal
+    error once), a 401 with httpx.ReadTimeout a timeout, and a 429 with gRPC RESOURCE_EXHAUSTED
+    and a quota word a used-up quota."""
     # The agent's own word on what failed first: on the sidecar a kind outranks every other
-    # signal (its kind rules score 100, an error code 80), so a timeout that carries a 401 or a
-    # provider code is still a timeout there.
+    # signal, so a timeout that carries a 401 or a provider code is still a timeout there.
     kind = Kind.of(o.kind)
     if kind is Kind.TIMEOUT:
         return Category.TIMEOUT, "fallback.kind_timeout"
@@ -547,6 +552,18 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     by_code = _CODES.get(_code_key(o.code))
     if by_code is not None:
         return by_code
+    by_type = _by_exception_type(o.exception_type)
+    if by_type is not None:
+        return by_type
+    if o.HasField("grpc_code"):
+        # With a quota word, RESOURCE_EXHAUSTED scores 60 on the sidecar, as much as an exception
+        # type; the exception rules are listed first and win the tie, so it is read after the type.
+        if o.grpc_code == _GRPC_RESOURCE_EXHAUSTED:
+            if _says_any(o, _QUOTA_WORDS):
+                return Category.QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"
+            return Category.RATE_LIMITED, "fallback.grpc_resource_exhausted"
+        if o.grpc_code in _GRPC_CATEGORIES:
+            return _GRPC_CATEGORIES[o.grpc_code]
     s = o.http_status
     if s == 401:
         return Category.AUTH, "fallback.http_401"
@@ -558,21 +575,6 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.TIMEOUT, "fallback.http_408"
     if s in _UNAVAILABLE_STATUSES:
         return Category.UNAVAILABLE, "fallback.http_502"
-    if o.HasField("grpc_code") and o.grpc_code in _GRPC_CATEGORIES:
-        return _GRPC_CATEGORIES[o.grpc_code]
-    by_type = _by_exception_type(o.exception_type)
-    if by_type is not None:
-        return by_type
-    # After the codes and exception types, which outrank a gRPC code on the sidecar.
-    if o.HasField("grpc_code") and o.grpc_code == _GRPC_RESOURCE_EXHAUSTED:
-        if _says_any(o, _QUOTA_WORDS):
-            return Category.QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"
-        return Category.RATE_LIMITED, "fallback.grpc_resource_exhausted"
-    # Internal last: on the sidecar an error code and an exception type outrank a gRPC code, and
-    # all of them an HTTP status, so a 500 that says its connection was reset is a network failure
-    # there (retried three times), not an internal one (retried once).
-    if o.HasField("grpc_code") and o.grpc_code in _GRPC_INTERNAL:
-        return Category.INTERNAL, "fallback.grpc_internal"
     if 500 <= s <= 599:
         return Category.INTERNAL, "fallback.http_5xx"
     return Category.UNKNOWN, "fallback.default"
