@@ -27,6 +27,7 @@ from rebound.fallback import (
     _CODE_LISTS,
     _CODES,
     _EXCEPTION_TYPE_RULES,
+    _GRPC_CATEGORIES,
     _GRPC_RESOURCE_EXHAUSTED,
     _QUOTA_WORDS,
     _SUGGESTIONS,
@@ -287,6 +288,22 @@ def test_exception_types_are_the_sidecars() -> None:
     for rule in rules:
         if rule["id"] not in ported:
             assert not set(rule.get("exception", [])) & names, rule["id"]
+
+
+def test_grpc_codes_are_the_sidecars() -> None:
+    # Every gRPC code a rule of the sidecar reads alone, by its number, in the same category;
+    # RESOURCE_EXHAUSTED, which also reads words, has a test of its own.
+    sidecar: dict[int, str] = {}
+    for rule in tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]:
+        if "grpc_code" not in rule or rule["id"].startswith("grpc.resource_exhausted"):
+            continue
+        assert set(rule) == {"id", "grpc_code", "category"}, rule["id"]
+        for name in rule["grpc_code"]:
+            number = grpc.StatusCode[name].value[0]
+            assert number not in sidecar, name
+            sidecar[number] = rule["category"]
+    assert {number: category.label for number, (category, _) in _GRPC_CATEGORIES.items()} == sidecar
+    assert _GRPC_RESOURCE_EXHAUSTED not in _GRPC_CATEGORIES
 
 
 LOOSE = FallbackPolicy(max_consecutive_failures=0)
@@ -997,6 +1014,13 @@ def test_signals_rank_as_the_sidecar_scores_them() -> None:
         {"grpc_code": 1, "http_status": 503, "message": m},
         {"grpc_code": 13, "http_status": 503, "message": m},
         {"grpc_code": 2, "http_status": 429, "message": m},
+        {"grpc_code": 5, "http_status": 503, "message": m},
+        {"grpc_code": 12, "http_status": 429, "message": m},
+        {"grpc_code": 3, "http_status": 401, "message": m},
+        {"grpc_code": 11, "http_status": 500, "message": m},
+        {"grpc_code": 6, "http_status": 408, "message": m},
+        {"grpc_code": 9, "http_status": 403, "message": m},
+        {"grpc_code": 10, "http_status": 502, "message": m},
         # A type the sidecar's rules do not name is no signal: the status decides.
         {"exception_type": "httpx.readtimeout", "http_status": 401, "message": m},
         {"exception_type": "grpc.FutureTimeoutError", "http_status": 503, "message": m},

@@ -5,11 +5,13 @@ its words say a quota is used up) and the 5xx of an unavailable server
 (502, 503, 504, 520 to 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and DATA_LOSS
 (internal: retried once), the providers' error codes the sidecar's rules name (quota, context
 length, content filter, overloaded, internal), 401 and 403 (escalated), cancellation (aborted), an unknown tool
-(reclassify: choose another tool); anything else goes back to the LLM (recover). The signals rank
-as the sidecar scores them: the outcome's kind, then its error code, exception type, gRPC code and
-HTTP status (`classify_coarse`). Over that plan, the sidecar's session breakers (src/breaker.rs):
-identical errors in a row and a step or cost limit abort, failures of one tool in a row and errors
-in the session escalate, and a stopped session stays stopped. Every message it writes is redacted as the sidecar redacts it
+(reclassify: choose another tool); anything else goes back to the LLM (recover), gRPC NOT_FOUND,
+INVALID_ARGUMENT, ALREADY_EXISTS and the others the sidecar reads as not found, validation or
+conflict among them. The signals rank as the sidecar scores them: the outcome's kind, then its
+error code, exception type, gRPC code and HTTP status (`classify_coarse`). Over that plan, the
+sidecar's session breakers (src/breaker.rs): identical errors in a row and a step or cost limit
+abort, failures of one tool in a row and errors in the session escalate, and a stopped session
+stays stopped. Every message it writes is redacted as the sidecar redacts it
 (see `rebound.redact`)."""
 
 from __future__ import annotations
@@ -149,16 +151,23 @@ def _by_exception_type(exception_type: str) -> Optional[tuple[Category, str]]:
     return next((verdict for types, verdict in _EXCEPTION_TYPE_RULES if name in types or last in types), None)
 
 
-# gRPC status codes (fixed by the gRPC spec) the fallback understands; UNKNOWN, INTERNAL and
-# DATA_LOSS are internal, as the sidecar's rule grpc.internal says.
+# gRPC status codes (fixed by the gRPC spec) as the sidecar's rules grpc.* name them
+# (test_fallback checks for drift); RESOURCE_EXHAUSTED, which also reads words, comes below.
 _GRPC_CATEGORIES = {
     1: (Category.CANCELLED, "fallback.grpc_cancelled"),
-    2: (Category.INTERNAL, "fallback.grpc_internal"),
+    2: (Category.INTERNAL, "fallback.grpc_internal"),  # UNKNOWN
+    3: (Category.VALIDATION, "fallback.grpc_invalid_argument"),
     4: (Category.TIMEOUT, "fallback.grpc_deadline_exceeded"),
+    5: (Category.NOT_FOUND, "fallback.grpc_not_found"),
+    6: (Category.CONFLICT, "fallback.grpc_conflict"),  # ALREADY_EXISTS
     7: (Category.PERMISSION_DENIED, "fallback.grpc_permission_denied"),
+    9: (Category.CONFLICT, "fallback.grpc_conflict"),  # FAILED_PRECONDITION
+    10: (Category.CONFLICT, "fallback.grpc_conflict"),  # ABORTED
+    11: (Category.VALIDATION, "fallback.grpc_invalid_argument"),  # OUT_OF_RANGE
+    12: (Category.NOT_FOUND, "fallback.grpc_not_found"),  # UNIMPLEMENTED
     13: (Category.INTERNAL, "fallback.grpc_internal"),
     14: (Category.UNAVAILABLE, "fallback.grpc_unavailable"),
-    15: (Category.INTERNAL, "fallback.grpc_internal"),
+    15: (Category.INTERNAL, "fallback.grpc_internal"),  # DATA_LOSS
     16: (Category.AUTH, "fallback.grpc_unauthenticated"),
 }
 
