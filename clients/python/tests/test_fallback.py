@@ -933,7 +933,9 @@ def test_provider_codes_decide_as_the_sidecar_does() -> None:
 
 
 NEUTRAL = "it failed"
-"""A message written by hand that holds no rule's words, so that only the structured signals rank."""
+"""A message written by hand that holds no rule's words, so that only the structured signals rank.
+The ranking tests below use it, or, for gRPC RESOURCE_EXHAUSTED, a message also written by hand
+that holds a quota word of the sidecar's rule grpc.resource_exhausted.quota."""
 
 
 def test_codes_rank_as_the_sidecar_scores_them() -> None:
