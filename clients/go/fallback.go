@@ -155,55 +155,60 @@ var unavailableStatuses = map[int32]bool{
 // sidecar's rule grpc.internal says.
 var grpcInternal = map[int32]bool{2: true, 13: true, 15: true}
 
-// networkCodes are errno names (and Node's DNS codes) that mean the connection failed.
-var networkCodes = map[string]bool{
-	"ECONNREFUSED": true, "ECONNRESET": true, "ECONNABORTED": true, "EPIPE": true,
-	"EHOSTUNREACH": true, "ENETUNREACH": true, "ENETDOWN": true, "EHOSTDOWN": true,
-	"ENOTCONN": true, "ENOTFOUND": true, "EAI_AGAIN": true,
-}
-
-// providerClass is what a provider error code means to the fallback: a category and the rule that says so.
-type providerClass struct {
+// codeClass is what an error code means to the fallback: a category and the
+// rule that says so.
+type codeClass struct {
 	category Category
 	rule     string
 }
 
-// providerCodeRules are the provider error codes that change what to do, as
-// the sidecar lists them: a quota is not retried but escalated, an input too
-// long or filtered is replanned, an overloaded server is retried with backoff
-// (unavailable) and an error inside the provider's server retried once
-// (internal). The sidecar's lists are the source of truth
+// codeRules are the error codes that change what to do, as the sidecar lists
+// them: a quota is not retried but escalated, an input too long or filtered is
+// replanned, an overloaded server is retried with backoff (unavailable) and an
+// error inside the provider's server retried once (internal); the codes of a
+// call that timed out or of a connection that failed (errno names, Node's and
+// undici's codes, providers' such as timeout_error) are retried (timeout,
+// network). The sidecar's lists are the source of truth
 // (src/defaults/rules.toml, rules code.insufficient_quota, code.context_length,
-// code.content_filter, code.overloaded and code.internal;
-// TestProviderCodesMatchSidecarRules checks for drift). As on the sidecar, a
-// code wins over a gRPC code and the HTTP status (but not over the outcome's
-// kind): OpenAI sends insufficient_quota with a 429, and server_error with a
-// 503 is internal.
-var providerCodeRules = []struct {
-	class providerClass
+// code.content_filter, code.overloaded, code.internal, code.timeout and
+// code.network; TestErrorCodesMatchSidecarRules checks for drift). As on
+// the sidecar, a code wins over an exception type, a gRPC code and the HTTP
+// status (but not over the outcome's kind): OpenAI sends insufficient_quota
+// with a 429, server_error with a 503 is internal, and a 503 whose connection
+// was reset (ECONNRESET) is a network failure.
+var codeRules = []struct {
+	class codeClass
 	codes []string
 }{
-	{providerClass{reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"},
+	{codeClass{reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"},
 		[]string{"insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
 			"QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"}},
-	{providerClass{reboundpb.Category_CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"},
+	{codeClass{reboundpb.Category_CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"},
 		[]string{"context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"}},
-	{providerClass{reboundpb.Category_CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"},
+	{codeClass{reboundpb.Category_CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"},
 		[]string{"content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety",
 			"PROHIBITED_CONTENT"}},
-	{providerClass{reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded"},
+	{codeClass{reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded"},
 		[]string{"overloaded_error", "ServiceUnavailable", "ServiceUnavailableException", "ModelNotReadyException",
 			"server_overloaded", "engine_overloaded", "UNAVAILABLE", "InternalFailure", "ModelStreamErrorException"}},
-	{providerClass{reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal"},
+	{codeClass{reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal"},
 		[]string{"api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"}},
+	{codeClass{reboundpb.Category_CATEGORY_TIMEOUT, "fallback.code_etimedout"},
+		[]string{"ETIMEDOUT", "ESOCKETTIMEDOUT", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT",
+			"RequestTimeout", "RequestTimeoutException", "timeout", "timeout_error", "DEADLINE_EXCEEDED", "ModelTimeoutException"}},
+	{codeClass{reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"},
+		[]string{"ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH",
+			"ENETDOWN", "EHOSTDOWN", "ERR_TLS_CERT_ALTNAME_INVALID", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "CERT_HAS_EXPIRED",
+			"DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "UND_ERR_SOCKET", "UND_ERR_CLOSED",
+			"ERR_SOCKET_CONNECTION_TIMEOUT", "EPROTO"}},
 }
 
-// providerCodes are providerCodeRules by code, ASCII-lowercased: the sidecar
-// matches a code trimmed and in any ASCII case (src/classify.rs), so
-// Overloaded_Error is overloaded_error; providerClassOf looks a code up.
-var providerCodes = func() map[string]providerClass {
-	table := map[string]providerClass{}
-	for _, rule := range providerCodeRules {
+// codeClasses are codeRules by code, ASCII-lowercased: the sidecar matches a
+// code trimmed and in any ASCII case (src/classify.rs), so Overloaded_Error is
+// overloaded_error and econnreset ECONNRESET; codeClassOf looks a code up.
+var codeClasses = func() map[string]codeClass {
+	table := map[string]codeClass{}
+	for _, rule := range codeRules {
 		for _, code := range rule.codes {
 			table[asciiLower(code)] = rule.class
 		}
@@ -211,14 +216,14 @@ var providerCodes = func() map[string]providerClass {
 	return table
 }()
 
-// providerClassOf is what a provider error code means, read as the sidecar
-// reads it: trimmed, in any ASCII case.
-func providerClassOf(code string) (providerClass, bool) {
+// codeClassOf is what an error code means, read as the sidecar reads it:
+// trimmed, in any ASCII case.
+func codeClassOf(code string) (codeClass, bool) {
 	code = strings.TrimSpace(code)
 	if code == "" {
-		return providerClass{}, false
+		return codeClass{}, false
 	}
-	c, ok := providerCodes[asciiLower(code)]
+	c, ok := codeClasses[asciiLower(code)]
 	return c, ok
 }
 
@@ -427,8 +432,9 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 
 // classifyCoarse maps the structured signals a fallback can trust to a
 // category and a rule id, in the sidecar's order (src/classify.rs): the
-// outcome's kind first (a kind rule scores 100 there), then a provider code
-// (80), then the HTTP status (40); structured signals win over the exception
+// outcome's kind first (a kind rule scores 100 there), then an error code
+// (80: a provider's, or the errno name of a connection that failed), then the
+// HTTP status (40); structured signals win over the exception
 // type's wording. An internal error (a 5xx other than an unavailable server's,
 // a gRPC INTERNAL) comes last, as on the sidecar too.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
@@ -442,7 +448,7 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 	case KindNoToolCall, KindInvalidToolCall:
 		return reboundpb.Category_CATEGORY_FORMAT, "fallback.kind_format"
 	}
-	if c, ok := providerClassOf(o.GetCode()); ok {
+	if c, ok := codeClassOf(o.GetCode()); ok {
 		return c.category, c.rule
 	}
 	switch s := o.GetHttpStatus(); {
@@ -478,13 +484,6 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 		case 16:
 			return reboundpb.Category_CATEGORY_AUTH, "fallback.grpc_unauthenticated"
 		}
-	}
-	code := strings.ToUpper(o.GetCode())
-	switch {
-	case code == "ETIMEDOUT":
-		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.code_etimedout"
-	case networkCodes[code]:
-		return reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"
 	}
 	typ := strings.ToLower(o.GetExceptionType())
 	switch {
