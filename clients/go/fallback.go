@@ -155,8 +155,8 @@ var unavailableStatuses = map[int32]bool{
 // sidecar's rule grpc.internal says.
 var grpcInternal = map[int32]bool{2: true, 13: true, 15: true}
 
-// codeClass is what an error code means to the fallback: a category and the
-// rule that says so.
+// codeClass is what an error code or an exception type means to the fallback:
+// a category and the rule that says so.
 type codeClass struct {
 	category Category
 	rule     string
@@ -224,6 +224,53 @@ func codeClassOf(code string) (codeClass, bool) {
 		return codeClass{}, false
 	}
 	c, ok := codeClasses[asciiLower(code)]
+	return c, ok
+}
+
+// exceptionRules are the exception types the fallback reads, those of a call
+// that timed out or of a connection that failed, as the sidecar lists them
+// (src/defaults/rules.toml, rules exception.timeout and exception.network;
+// TestExceptionTypesMatchSidecarRules checks for drift). The sidecar knows
+// more (ValueError, RateLimitError...), which the fallback does not read.
+var exceptionRules = []struct {
+	class codeClass
+	types []string
+}{
+	{codeClass{reboundpb.Category_CATEGORY_TIMEOUT, "fallback.type_timeout"},
+		[]string{"TimeoutError", "Timeout", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException",
+			"ReadTimeoutError", "ConnectTimeoutError", "ServerTimeoutError", "APITimeoutError", "RequestTimeoutError",
+			"SocketTimeoutException", "HttpTimeoutException", "TimeoutExpired", "DeadlineExceeded", "ReadTimeoutException",
+			"asyncio.TimeoutError", "socket.timeout"}},
+	{codeClass{reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"},
+		[]string{"ConnectionError", "ConnectError", "ChunkedEncodingError", "IncompleteRead", "ConnectionRefusedError",
+			"ConnectionResetError", "ConnectionAbortedError", "BrokenPipeError", "NewConnectionError", "ProtocolError",
+			"RemoteProtocolError", "ReadError", "WriteError", "NetworkError", "ClientConnectorError", "ClientConnectionError",
+			"ServerDisconnectedError", "ClientOSError", "APIConnectionError", "SSLError", "SSLCertVerificationError",
+			"ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException", "gaierror",
+			"socket.gaierror", "MaxRetryError", "EndpointConnectionError", "ConnectionClosedError", "HttpRequestException"}},
+}
+
+// exceptionClasses are exceptionRules by type; exceptionClassOf looks a type up.
+var exceptionClasses = func() map[string]codeClass {
+	table := map[string]codeClass{}
+	for _, rule := range exceptionRules {
+		for _, typ := range rule.types {
+			table[typ] = rule.class
+		}
+	}
+	return table
+}()
+
+// exceptionClassOf is what an exception type means, read as the sidecar reads
+// it (src/classify.rs): trimmed, then by its exact name (case included), whole
+// or its last part after a dot or a colon, so requests.exceptions.ReadTimeout
+// is a ReadTimeout, but LockTimeoutError or readtimeout no timeout.
+func exceptionClassOf(typ string) (codeClass, bool) {
+	typ = strings.TrimSpace(typ)
+	if c, ok := exceptionClasses[typ]; ok {
+		return c, true
+	}
+	c, ok := exceptionClasses[typ[strings.LastIndexAny(typ, ".:")+1:]]
 	return c, ok
 }
 
@@ -434,8 +481,8 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 // category and a rule id, in the sidecar's order (src/classify.rs): the
 // outcome's kind first (a kind rule scores 100 there), then an error code
 // (80: a provider's, or the errno name of a connection that failed), then the
-// HTTP status (40); structured signals win over the exception
-// type's wording. An internal error (a 5xx other than an unavailable server's,
+// HTTP status (40), then gRPC codes and the exception types the sidecar's
+// rules name. An internal error (a 5xx other than an unavailable server's,
 // a gRPC INTERNAL) comes last, as on the sidecar too.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 	switch o.GetKind() {
@@ -485,13 +532,8 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 			return reboundpb.Category_CATEGORY_AUTH, "fallback.grpc_unauthenticated"
 		}
 	}
-	typ := strings.ToLower(o.GetExceptionType())
-	switch {
-	case strings.Contains(typ, "timeout") || strings.Contains(typ, "deadlineexceeded"):
-		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.type_timeout"
-	case strings.Contains(typ, "connectionerror") || strings.Contains(typ, "connecterror") ||
-		strings.Contains(typ, "connectionrefused") || strings.Contains(typ, "connectionreset"):
-		return reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"
+	if c, ok := exceptionClassOf(o.GetExceptionType()); ok {
+		return c.category, c.rule
 	}
 	// Internal last: on the sidecar an error code and an exception type outrank
 	// a gRPC code, and all of them an HTTP status, so a 500 that says its

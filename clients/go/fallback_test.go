@@ -299,9 +299,10 @@ func TestFallbackReplansAnInputTooLongOrFiltered(t *testing.T) {
 
 // sidecarRule is what the drift tests read of one of the sidecar's default rules.
 type sidecarRule struct {
-	category  string
-	codes     []string
-	grpcCodes []string
+	category   string
+	codes      []string
+	exceptions []string
+	grpcCodes  []string
 	// messages is the rule's message line's value as written (a TOML array,
 	// JSON-readable when its patterns use no escapes beyond JSON's); see messagesOf.
 	messages string
@@ -317,8 +318,8 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each [[rules]] block holds one-line keys; id and category are basic strings, code and
-	// grpc_code arrays of them (a message array is kept as written), http_status an array of numbers and strings.
+	// Each [[rules]] block holds one-line keys; id and category are basic strings, code, exception
+	// and grpc_code arrays of them (a message array is kept as written), http_status an array of numbers and strings.
 	rules := map[string]*sidecarRule{}
 	var id string
 	for n, line := range strings.Split(string(data), "\n") {
@@ -356,6 +357,10 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 		case "code":
 			if id != "" {
 				array(&rules[id].codes)
+			}
+		case "exception":
+			if id != "" {
+				array(&rules[id].exceptions)
 			}
 		case "grpc_code":
 			if id != "" {
@@ -429,6 +434,54 @@ func TestErrorCodesMatchSidecarRules(t *testing.T) {
 	// Only ASCII letters fold, as on the sidecar: the Kelvin sign is not a k.
 	if got, _ := classifyCoarse(&reboundpb.Outcome{Tool: "t", Code: "max_to\u212aens_exceeded"}); got == reboundpb.Category_CATEGORY_CONTEXT_LENGTH {
 		t.Errorf("a Kelvin sign folded to k: %s", got)
+	}
+}
+
+// The exception types the fallback reads must be the sidecar's, and be read
+// as the sidecar reads them: trimmed, whole or by their last dotted part, case
+// included.
+func TestExceptionTypesMatchSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	for id, category := range map[string]Category{
+		"exception.timeout": reboundpb.Category_CATEGORY_TIMEOUT,
+		"exception.network": reboundpb.Category_CATEGORY_NETWORK,
+	} {
+		r, ok := rules[id]
+		if !ok || len(r.exceptions) == 0 {
+			t.Errorf("%s: no rule %s with exception types", path, id)
+			continue
+		}
+		if r.category != categoryName(category) {
+			t.Errorf("rule %s has category %q, want %q", id, r.category, categoryName(category))
+		}
+		var ours []string
+		for _, rule := range exceptionRules {
+			if rule.class.category == category {
+				ours = append(ours, rule.types...)
+			}
+		}
+		slices.Sort(ours)
+		theirs := slices.Compact(slices.Sorted(slices.Values(r.exceptions)))
+		if !slices.Equal(ours, theirs) {
+			t.Errorf("the fallback's exception types for %s = %q, want the sidecar's rule %s: %q", categoryName(category), ours, id, theirs)
+		}
+		for _, typ := range r.exceptions {
+			spellings := []string{typ, " " + typ + "\t"}
+			if !strings.ContainsAny(typ, ".:") {
+				spellings = append(spellings, "some.module."+typ, "Module::"+typ)
+			}
+			for _, spelled := range spellings {
+				if got, _ := classifyCoarse(&reboundpb.Outcome{Tool: "t", ExceptionType: spelled}); got != category {
+					t.Errorf("exception type %q: %s, want %s (rule %s)", spelled, got, category, id)
+				}
+			}
+		}
+	}
+	// Names no rule lists, though they say timeout or connection: the sidecar does not read them so.
+	for _, typ := range []string{"readtimeout", "READTIMEOUT", "LockTimeoutError", "ReadTimeout.Handler", "MyConnectionErrorHandler", "socket.TIMEOUT", "pkg.socket.timeout"} {
+		if got, rule := classifyCoarse(&reboundpb.Outcome{Tool: "t", ExceptionType: typ}); got != reboundpb.Category_CATEGORY_UNKNOWN {
+			t.Errorf("exception type %q: %s (rule %s), want unknown", typ, got, rule)
+		}
 	}
 }
 
