@@ -26,13 +26,15 @@ import (
 // an input too long or filtered (replan), of an overloaded server (retried)
 // and of an error inside the provider (retried once), cancellation (aborted),
 // an unknown tool (reclassify: choose another tool);
-// anything else is handed back to the LLM (recover). As on the sidecar, the
-// outcome's kind (timeout, cancelled, unknown_tool, no_tool_call,
-// invalid_tool_call) wins over a provider code, and a provider code over the
-// HTTP status: a timeout with a 401 is retried, not escalated. Its session
-// breakers are the sidecar's (src/breaker.rs): identical errors in a row and a
-// session's step and cost limits abort, failures of one tool in a row and the
-// session's errors escalate.
+// anything else is handed back to the LLM (recover). It ranks the signals as
+// the sidecar scores them: the outcome's kind (timeout, cancelled,
+// unknown_tool, no_tool_call, invalid_tool_call), then an error code, then an
+// exception type, then a gRPC code, then the HTTP status; so a timeout with a
+// 401 is retried, not escalated, and a 503 with ECONNRESET is a network
+// failure (classifyCoarse). Its session breakers are the sidecar's
+// (src/breaker.rs): identical errors in a row and a session's step and cost
+// limits abort, failures of one tool in a row and the session's errors
+// escalate.
 type FallbackPolicy struct {
 	// BaseDelay is the first retry's backoff delay.
 	BaseDelay time.Duration
@@ -150,10 +152,6 @@ const internalMaxRetries = 1
 var unavailableStatuses = map[int32]bool{
 	502: true, 503: true, 504: true, 520: true, 521: true, 522: true, 523: true, 524: true, 529: true,
 }
-
-// grpcInternal are gRPC's UNKNOWN, INTERNAL and DATA_LOSS: internal, as the
-// sidecar's rule grpc.internal says.
-var grpcInternal = map[int32]bool{2: true, 13: true, 15: true}
 
 // codeClass is what an error code or an exception type means to the fallback:
 // a category and the rule that says so.
@@ -478,12 +476,16 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 }
 
 // classifyCoarse maps the structured signals a fallback can trust to a
-// category and a rule id, in the sidecar's order (src/classify.rs): the
-// outcome's kind first (a kind rule scores 100 there), then an error code
-// (80: a provider's, or the errno name of a connection that failed), then the
-// HTTP status (40), then gRPC codes and the exception types the sidecar's
-// rules name. An internal error (a 5xx other than an unavailable server's,
-// a gRPC INTERNAL) comes last, as on the sidecar too.
+// category and a rule id, ranked as the sidecar scores them (src/classify.rs):
+// the outcome's kind first (a kind rule scores 100 there), then an error code
+// (80: a provider's, or the errno name of a connection that failed), then an
+// exception type (60), then a gRPC code (50), then the HTTP status (40). So a
+// 503 whose connection was reset is a network failure, a 401 raised as
+// httpx.ReadTimeout a timeout, and a 429 with gRPC RESOURCE_EXHAUSTED about
+// billing a used-up quota. The fallback reads fewer values of each signal
+// than the sidecar (codeRules, exceptionRules, the gRPC codes and HTTP
+// statuses below): one it does not read (gRPC NOT_FOUND, ValueError) leaves
+// the decision to the next signal, where the sidecar decides by it.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 	switch o.GetKind() {
 	case KindTimeout:
@@ -498,17 +500,8 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 	if c, ok := codeClassOf(o.GetCode()); ok {
 		return c.category, c.rule
 	}
-	switch s := o.GetHttpStatus(); {
-	case s == http.StatusUnauthorized:
-		return reboundpb.Category_CATEGORY_AUTH, "fallback.http_401"
-	case s == http.StatusForbidden:
-		return reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.http_403"
-	case s == http.StatusTooManyRequests:
-		return reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.http_429"
-	case s == http.StatusRequestTimeout:
-		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.http_408"
-	case unavailableStatuses[s]:
-		return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"
+	if c, ok := exceptionClassOf(o.GetExceptionType()); ok {
+		return c.category, c.rule
 	}
 	if o.GrpcCode != nil {
 		// The numbers are gRPC's status codes, fixed by the gRPC spec.
@@ -530,19 +523,24 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 			return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"
 		case 16:
 			return reboundpb.Category_CATEGORY_AUTH, "fallback.grpc_unauthenticated"
+		case 2, 13, 15:
+			// UNKNOWN, INTERNAL and DATA_LOSS, as the sidecar's rule grpc.internal: above the HTTP
+			// status, as every gRPC code, so INTERNAL with a 503 is internal there, not unavailable.
+			return reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"
 		}
 	}
-	if c, ok := exceptionClassOf(o.GetExceptionType()); ok {
-		return c.category, c.rule
-	}
-	// Internal last: on the sidecar an error code and an exception type outrank
-	// a gRPC code, and all of them an HTTP status, so a 500 that says its
-	// connection was reset is a network failure there (retried three times),
-	// not an internal one (retried once).
-	if o.GrpcCode != nil && grpcInternal[o.GetGrpcCode()] {
-		return reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"
-	}
-	if s := o.GetHttpStatus(); s >= 500 && s <= 599 {
+	switch s := o.GetHttpStatus(); {
+	case s == http.StatusUnauthorized:
+		return reboundpb.Category_CATEGORY_AUTH, "fallback.http_401"
+	case s == http.StatusForbidden:
+		return reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.http_403"
+	case s == http.StatusTooManyRequests:
+		return reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.http_429"
+	case s == http.StatusRequestTimeout:
+		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.http_408"
+	case unavailableStatuses[s]:
+		return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"
+	case s >= 500 && s <= 599:
 		return reboundpb.Category_CATEGORY_INTERNAL, "fallback.http_5xx"
 	}
 	return reboundpb.Category_CATEGORY_UNKNOWN, "fallback.default"

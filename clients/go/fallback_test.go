@@ -141,6 +141,20 @@ func TestFallbackDecide(t *testing.T) {
 			outcome:     &reboundpb.Outcome{Tool: "db", HttpStatus: 500, Code: "ECONNRESET", Attempt: 2},
 			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_NETWORK,
 			retryable: true, delay: 2 * time.Second},
+		// Signals that disagree, paired by hand; the message is Gemini's (google-gemini/gemini-cli#8883).
+		{name: "a 503 with a reset connection is a network failure, as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "db", HttpStatus: 503, Code: "ECONNRESET"},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_NETWORK,
+			retryable: true, delay: time.Second},
+		{name: "a 401 raised as a read timeout is a timeout, as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "llm", HttpStatus: 401, ExceptionType: "httpx.ReadTimeout"},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_TIMEOUT,
+			retryable: true, delay: time.Second},
+		{name: "a 429 with RESOURCE_EXHAUSTED about billing is a used-up quota, as on the sidecar",
+			outcome: &reboundpb.Outcome{Tool: "gemini", HttpStatus: 429, GrpcCode: i32(8),
+				Message: "You exceeded your current quota, please check your plan and billing details."},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
 		{name: "third failure in a row escalates",
 			outcome:     &reboundpb.Outcome{Tool: "search", HttpStatus: 503},
 			consecutive: 3, action: ActionEscalate, category: reboundpb.Category_CATEGORY_UNAVAILABLE, retryable: true,
@@ -662,6 +676,53 @@ func TestProviderCodesAndResourceExhaustedDecideLikeTheSidecar(t *testing.T) {
 	decidesLikeTheSidecar(t, outcomes)
 }
 
+// The fallback ranks the signals it reads as the sidecar scores them (kind 100,
+// error code 80, exception type 60, gRPC code 50, HTTP status 40): each value
+// below alone, then every pair of values of two signals, goes through `rebound
+// replay` and the fallback policy. The combinations are written by hand,
+// without a message but for the one quoted; the values are real (the codes
+// Node's, undici's and the providers' of the tests above) but where said.
+func TestSignalsRankAsOnTheSidecar(t *testing.T) {
+	signals := [][]map[string]any{
+		{{"kind": "timeout"}, {"kind": "cancelled"}, {"kind": "unknown_tool"}},
+		// Provider codes.
+		{{"code": "insufficient_quota"}, {"code": "server_error"}, {"code": "overloaded_error"}, {"code": "context_length_exceeded"}},
+		// Node's errno names (one padded and in lower case by hand) and undici's codes: the sidecar's
+		// code.timeout and code.network.
+		{{"code": "ECONNRESET"}, {"code": "ETIMEDOUT"}, {"code": " econnrefused "}, {"code": "UND_ERR_CONNECT_TIMEOUT"}, {"code": "CERT_HAS_EXPIRED"}},
+		// Classes of httpx 0.28.1 (httpx/_exceptions.py), requests 2.34.2 (requests/exceptions.py, padded
+		// here) and aiohttp (aiohttp/client_exceptions.py, the name as HENNGE/aiodynamo#44 reports it:
+		// no "connect error" in it); and a name the sidecar does not know though it says timeout (hand-written).
+		{{"exception_type": "httpx.ReadTimeout"}, {"exception_type": " requests.exceptions.ConnectionError "},
+			{"exception_type": "aiohttp.client_exceptions.ClientConnectorError"}, {"exception_type": "LockTimeoutError"}},
+		// gRPC's CANCELLED, DEADLINE_EXCEEDED, PERMISSION_DENIED, RESOURCE_EXHAUSTED (a rate limit, and
+		// with Gemini's words about billing, google-gemini/gemini-cli#8883), INTERNAL, UNAVAILABLE, UNAUTHENTICATED.
+		{{"grpc_code": 1}, {"grpc_code": 4}, {"grpc_code": 7}, {"grpc_code": 8},
+			{"grpc_code": 8, "message": "You exceeded your current quota, please check your plan and billing details."},
+			{"grpc_code": 13}, {"grpc_code": 14}, {"grpc_code": 16}},
+		{{"http_status": 401}, {"http_status": 403}, {"http_status": 408}, {"http_status": 429}, {"http_status": 503}, {"http_status": 500}},
+	}
+	var outcomes []map[string]any
+	for i, group := range signals {
+		for _, one := range group {
+			outcomes = append(outcomes, maps.Clone(one))
+		}
+		for _, other := range signals[i+1:] {
+			for _, one := range group {
+				for _, two := range other {
+					if one["code"] != nil && two["code"] != nil {
+						continue // one field: a provider code and an errno name cannot meet
+					}
+					o := maps.Clone(one)
+					maps.Copy(o, two)
+					outcomes = append(outcomes, o)
+				}
+			}
+		}
+	}
+	decidesLikeTheSidecar(t, outcomes)
+}
+
 // fallbackRuleNames are the fallback's names for the sidecar's rules where
 // they are not the sidecar's with . written _ (code.overloaded is
 // fallback.code_overloaded).
@@ -910,8 +971,8 @@ func TestHTTP5xxSplitMatchesSidecarRules(t *testing.T) {
 }
 
 // The rule ids of the 5xx and of gRPC's internal codes, and what outranks
-// them: an internal error yields to the signals that outrank an HTTP status
-// on the sidecar. Internal gets one retry at most, whatever MaxRetries.
+// them on the sidecar: a 5xx yields to every other signal, a gRPC code to an
+// error code and an exception type. Internal gets one retry at most, whatever MaxRetries.
 func TestFallbackInternalRulesAndRetries(t *testing.T) {
 	tests := []struct {
 		outcome  *reboundpb.Outcome
@@ -928,6 +989,7 @@ func TestFallbackInternalRulesAndRetries(t *testing.T) {
 		{&reboundpb.Outcome{HttpStatus: 500, ExceptionType: "ConnectionError"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"},
 		{&reboundpb.Outcome{HttpStatus: 500, GrpcCode: i32(14)}, reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"},
 		{&reboundpb.Outcome{GrpcCode: i32(13), Code: "ECONNREFUSED"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"},
+		{&reboundpb.Outcome{GrpcCode: i32(13), HttpStatus: 503}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},
 	}
 	for _, tt := range tests {
 		if category, rule := classifyCoarse(tt.outcome); category != tt.category || rule != tt.rule {
