@@ -97,6 +97,92 @@ interface ReplayVerdict {
   breaker: { reason: string | null };
 }
 
+/** The fallback's rule ids for the sidecar's. */
+const FALLBACK_RULES = new Map([
+  ["kind.timeout", "fallback.kind_timeout"],
+  ["kind.cancelled", "fallback.kind_cancelled"],
+  ["kind.unknown_tool", "fallback.kind_unknown_tool"],
+  ["code.overloaded", "fallback.code_overloaded"],
+  ["code.internal", "fallback.code_internal"],
+  ["code.insufficient_quota", "fallback.code_quota"],
+  ["code.context_length", "fallback.code_context_length"],
+  ["code.content_filter", "fallback.code_content_filter"],
+  ["code.timeout", "fallback.code_etimedout"],
+  ["code.network", "fallback.code_network"],
+  ["exception.timeout", "fallback.type_timeout"],
+  ["exception.network", "fallback.type_connection"],
+  ["grpc.cancelled", "fallback.grpc_cancelled"],
+  ["grpc.deadline", "fallback.grpc_deadline_exceeded"],
+  ["grpc.permission_denied", "fallback.grpc_permission_denied"],
+  ["grpc.resource_exhausted", "fallback.grpc_resource_exhausted"],
+  ["grpc.resource_exhausted.quota", "fallback.grpc_resource_exhausted_quota"],
+  ["grpc.unavailable", "fallback.grpc_unavailable"],
+  ["grpc.unauthenticated", "fallback.grpc_unauthenticated"],
+  ["grpc.internal", "fallback.grpc_internal"],
+  ["http.401", "fallback.http_401"],
+  ["http.403", "fallback.http_403"],
+  ["http.408", "fallback.http_408"],
+  ["http.429", "fallback.http_429"],
+  ["http.502", "fallback.http_502"],
+  ["http.500", "fallback.http_5xx"],
+  ["http.5xx", "fallback.http_5xx"],
+  ["default.unknown", "fallback.default"],
+]);
+
+/**
+ * Asserts that the fallback classifies and acts on each outcome (fields as in
+ * rebound replay's JSON lines) as the sidecar does: each a first failure in a
+ * session and of a tool of its own, the sidecar without jitter, the fallback at its middle.
+ */
+function assertDecidesAsSidecar(cases: readonly Record<string, unknown>[]): void {
+  const dir = mkdtempSync(join(tmpdir(), "rb"));
+  try {
+    const config = join(dir, "rebound.toml");
+    writeFileSync(config, '[retry]\njitter = "none"\n');
+    const input = cases.map((c, i) => JSON.stringify({ session_id: `s${i}`, tool: `t${i}`, ok: false, ...c }));
+    const run = spawnSync(sidecarBin(), ["replay", "--config", config, "-"], { input: `${input.join("\n")}\n`, encoding: "utf8" });
+    assert.equal(run.status, 0, run.stderr);
+    const verdicts = run.stdout.trim().split("\n").map((line) => JSON.parse(line) as ReplayVerdict);
+    assert.equal(verdicts.length, cases.length, run.stdout);
+    const rule = (id: string): string => FALLBACK_RULES.get(id) ?? `(sidecar rule ${id})`;
+    cases.forEach((c, i) => {
+      const { http_status: httpStatus, grpc_code: grpcCode, exception_type: exceptionType, kind: kindName, ...rest } = c as {
+        http_status?: number;
+        grpc_code?: number;
+        exception_type?: string;
+        kind?: string;
+      };
+      const kind = kindName === undefined ? undefined : pb.OutcomeKind[`OUTCOME_KIND_${kindName.toUpperCase()}` as keyof typeof pb.OutcomeKind];
+      const o = pb.Outcome.fromPartial({ tool: `t${i}`, httpStatus, grpcCode, exceptionType, kind, ...rest });
+      const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
+      const theirs = verdicts[i] as ReplayVerdict;
+      assert.deepEqual(
+        {
+          category: categoryName(v.classification?.category ?? 0),
+          rule: v.classification?.rule,
+          action: actionName(v.action),
+          retryable: v.classification?.retryable,
+          reason: reasonName(v.breaker?.reason ?? 0),
+          delayMs: v.retry?.delayMs ?? null,
+          attemptsLeft: v.retry?.attemptsLeft ?? null,
+        },
+        {
+          category: theirs.category,
+          rule: rule(theirs.rule),
+          action: theirs.action,
+          retryable: theirs.retryable,
+          reason: theirs.breaker.reason ?? "unspecified",
+          delayMs: theirs.action === "retry" ? theirs.delay_ms : null,
+          attemptsLeft: theirs.attempts_left,
+        },
+        `${JSON.stringify(c)} (line ${i + 1})`,
+      );
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 interface Case {
   name: string;
   outcome: pb.DeepPartial<pb.Outcome>;
@@ -577,7 +663,6 @@ describe("fallback policy", () => {
   });
 
   it("classifies and acts as the sidecar does on providers' codes and RESOURCE_EXHAUSTED (rebound replay)", () => {
-    // Each a first failure in a session and of a tool of its own; the sidecar without jitter, the fallback at its middle.
     const cases: Record<string, unknown>[] = [
       { http_status: 529, code: "overloaded_error", message: ANTHROPIC_OVERLOADED },
       { http_status: 500, code: "overloaded_error", message: ANTHROPIC_OVERLOADED, attempt: 3 },
@@ -609,64 +694,7 @@ describe("fallback policy", () => {
       { kind: "timeout", code: "server_error" },
       { kind: "unknown_tool", http_status: 429 },
     ];
-    const dir = mkdtempSync(join(tmpdir(), "rb"));
-    try {
-      const config = join(dir, "rebound.toml");
-      writeFileSync(config, '[retry]\njitter = "none"\n');
-      const input = cases.map((c, i) => JSON.stringify({ session_id: `s${i}`, tool: `t${i}`, ok: false, ...c }));
-      const run = spawnSync(sidecarBin(), ["replay", "--config", config, "-"], { input: `${input.join("\n")}\n`, encoding: "utf8" });
-      assert.equal(run.status, 0, run.stderr);
-      const verdicts = run.stdout.trim().split("\n").map((line) => JSON.parse(line) as ReplayVerdict);
-      assert.equal(verdicts.length, cases.length, run.stdout);
-      // The fallback's rule ids for the sidecar's.
-      const rules = new Map([
-        ["code.overloaded", "fallback.code_overloaded"],
-        ["code.internal", "fallback.code_internal"],
-        ["code.insufficient_quota", "fallback.code_quota"],
-        ["grpc.resource_exhausted", "fallback.grpc_resource_exhausted"],
-        ["grpc.resource_exhausted.quota", "fallback.grpc_resource_exhausted_quota"],
-        ["http.502", "fallback.http_502"],
-        ["http.500", "fallback.http_5xx"],
-        ["kind.timeout", "fallback.kind_timeout"],
-        ["kind.cancelled", "fallback.kind_cancelled"],
-        ["kind.unknown_tool", "fallback.kind_unknown_tool"],
-      ]);
-      const rule = (id: string): string => rules.get(id) ?? `(sidecar rule ${id})`;
-      cases.forEach((c, i) => {
-        const { http_status: httpStatus, grpc_code: grpcCode, kind: kindName, ...rest } = c as {
-          http_status?: number;
-          grpc_code?: number;
-          kind?: string;
-        };
-        const kind = kindName === undefined ? undefined : pb.OutcomeKind[`OUTCOME_KIND_${kindName.toUpperCase()}` as keyof typeof pb.OutcomeKind];
-        const o = pb.Outcome.fromPartial({ tool: `t${i}`, httpStatus, grpcCode, kind, ...rest });
-        const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
-        const theirs = verdicts[i] as ReplayVerdict;
-        assert.deepEqual(
-          {
-            category: categoryName(v.classification?.category ?? 0),
-            rule: v.classification?.rule,
-            action: actionName(v.action),
-            retryable: v.classification?.retryable,
-            reason: reasonName(v.breaker?.reason ?? 0),
-            delayMs: v.retry?.delayMs ?? null,
-            attemptsLeft: v.retry?.attemptsLeft ?? null,
-          },
-          {
-            category: theirs.category,
-            rule: rule(theirs.rule),
-            action: theirs.action,
-            retryable: theirs.retryable,
-            reason: theirs.breaker.reason ?? "unspecified",
-            delayMs: theirs.action === "retry" ? theirs.delay_ms : null,
-            attemptsLeft: theirs.attempts_left,
-          },
-          `${JSON.stringify(c)} (line ${i + 1})`,
-        );
-      });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    assertDecidesAsSidecar(cases);
   });
 
   it("splits the 5xx and reads gRPC's internal codes as the sidecar's default rules", () => {
