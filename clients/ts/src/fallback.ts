@@ -153,35 +153,25 @@ export const UNAVAILABLE_STATUSES: ReadonlySet<number> = new Set([502, 503, 504,
 /** gRPC's UNKNOWN, INTERNAL and DATA_LOSS: internal, as the sidecar's rule grpc.internal says. */
 const GRPC_INTERNAL: ReadonlySet<number> = new Set([2, 13, 15]);
 
-/** Errno names (and Node's DNS codes) that mean the connection failed. */
-const NETWORK_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENETDOWN",
-  "EHOSTDOWN",
-  "ENOTCONN",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-]);
-
 /**
- * Provider error codes that change what to do: a quota is not retried but
- * escalated, an input too long or filtered is replanned, an overloaded server
- * is retried with backoff and an error inside it once. The sidecar's lists
- * (src/defaults/rules.toml, rules code.insufficient_quota, code.context_length,
- * code.content_filter, code.overloaded and code.internal: the source of truth;
- * a test fails when the two drift apart), spelled as there. Matched as the
- * sidecar matches a code: trimmed, ASCII case aside (see {@link providerCode}).
- * As on the sidecar, a code wins over a gRPC code and the HTTP status: OpenAI
- * sends insufficient_quota with a 429, Anthropic overloaded_error with a 529
- * (its SDKs read the body, so a 500 with that type is overloaded too).
+ * The error codes the fallback knows, each with its category and rule, as the
+ * sidecar's rules list them (src/defaults/rules.toml: the source of truth; a
+ * test fails when the two drift apart), spelled as there. Providers' codes
+ * that change what to do: a quota is not retried but escalated, an input too
+ * long or filtered is replanned, an overloaded server is retried with backoff
+ * and an error inside it once (rules code.insufficient_quota,
+ * code.context_length, code.content_filter, code.overloaded and
+ * code.internal); and the errno names, Node's DNS codes, undici's and TLS
+ * codes of a timeout or a failed connection (rules code.timeout and
+ * code.network). Matched as the sidecar matches a code: trimmed, ASCII case
+ * aside (see {@link errorCode}). As on the sidecar, a code wins over an
+ * exception type, a gRPC code and the HTTP status: OpenAI sends
+ * insufficient_quota with a 429, Anthropic overloaded_error with a 529 (its
+ * SDKs read the body, so a 500 with that type is overloaded too), and a 503
+ * whose connection was reset (ECONNRESET) is a network failure.
  * @internal Exported for that test only.
  */
-export const PROVIDER_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
+export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
   ...[
     "insufficient_quota",
     "billing_error",
@@ -213,24 +203,58 @@ export const PROVIDER_CODES: ReadonlyMap<string, readonly [pb.Category, string]>
   ...["api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"].map(
     (code) => [code, [C.CATEGORY_INTERNAL, "fallback.code_internal"]] as const,
   ),
+  ...[
+    "ETIMEDOUT",
+    "ESOCKETTIMEDOUT",
+    "UND_ERR_CONNECT_TIMEOUT",
+    "UND_ERR_HEADERS_TIMEOUT",
+    "UND_ERR_BODY_TIMEOUT",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "timeout",
+    "timeout_error",
+    "DEADLINE_EXCEEDED",
+    "ModelTimeoutException",
+  ].map((code) => [code, [C.CATEGORY_TIMEOUT, "fallback.code_etimedout"]] as const),
+  ...[
+    "ECONNREFUSED",
+    "ECONNRESET",
+    "ECONNABORTED",
+    "EPIPE",
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "EHOSTUNREACH",
+    "ENETUNREACH",
+    "ENETDOWN",
+    "EHOSTDOWN",
+    "ERR_TLS_CERT_ALTNAME_INVALID",
+    "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+    "CERT_HAS_EXPIRED",
+    "DEPTH_ZERO_SELF_SIGNED_CERT",
+    "SELF_SIGNED_CERT_IN_CHAIN",
+    "UND_ERR_SOCKET",
+    "UND_ERR_CLOSED",
+    "ERR_SOCKET_CONNECTION_TIMEOUT",
+    "EPROTO",
+  ].map((code) => [code, [C.CATEGORY_NETWORK, "fallback.code_network"]] as const),
 ]);
 
-/** {@link PROVIDER_CODES} by the code in ASCII lower case, as the sidecar indexes its rules' codes. */
-const PROVIDER_CODES_FOLDED: ReadonlyMap<string, readonly [pb.Category, string]> = new Map(
-  [...PROVIDER_CODES].map(([code, verdict]) => [asciiLower(code), verdict]),
+/** {@link ERROR_CODES} by the code in ASCII lower case, as the sidecar indexes its rules' codes. */
+const ERROR_CODES_FOLDED: ReadonlyMap<string, readonly [pb.Category, string]> = new Map(
+  [...ERROR_CODES].map(([code, verdict]) => [asciiLower(code), verdict]),
 );
 
 /**
- * The category and rule a provider's error code names, if any: the code
- * trimmed of Unicode White_Space (Rust's `str::trim`, which keeps U+FEFF and
- * drops U+0085, unlike `String.prototype.trim`) and compared ASCII case aside
- * (Rust's `eq_ignore_ascii_case`: `toLowerCase` would also fold non-ASCII
- * letters such as the Kelvin sign into "k"). A Map, so that a code such as
- * `constructor` or `__proto__` finds nothing.
+ * The category and rule an error code names, if any: the code trimmed of
+ * Unicode White_Space (Rust's `str::trim`, which keeps U+FEFF and drops U+0085,
+ * unlike `String.prototype.trim`) and compared ASCII case aside (Rust's
+ * `eq_ignore_ascii_case`: `toLowerCase` would also fold non-ASCII letters such
+ * as the Kelvin sign into "k"). A Map, so that a code such as `constructor` or
+ * `__proto__` finds nothing.
  * @internal Exported for tests.
  */
-export function providerCode(code: string): readonly [pb.Category, string] | undefined {
-  return PROVIDER_CODES_FOLDED.get(asciiLower(code.replace(RUST_TRIM, "")));
+export function errorCode(code: string): readonly [pb.Category, string] | undefined {
+  return ERROR_CODES_FOLDED.get(asciiLower(code.replace(RUST_TRIM, "")));
 }
 
 /** Leading and trailing Unicode White_Space, as Rust's `str::trim` removes it. */
@@ -447,9 +471,10 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
  * they win over the exception type's wording. The outcome's kind (timeout,
  * cancelled, unknown_tool, no_tool_call, invalid_tool_call) comes first, as on
  * the sidecar, where a kind rule outranks everything else (so a timeout with a
- * 401 or with insufficient_quota is a timeout). A provider's code comes next, as
- * on the sidecar, where a code outranks a gRPC code and the HTTP status (so
- * server_error with a 503 is internal, overloaded_error with a 500 unavailable).
+ * 401 or with insufficient_quota is a timeout). An error code comes next (a
+ * provider's, or a network or timeout code), as on the sidecar, where a code
+ * outranks a gRPC code and the HTTP status (so server_error with a 503 is
+ * internal, overloaded_error with a 500 unavailable, ECONNRESET with a 503 network).
  * An internal error that only a status says (a 5xx other than an unavailable
  * server's, a gRPC INTERNAL) comes last, as on the sidecar too.
  */
@@ -462,8 +487,8 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL || o.kind === pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL) {
     return [C.CATEGORY_FORMAT, "fallback.kind_format"];
   }
-  const provider = providerCode(o.code);
-  if (provider !== undefined) return [...provider];
+  const code = errorCode(o.code);
+  if (code !== undefined) return [...code];
   const s = o.httpStatus;
   if (s === 401) return [C.CATEGORY_AUTH, "fallback.http_401"];
   if (s === 403) return [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"];
@@ -491,9 +516,6 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
     case 16:
       return [C.CATEGORY_AUTH, "fallback.grpc_unauthenticated"];
   }
-  const code = o.code.toUpperCase();
-  if (code === "ETIMEDOUT") return [C.CATEGORY_TIMEOUT, "fallback.code_etimedout"];
-  if (NETWORK_CODES.has(code)) return [C.CATEGORY_NETWORK, "fallback.code_network"];
   const type = o.exceptionType.toLowerCase();
   if (type.includes("timeout") || type.includes("deadlineexceeded")) return [C.CATEGORY_TIMEOUT, "fallback.type_timeout"];
   if (["connectionerror", "connecterror", "connectionrefused", "connectionreset"].some((w) => type.includes(w))) {

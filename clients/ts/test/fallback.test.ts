@@ -17,10 +17,10 @@ import {
   classifyCoarse,
   decide,
   DEFAULT_FALLBACK_POLICY,
+  ERROR_CODES,
+  errorCode,
   fallbackPolicy,
   GRPC_QUOTA_WORDS,
-  PROVIDER_CODES,
-  providerCode,
   providerDelayMs,
   SUGGESTIONS,
   UNAVAILABLE_STATUSES,
@@ -554,7 +554,7 @@ describe("fallback policy", () => {
     assert.deepEqual(client, sidecar);
   });
 
-  it("knows the same provider codes as the sidecar's default rules", () => {
+  it("knows the same error codes as the sidecar's default rules", () => {
     const rules = sidecarRules();
     for (const [id, category] of [
       ["code.insufficient_quota", "quota_exceeded"],
@@ -562,34 +562,33 @@ describe("fallback policy", () => {
       ["code.content_filter", "content_filter"],
       ["code.overloaded", "unavailable"],
       ["code.internal", "internal"],
+      ["code.timeout", "timeout"],
+      ["code.network", "network"],
     ] as const) {
       const rule = rules.get(id);
       assert.ok(rule?.codes !== undefined, `no rule ${id} with a code list in rules.toml: has its format changed?`);
       assert.equal(rule.category, category, id);
-      const ours = [...PROVIDER_CODES].filter(([, [c]]) => categoryName(c) === category).map(([code]) => code);
-      assert.deepEqual(ours.sort(), [...rule.codes].sort(), id);
+      const ours = [...ERROR_CODES].filter(([, [c]]) => categoryName(c) === category).map(([code]) => code);
+      // A set: code.network lists ECONNREFUSED twice.
+      assert.deepEqual(ours.sort(), [...new Set(rule.codes)].sort(), id);
     }
   });
 
-  it("matches a provider code trimmed and ASCII case aside, as the sidecar, and nothing else", () => {
+  it("matches an error code trimmed and ASCII case aside, as the sidecar, and nothing else", () => {
     const folded = new Map<string, string>();
-    for (const [code, [category, rule]] of PROVIDER_CODES) {
+    for (const [code, [category, rule]] of ERROR_CODES) {
       // No two lists may hold one code in two spellings: the sidecar would take the first rule's.
       const other = folded.get(code.toLowerCase());
       assert.ok(other === undefined || other === rule, `${code} is in ${other} and ${rule}`);
       folded.set(code.toLowerCase(), rule);
       for (const spelling of [code, code.toUpperCase(), code.toLowerCase(), ` ${code}\t`, `\u00A0${code}\u0085`]) {
-        assert.deepEqual(providerCode(spelling), [category, rule], JSON.stringify(spelling));
+        assert.deepEqual(errorCode(spelling), [category, rule], JSON.stringify(spelling));
       }
     }
-    // The later code checks read none of these codes.
-    for (const code of ["ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN", "EPIPE"]) {
-      assert.equal(providerCode(code), undefined, code);
-    }
     // Not what the sidecar trims or folds (U+FEFF is no White_Space to Rust; the Kelvin sign is no
-    // ASCII k), nor an object's own keys.
-    for (const code of ["\uFEFFserver_error", "max_to\u212Aens_exceeded", "sa\u017Fety", "constructor", "__proto__", "toString", "hasOwnProperty", ""]) {
-      assert.equal(providerCode(code), undefined, JSON.stringify(code));
+    // ASCII k), nor an object's own keys, nor a code it has no rule for.
+    for (const code of ["\uFEFFserver_error", "\uFEFFECONNRESET", "max_to\u212Aens_exceeded", "sa\u017Fety", "constructor", "__proto__", "toString", "hasOwnProperty", "", "ENOTCONN"]) {
+      assert.equal(errorCode(code), undefined, JSON.stringify(code));
     }
     const [category, rule] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", code: "__proto__", httpStatus: 503 }));
     assert.deepEqual([categoryName(category), rule], ["unavailable", "fallback.http_502"]);
@@ -662,7 +661,7 @@ describe("fallback policy", () => {
     assert.ok(v.escalation?.summary.startsWith('quota_exceeded for tool "gemini" needs a human'), v.escalation?.summary);
   });
 
-  it("classifies and acts as the sidecar does on providers' codes and RESOURCE_EXHAUSTED (rebound replay)", () => {
+  it("classifies and acts as the sidecar does on error codes and RESOURCE_EXHAUSTED (rebound replay)", () => {
     const cases: Record<string, unknown>[] = [
       { http_status: 529, code: "overloaded_error", message: ANTHROPIC_OVERLOADED },
       { http_status: 500, code: "overloaded_error", message: ANTHROPIC_OVERLOADED, attempt: 3 },
@@ -687,6 +686,18 @@ describe("fallback policy", () => {
       { grpc_code: 8, code: "insufficient_quota", message: "Resource has been exhausted" },
       { code: "__proto__", http_status: 503 },
       { code: "constructor", http_status: 500 },
+      // Network and timeout codes are codes too (80 on the sidecar), read trimmed, ASCII case aside.
+      { code: "ECONNRESET", http_status: 503 },
+      { code: " econnreset\n", http_status: 503 },
+      { code: "\u00A0Etimedout\u0085", http_status: 401 },
+      { code: "\uFEFFECONNRESET", http_status: 503 },
+      { code: "UND_ERR_HEADERS_TIMEOUT", http_status: 429 },
+      { code: "CERT_HAS_EXPIRED", http_status: 502 },
+      { code: "ECONNABORTED", http_status: 408 },
+      { code: "timeout", http_status: 503 },
+      // No rule on the sidecar.
+      { code: "ENOTCONN" },
+      { code: "ENOTCONN", http_status: 503 },
       // The kind outranks a code and the HTTP status on the sidecar (100 over 80 and 40).
       { kind: "timeout", http_status: 401 },
       { kind: "timeout", code: "insufficient_quota" },
