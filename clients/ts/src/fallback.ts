@@ -257,6 +257,87 @@ export function errorCode(code: string): readonly [pb.Category, string] | undefi
   return ERROR_CODES_FOLDED.get(asciiLower(code.replace(RUST_TRIM, "")));
 }
 
+/**
+ * The exception types of a timeout or a failed connection, as the sidecar's
+ * rules exception.timeout and exception.network list them
+ * (src/defaults/rules.toml: the source of truth; a test fails when the two
+ * drift apart), spelled as there. Matched as the sidecar matches a type (see
+ * {@link exceptionType}). As on the sidecar, a type wins over a gRPC code and
+ * the HTTP status, and gives way to an error code.
+ * @internal Exported for that test only.
+ */
+export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
+  ...[
+    "TimeoutError",
+    "Timeout",
+    "ReadTimeout",
+    "ConnectTimeout",
+    "WriteTimeout",
+    "PoolTimeout",
+    "TimeoutException",
+    "ReadTimeoutError",
+    "ConnectTimeoutError",
+    "ServerTimeoutError",
+    "APITimeoutError",
+    "RequestTimeoutError",
+    "SocketTimeoutException",
+    "HttpTimeoutException",
+    "TimeoutExpired",
+    "DeadlineExceeded",
+    "ReadTimeoutException",
+    "asyncio.TimeoutError",
+    "socket.timeout",
+  ].map((type) => [type, [C.CATEGORY_TIMEOUT, "fallback.type_timeout"]] as const),
+  ...[
+    "ConnectionError",
+    "ConnectError",
+    "ChunkedEncodingError",
+    "IncompleteRead",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "ConnectionAbortedError",
+    "BrokenPipeError",
+    "NewConnectionError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "ReadError",
+    "WriteError",
+    "NetworkError",
+    "ClientConnectorError",
+    "ClientConnectionError",
+    "ServerDisconnectedError",
+    "ClientOSError",
+    "APIConnectionError",
+    "SSLError",
+    "SSLCertVerificationError",
+    "ConnectException",
+    "UnknownHostException",
+    "NoRouteToHostException",
+    "SocketException",
+    "gaierror",
+    "socket.gaierror",
+    "MaxRetryError",
+    "EndpointConnectionError",
+    "ConnectionClosedError",
+    "HttpRequestException",
+  ].map((type) => [type, [C.CATEGORY_NETWORK, "fallback.type_connection"]] as const),
+]);
+
+/**
+ * The category and rule an exception type names, if any, matched as the
+ * sidecar matches a rule's types: trimmed as Rust's `str::trim` trims, then
+ * whole or by its last part after a `.` or `:` (`httpx.ReadTimeout`, Ruby's
+ * `Net::ReadTimeout`), in its case. A name that no rule lists is no signal
+ * there, whatever its words (undici's HeadersTimeoutError), nor here. A Map,
+ * so that a type such as `constructor` finds nothing.
+ * @internal Exported for tests.
+ */
+export function exceptionType(type: string): readonly [pb.Category, string] | undefined {
+  const name = type.replace(RUST_TRIM, "");
+  const last = name.slice(Math.max(name.lastIndexOf("."), name.lastIndexOf(":")) + 1);
+  return EXCEPTION_TYPES.get(name) ?? EXCEPTION_TYPES.get(last);
+}
+
 /** Leading and trailing Unicode White_Space, as Rust's `str::trim` removes it. */
 const RUST_TRIM = /^[\t-\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+|[\t-\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+$/g;
 
@@ -467,8 +548,9 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
 }
 
 /**
- * Maps the structured signals a fallback can trust to a category and a rule id;
- * they win over the exception type's wording. The outcome's kind (timeout,
+ * Maps the structured signals a fallback can trust to a category and a rule id:
+ * the outcome's kind, an error code, an exception type the sidecar's rules name,
+ * a gRPC code, an HTTP status. The outcome's kind (timeout,
  * cancelled, unknown_tool, no_tool_call, invalid_tool_call) comes first, as on
  * the sidecar, where a kind rule outranks everything else (so a timeout with a
  * 401 or with insufficient_quota is a timeout). An error code comes next (a
@@ -516,16 +598,21 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
     case 16:
       return [C.CATEGORY_AUTH, "fallback.grpc_unauthenticated"];
   }
-  const type = o.exceptionType.toLowerCase();
-  if (type.includes("timeout") || type.includes("deadlineexceeded")) return [C.CATEGORY_TIMEOUT, "fallback.type_timeout"];
-  if (["connectionerror", "connecterror", "connectionrefused", "connectionreset"].some((w) => type.includes(w))) {
-    return [C.CATEGORY_NETWORK, "fallback.type_connection"];
-  }
+  const type = exceptionType(o.exceptionType);
+  if (type !== undefined) return [...type];
   // Internal last: on the sidecar an error code and an exception type outrank a gRPC code, and
   // all of them an HTTP status, so a 500 that says its connection was reset is a network failure
   // there (retried three times), not an internal one (retried once).
   if (o.grpcCode !== undefined && GRPC_INTERNAL.has(o.grpcCode)) return [C.CATEGORY_INTERNAL, "fallback.grpc_internal"];
   if (s >= 500 && s <= 599) return [C.CATEGORY_INTERNAL, "fallback.http_5xx"];
+  // Last of all, as the sidecar's message words (10, under every structured signal): the name of
+  // a type no rule of its lists, which says timeout or connection failure as its message most often
+  // does too, where the sidecar reads it (psycopg's ConnectionTimeout, "connection timeout expired").
+  const words = o.exceptionType.toLowerCase();
+  if (words.includes("timeout") || words.includes("deadlineexceeded")) return [C.CATEGORY_TIMEOUT, "fallback.type_timeout"];
+  if (["connectionerror", "connecterror", "connectionrefused", "connectionreset"].some((w) => words.includes(w))) {
+    return [C.CATEGORY_NETWORK, "fallback.type_connection"];
+  }
   return [C.CATEGORY_UNKNOWN, "fallback.default"];
 }
 
