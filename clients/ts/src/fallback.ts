@@ -21,7 +21,8 @@ import { redact, redactHead } from "./redact.js";
 
 /**
  * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
- * sidecar's seed defaults. It classifies only coarse signals: timeouts,
+ * sidecar's seed defaults. It classifies only coarse signals, the strongest
+ * first as the sidecar ranks them (see {@link classifyCoarse}): timeouts,
  * connection errors, HTTP 429, gRPC RESOURCE_EXHAUSTED and the 5xx of an
  * unavailable server (502, 503, 504, 520 to 524, 529: retried), other 5xx and
  * gRPC INTERNAL, UNKNOWN and DATA_LOSS (internal: retried once), 401 and 403
@@ -548,21 +549,26 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
 }
 
 /**
- * Maps the structured signals a fallback can trust to a category and a rule id:
- * the outcome's kind, an error code, an exception type the sidecar's rules name,
- * a gRPC code, an HTTP status. The outcome's kind (timeout,
- * cancelled, unknown_tool, no_tool_call, invalid_tool_call) comes first, as on
- * the sidecar, where a kind rule outranks everything else (so a timeout with a
- * 401 or with insufficient_quota is a timeout). An error code comes next (a
- * provider's, or a network or timeout code), as on the sidecar, where a code
- * outranks a gRPC code and the HTTP status (so server_error with a 503 is
- * internal, overloaded_error with a 500 unavailable, ECONNRESET with a 503 network).
- * An internal error that only a status says (a 5xx other than an unavailable
- * server's, a gRPC INTERNAL) comes last, as on the sidecar too.
+ * Maps the structured signals a fallback can trust to a category and a rule id,
+ * ranked as the sidecar scores its rules (src/classify.rs: kind 100, error code
+ * 80, exception type 60, gRPC code 50, HTTP status 40), so that the strongest
+ * signal wins: the outcome's kind (timeout, cancelled, unknown_tool,
+ * no_tool_call, invalid_tool_call), then an error code (a provider's, a network
+ * or timeout code), then an exception type the sidecar's rules list, then a
+ * gRPC code, then the HTTP status. So a timeout with a 401 or with
+ * insufficient_quota is a timeout, server_error with a 503 internal,
+ * ECONNRESET with a 503 network, httpx.ReadTimeout with a 401 a timeout, and a
+ * RESOURCE_EXHAUSTED that speaks of billing, with a 429, a quota. An internal
+ * error that only a gRPC code or a status says (gRPC INTERNAL, UNKNOWN or
+ * DATA_LOSS, a 5xx other than an unavailable server's) is read at that
+ * signal's rank, after the others of it: a 500 with ECONNRESET is network, a
+ * gRPC INTERNAL with a 503 internal. Last of all comes an exception type that
+ * only its name's words say, as the sidecar's message words rank under every
+ * structured signal.
  */
 export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
-  // The kind first: the agent said so, and on the sidecar a kind rule (100) outranks a code (80) and
-  // an HTTP status (40), so a timeout with a 401 is a timeout, a cancellation with overloaded_error cancelled.
+  // The kind first: the agent said so, and on the sidecar a kind rule (100) outranks everything else,
+  // so a timeout with a 401 is a timeout, a cancellation with overloaded_error cancelled.
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TIMEOUT) return [C.CATEGORY_TIMEOUT, "fallback.kind_timeout"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_CANCELLED) return [C.CATEGORY_CANCELLED, "fallback.kind_cancelled"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL) return [C.CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"];
@@ -571,12 +577,9 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   }
   const code = errorCode(o.code);
   if (code !== undefined) return [...code];
-  const s = o.httpStatus;
-  if (s === 401) return [C.CATEGORY_AUTH, "fallback.http_401"];
-  if (s === 403) return [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"];
-  if (s === 429) return [C.CATEGORY_RATE_LIMITED, "fallback.http_429"];
-  if (s === 408) return [C.CATEGORY_TIMEOUT, "fallback.http_408"];
-  if (UNAVAILABLE_STATUSES.has(s)) return [C.CATEGORY_UNAVAILABLE, "fallback.http_502"];
+  // A type (60) ties a RESOURCE_EXHAUSTED with quota words (50 + 10) on the sidecar, and wins as the rule listed first.
+  const type = exceptionType(o.exceptionType);
+  if (type !== undefined) return [...type];
   // The numbers are gRPC's status codes, fixed by the gRPC spec.
   switch (o.grpcCode) {
     case 1:
@@ -598,12 +601,13 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
     case 16:
       return [C.CATEGORY_AUTH, "fallback.grpc_unauthenticated"];
   }
-  const type = exceptionType(o.exceptionType);
-  if (type !== undefined) return [...type];
-  // Internal last: on the sidecar an error code and an exception type outrank a gRPC code, and
-  // all of them an HTTP status, so a 500 that says its connection was reset is a network failure
-  // there (retried three times), not an internal one (retried once).
   if (o.grpcCode !== undefined && GRPC_INTERNAL.has(o.grpcCode)) return [C.CATEGORY_INTERNAL, "fallback.grpc_internal"];
+  const s = o.httpStatus;
+  if (s === 401) return [C.CATEGORY_AUTH, "fallback.http_401"];
+  if (s === 403) return [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"];
+  if (s === 429) return [C.CATEGORY_RATE_LIMITED, "fallback.http_429"];
+  if (s === 408) return [C.CATEGORY_TIMEOUT, "fallback.http_408"];
+  if (UNAVAILABLE_STATUSES.has(s)) return [C.CATEGORY_UNAVAILABLE, "fallback.http_502"];
   if (s >= 500 && s <= 599) return [C.CATEGORY_INTERNAL, "fallback.http_5xx"];
   // Last of all, as the sidecar's message words (10, under every structured signal): the name of
   // a type no rule of its lists, which says timeout or connection failure as its message most often

@@ -668,8 +668,10 @@ describe("fallback policy", () => {
     assert.deepEqual(read({ message: `${"x".repeat(1024)} insufficient credits` }), rate);
     assert.deepEqual(read({ message: "failed", detail: `${"x".repeat(600)} billing ${"y".repeat(600)}` }), rate);
     assert.deepEqual(read({ message: "failed", detail: `${"x".repeat(2000)}\nbilling account closed` }), quotaVerdict);
-    // A provider's code still outranks it.
+    // A code and an exception type outrank it; it outranks the HTTP status.
     assert.deepEqual(read({ code: "server_error", message: "billing" })[0], "internal");
+    assert.deepEqual(read({ exceptionType: "httpx.ReadTimeout", message: "billing" })[0], "timeout");
+    assert.deepEqual(read({ httpStatus: 429, message: "billing" }), quotaVerdict);
   });
 
   it("acts on the new categories by the category policy", () => {
@@ -754,6 +756,48 @@ describe("fallback policy", () => {
     assertDecidesAsSidecar(cases);
   });
 
+  it("ranks two signals that disagree as the sidecar scores them (rebound replay)", () => {
+    // On the sidecar a rule scores by the signals it matches: an error code 80, an exception type
+    // 60, a gRPC code 50, an HTTP status 40. Every pair of those the fallback reads, one value of
+    // each, from different categories where it can. The types are named as httpx, Python,
+    // openai-python, Ruby's net/http and undici name them; "billing" is written by hand, the one
+    // word that makes RESOURCE_EXHAUSTED a quota.
+    const signals: Record<string, Record<string, unknown>[]> = {
+      code: [{ code: "insufficient_quota" }, { code: "overloaded_error" }, { code: "server_error" }, { code: "context_length_exceeded" }],
+      networkCode: [{ code: "ECONNRESET" }, { code: "ETIMEDOUT" }, { code: "EAI_AGAIN" }, { code: "UND_ERR_CONNECT_TIMEOUT" }, { code: "CERT_HAS_EXPIRED" }],
+      exceptionType: [
+        { exception_type: "httpx.ReadTimeout" },
+        { exception_type: "ConnectionResetError" },
+        { exception_type: "openai.APIConnectionError" },
+        { exception_type: "Net::ReadTimeout" },
+        // undici's, which no sidecar rule lists: there, no signal of its own.
+        { exception_type: "HeadersTimeoutError" },
+      ],
+      grpcCode: [...[1, 2, 4, 7, 8, 13, 14, 16].map((n) => ({ grpc_code: n })), { grpc_code: 8, message: "billing" }],
+      httpStatus: [401, 403, 408, 429, 500, 503, 529].map((s) => ({ http_status: s })),
+    };
+    const cases: Record<string, unknown>[] = [];
+    const kinds = Object.keys(signals);
+    kinds.forEach((a, i) => {
+      for (const b of kinds.slice(i + 1)) {
+        // One outcome has one code: a provider's and a network code cannot disagree.
+        if (a === "code" && b === "networkCode") continue;
+        for (const x of signals[a] ?? []) for (const y of signals[b] ?? []) cases.push({ ...x, ...y });
+      }
+    });
+    // An exception type read as the sidecar reads it: trimmed, whole or by its last dotted part,
+    // in its case; a type it does not list gives way to a status.
+    cases.push(
+      { exception_type: " httpx.ReadTimeout\t", http_status: 401 },
+      { exception_type: "readtimeout", http_status: 401 },
+      { exception_type: "requests.exceptions.ConnectionError", http_status: 429 },
+      { exception_type: "MyConnectionErrorWrapper", http_status: 429 },
+      { exception_type: "HeadersTimeoutError", http_status: 500 },
+      { exception_type: "psycopg.errors.ConnectionTimeout", grpc_code: 16 },
+    );
+    assertDecidesAsSidecar(cases);
+  });
+
   it("splits the 5xx and reads gRPC's internal codes as the sidecar's default rules", () => {
     const rules = sidecarRules();
     const [unavailable, internal, rest, grpcInternal] = ["http.502", "http.500", "http.5xx", "grpc.internal"].map((id) => rules.get(id));
@@ -776,7 +820,7 @@ describe("fallback policy", () => {
     }
   });
 
-  it("reads an internal error last, as the sidecar outranks it", () => {
+  it("reads an internal error after the other signals of its rank, and under a stronger signal, as the sidecar", () => {
     const cases: [pb.DeepPartial<pb.Outcome>, string, string][] = [
       [{ httpStatus: 500 }, "internal", "fallback.http_5xx"],
       [{ httpStatus: 503 }, "unavailable", "fallback.http_502"],
@@ -788,6 +832,9 @@ describe("fallback policy", () => {
       [{ httpStatus: 500, exceptionType: "ConnectionError" }, "network", "fallback.type_connection"],
       [{ httpStatus: 500, grpcCode: 14 }, "unavailable", "fallback.grpc_unavailable"],
       [{ grpcCode: 13, code: "ECONNREFUSED" }, "network", "fallback.code_network"],
+      [{ grpcCode: 13, httpStatus: 503 }, "internal", "fallback.grpc_internal"],
+      [{ grpcCode: 2, httpStatus: 429 }, "internal", "fallback.grpc_internal"],
+      [{ grpcCode: 15, exceptionType: "ReadTimeout" }, "timeout", "fallback.type_timeout"],
     ];
     for (const [fields, category, rule] of cases) {
       const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", ...fields }));
