@@ -111,6 +111,9 @@ func optionsFor(o *reboundpb.Outcome) (error, []ReportOption) {
 func TestSharedVectors(t *testing.T) {
 	// A sidecar of its own: tool breakers and retry budgets are shared by all
 	// sessions, and the vectors expect a sidecar that no other test has used.
+	// Each mode is a pass of its own, with its own tool names, as the vectors'
+	// README asks: fetch's three retried failures in each mode would otherwise
+	// add up, and the fifth in a row opens its breaker.
 	p, err := sidecar.Start(sidecarBin, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +138,7 @@ func TestSharedVectors(t *testing.T) {
 						t.Fatal(err)
 					}
 					o := vc.outcome(t)
+					o.Tool += "-" + mode
 					var v *Verdict
 					if mode == "outcome" {
 						v, err = s.ReportOutcome(ctx, o)
