@@ -26,7 +26,9 @@ import (
 // an input too long or filtered (replan), of an overloaded server (retried)
 // and of an error inside the provider (retried once), cancellation (aborted),
 // an unknown tool (reclassify: choose another tool);
-// anything else is handed back to the LLM (recover). It ranks the signals as
+// anything else is handed back to the LLM (recover), gRPC NOT_FOUND,
+// INVALID_ARGUMENT, ALREADY_EXISTS and the other codes the sidecar reads as
+// not found, validation or conflict among them. It ranks the signals as
 // the sidecar scores them: the outcome's kind (timeout, cancelled,
 // unknown_tool, no_tool_call, invalid_tool_call), then an error code, then an
 // exception type, then a gRPC code, then the HTTP status; so a timeout with a
@@ -153,8 +155,8 @@ var unavailableStatuses = map[int32]bool{
 	502: true, 503: true, 504: true, 520: true, 521: true, 522: true, 523: true, 524: true, 529: true,
 }
 
-// codeClass is what an error code or an exception type means to the fallback:
-// a category and the rule that says so.
+// codeClass is what an error code, an exception type or a gRPC code means to
+// the fallback: a category and the rule that says so.
 type codeClass struct {
 	category Category
 	rule     string
@@ -271,6 +273,33 @@ func exceptionClassOf(typ string) (codeClass, bool) {
 	c, ok := exceptionClasses[typ[strings.LastIndexAny(typ, ".:")+1:]]
 	return c, ok
 }
+
+// grpcClasses are the gRPC status codes (their numbers, fixed by the gRPC
+// spec) as the sidecar's rules grpc.* name them (src/defaults/rules.toml;
+// TestGRPCCodesMatchSidecarRules checks for drift). RESOURCE_EXHAUSTED, which
+// also reads words, is read apart (grpcResourceExhausted).
+var grpcClasses = map[int32]codeClass{
+	1:  {reboundpb.Category_CATEGORY_CANCELLED, "fallback.grpc_cancelled"},                 // CANCELLED
+	2:  {reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},                   // UNKNOWN
+	3:  {reboundpb.Category_CATEGORY_VALIDATION, "fallback.grpc_invalid_argument"},         // INVALID_ARGUMENT
+	4:  {reboundpb.Category_CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"},           // DEADLINE_EXCEEDED
+	5:  {reboundpb.Category_CATEGORY_NOT_FOUND, "fallback.grpc_not_found"},                 // NOT_FOUND
+	6:  {reboundpb.Category_CATEGORY_CONFLICT, "fallback.grpc_conflict"},                   // ALREADY_EXISTS
+	7:  {reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"}, // PERMISSION_DENIED
+	9:  {reboundpb.Category_CATEGORY_CONFLICT, "fallback.grpc_conflict"},                   // FAILED_PRECONDITION
+	10: {reboundpb.Category_CATEGORY_CONFLICT, "fallback.grpc_conflict"},                   // ABORTED
+	11: {reboundpb.Category_CATEGORY_VALIDATION, "fallback.grpc_invalid_argument"},         // OUT_OF_RANGE
+	12: {reboundpb.Category_CATEGORY_NOT_FOUND, "fallback.grpc_not_found"},                 // UNIMPLEMENTED
+	13: {reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},                   // INTERNAL
+	14: {reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"},             // UNAVAILABLE
+	15: {reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},                   // DATA_LOSS
+	16: {reboundpb.Category_CATEGORY_AUTH, "fallback.grpc_unauthenticated"},                // UNAUTHENTICATED
+}
+
+// grpcResourceExhausted is gRPC's RESOURCE_EXHAUSTED: a rate limit (retried
+// with backoff), as the sidecar's rule grpc.resource_exhausted says, unless
+// its words name a used-up quota (quotaWords).
+const grpcResourceExhausted = 8
 
 // quotaWords are the words that make a gRPC RESOURCE_EXHAUSTED a used-up
 // quota (escalated) rather than a rate limit (retried), as the sidecar's rule
@@ -482,10 +511,11 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 // exception type (60), then a gRPC code (50), then the HTTP status (40). So a
 // 503 whose connection was reset is a network failure, a 401 raised as
 // httpx.ReadTimeout a timeout, and a 429 with gRPC RESOURCE_EXHAUSTED about
-// billing a used-up quota. The fallback reads fewer values of each signal
-// than the sidecar (codeRules, exceptionRules, the gRPC codes and HTTP
-// statuses below): one it does not read (gRPC NOT_FOUND, ValueError) leaves
-// the decision to the next signal, where the sidecar decides by it.
+// billing a used-up quota. The fallback reads every gRPC code the sidecar's
+// rules name (grpcClasses), so a gRPC NOT_FOUND behind a 503 is not found,
+// but fewer values of the other signals (codeRules, exceptionRules, the HTTP
+// statuses below): one it does not read (ValueError, a 404) leaves the
+// decision to the next signal, where the sidecar decides by it.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 	switch o.GetKind() {
 	case KindTimeout:
@@ -504,29 +534,17 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 		return c.category, c.rule
 	}
 	if o.GrpcCode != nil {
-		// The numbers are gRPC's status codes, fixed by the gRPC spec.
-		switch o.GetGrpcCode() {
-		case 1:
-			return reboundpb.Category_CATEGORY_CANCELLED, "fallback.grpc_cancelled"
-		case 4:
-			return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"
-		case 7:
-			return reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"
-		case 8:
-			// RESOURCE_EXHAUSTED: a used-up quota when its words say so, else a rate limit,
-			// as the sidecar's rules grpc.resource_exhausted.quota and grpc.resource_exhausted.
+		// Above the HTTP status, as every gRPC code: INTERNAL with a 503 is internal, NOT_FOUND with a 503 not found.
+		if o.GetGrpcCode() == grpcResourceExhausted {
+			// A used-up quota when its words say so, else a rate limit, as the sidecar's
+			// rules grpc.resource_exhausted.quota and grpc.resource_exhausted.
 			if hasQuotaWord(o) {
 				return reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"
 			}
 			return reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.grpc_resource_exhausted"
-		case 14:
-			return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"
-		case 16:
-			return reboundpb.Category_CATEGORY_AUTH, "fallback.grpc_unauthenticated"
-		case 2, 13, 15:
-			// UNKNOWN, INTERNAL and DATA_LOSS, as the sidecar's rule grpc.internal: above the HTTP
-			// status, as every gRPC code, so INTERNAL with a 503 is internal there, not unavailable.
-			return reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"
+		}
+		if c, ok := grpcClasses[o.GetGrpcCode()]; ok {
+			return c.category, c.rule
 		}
 	}
 	switch s := o.GetHttpStatus(); {

@@ -313,6 +313,8 @@ func TestFallbackReplansAnInputTooLongOrFiltered(t *testing.T) {
 
 // sidecarRule is what the drift tests read of one of the sidecar's default rules.
 type sidecarRule struct {
+	// keys are the rule's keys, id included, in their order.
+	keys       []string
 	category   string
 	codes      []string
 	exceptions []string
@@ -364,6 +366,11 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 		case "id":
 			id = str()
 			rules[id] = &sidecarRule{}
+		}
+		if id != "" {
+			rules[id].keys = append(rules[id].keys, key)
+		}
+		switch key {
 		case "category":
 			if id != "" {
 				rules[id].category = str()
@@ -546,6 +553,45 @@ func TestGRPCResourceExhaustedMatchesSidecarRules(t *testing.T) {
 	}
 }
 
+// Every gRPC code a rule of the sidecar reads alone is the fallback's, by its
+// number, in the same category and under the fallback's name for the rule;
+// RESOURCE_EXHAUSTED, which also reads words, has a test of its own.
+func TestGRPCCodesMatchSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	sidecar := map[int32]string{}
+	for id, r := range rules {
+		if len(r.grpcCodes) == 0 || strings.HasPrefix(id, "grpc.resource_exhausted") {
+			continue
+		}
+		if keys := slices.Sorted(slices.Values(r.keys)); !slices.Equal(keys, []string{"category", "grpc_code", "id"}) {
+			t.Errorf("%s: rule %s has keys %q, want only id, grpc_code and category", path, id, r.keys)
+		}
+		for _, name := range r.grpcCodes {
+			var c codes.Code
+			if err := c.UnmarshalJSON([]byte(strconv.Quote(name))); err != nil {
+				t.Fatalf("%s: rule %s: %v", path, id, err)
+			}
+			if _, ok := sidecar[int32(c)]; ok {
+				t.Errorf("%s: gRPC %s is in two rules", path, name)
+			}
+			sidecar[int32(c)] = r.category
+			if got, ok := grpcClasses[int32(c)]; !ok || got.rule != fallbackRuleFor(id) {
+				t.Errorf("gRPC %s: the fallback's rule is %q, want %q (the sidecar's %s)", name, got.rule, fallbackRuleFor(id), id)
+			}
+		}
+	}
+	ours := map[int32]string{}
+	for number, c := range grpcClasses {
+		ours[number] = categoryName(c.category)
+	}
+	if !maps.Equal(ours, sidecar) {
+		t.Errorf("the fallback's gRPC codes = %v, want the sidecar's rules': %v", ours, sidecar)
+	}
+	if _, ok := grpcClasses[grpcResourceExhausted]; ok {
+		t.Errorf("gRPC RESOURCE_EXHAUSTED (%d) is in grpcClasses, which do not read its words", grpcResourceExhausted)
+	}
+}
+
 // Real provider errors (sources in the comments) that the ported rules
 // classify, and what the fallback then does with each category.
 func TestFallbackProviderCodesAndResourceExhausted(t *testing.T) {
@@ -695,11 +741,14 @@ func TestSignalsRankAsOnTheSidecar(t *testing.T) {
 		// no "connect error" in it); and a name the sidecar does not know though it says timeout (hand-written).
 		{{"exception_type": "httpx.ReadTimeout"}, {"exception_type": " requests.exceptions.ConnectionError "},
 			{"exception_type": "aiohttp.client_exceptions.ClientConnectorError"}, {"exception_type": "LockTimeoutError"}},
-		// gRPC's CANCELLED, DEADLINE_EXCEEDED, PERMISSION_DENIED, RESOURCE_EXHAUSTED (a rate limit, and
-		// with Gemini's words about billing, google-gemini/gemini-cli#8883), INTERNAL, UNAVAILABLE, UNAUTHENTICATED.
-		{{"grpc_code": 1}, {"grpc_code": 4}, {"grpc_code": 7}, {"grpc_code": 8},
+		// Every gRPC code the sidecar's rules name, 1 (CANCELLED) to 16 (UNAUTHENTICATED); 8,
+		// RESOURCE_EXHAUSTED, as a rate limit and with Gemini's words about billing
+		// (google-gemini/gemini-cli#8883).
+		{{"grpc_code": 1}, {"grpc_code": 2}, {"grpc_code": 3}, {"grpc_code": 4}, {"grpc_code": 5}, {"grpc_code": 6},
+			{"grpc_code": 7}, {"grpc_code": 8},
 			{"grpc_code": 8, "message": "You exceeded your current quota, please check your plan and billing details."},
-			{"grpc_code": 13}, {"grpc_code": 14}, {"grpc_code": 16}},
+			{"grpc_code": 9}, {"grpc_code": 10}, {"grpc_code": 11}, {"grpc_code": 12}, {"grpc_code": 13}, {"grpc_code": 14},
+			{"grpc_code": 15}, {"grpc_code": 16}},
 		{{"http_status": 401}, {"http_status": 403}, {"http_status": 408}, {"http_status": 429}, {"http_status": 503}, {"http_status": 500}},
 	}
 	var outcomes []map[string]any
