@@ -31,7 +31,9 @@ import { redact, redactHead } from "./redact.js";
  * context-length and content-filter codes (replan), their overloaded codes
  * (retried) and internal-error codes (retried once), cancellation (aborted),
  * an unknown tool (reclassify: choose another tool); anything else goes back
- * to the LLM (recover). Over that plan, the sidecar's session breakers:
+ * to the LLM (recover), gRPC NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS and
+ * the others the sidecar reads as not found, validation or conflict among
+ * them. Over that plan, the sidecar's session breakers:
  * identical errors in a row and a declared step or cost limit abort, failures
  * of one tool in a row and errors in the session escalate, and a stopped
  * session stays stopped.
@@ -151,8 +153,33 @@ const INTERNAL_MAX_RETRIES = 1;
  */
 export const UNAVAILABLE_STATUSES: ReadonlySet<number> = new Set([502, 503, 504, 520, 521, 522, 523, 524, 529]);
 
-/** gRPC's UNKNOWN, INTERNAL and DATA_LOSS: internal, as the sidecar's rule grpc.internal says. */
-const GRPC_INTERNAL: ReadonlySet<number> = new Set([2, 13, 15]);
+/**
+ * gRPC's status codes (numbers fixed by the gRPC spec), each with its category
+ * and rule, as the sidecar's rules grpc.* read them alone
+ * (src/defaults/rules.toml; a test fails when the two drift apart):
+ * UNKNOWN, INTERNAL and DATA_LOSS are internal (rule grpc.internal), NOT_FOUND
+ * and UNIMPLEMENTED not found, INVALID_ARGUMENT and OUT_OF_RANGE validation,
+ * ALREADY_EXISTS, FAILED_PRECONDITION and ABORTED a conflict. RESOURCE_EXHAUSTED
+ * (8), which also reads words, is not here (see {@link GRPC_QUOTA_WORDS}).
+ * @internal Exported for that test only.
+ */
+export const GRPC_CODES: ReadonlyMap<number, readonly [pb.Category, string]> = new Map<number, readonly [pb.Category, string]>([
+  [1, [C.CATEGORY_CANCELLED, "fallback.grpc_cancelled"]],
+  [2, [C.CATEGORY_INTERNAL, "fallback.grpc_internal"]], // UNKNOWN
+  [3, [C.CATEGORY_VALIDATION, "fallback.grpc_invalid_argument"]],
+  [4, [C.CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"]],
+  [5, [C.CATEGORY_NOT_FOUND, "fallback.grpc_not_found"]],
+  [6, [C.CATEGORY_CONFLICT, "fallback.grpc_conflict"]], // ALREADY_EXISTS
+  [7, [C.CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"]],
+  [9, [C.CATEGORY_CONFLICT, "fallback.grpc_conflict"]], // FAILED_PRECONDITION
+  [10, [C.CATEGORY_CONFLICT, "fallback.grpc_conflict"]], // ABORTED
+  [11, [C.CATEGORY_VALIDATION, "fallback.grpc_invalid_argument"]], // OUT_OF_RANGE
+  [12, [C.CATEGORY_NOT_FOUND, "fallback.grpc_not_found"]], // UNIMPLEMENTED
+  [13, [C.CATEGORY_INTERNAL, "fallback.grpc_internal"]],
+  [14, [C.CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"]],
+  [15, [C.CATEGORY_INTERNAL, "fallback.grpc_internal"]], // DATA_LOSS
+  [16, [C.CATEGORY_AUTH, "fallback.grpc_unauthenticated"]],
+]);
 
 /**
  * The error codes the fallback knows, each with its category and rule, as the
@@ -580,28 +607,16 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   // A type (60) ties a RESOURCE_EXHAUSTED with quota words (50 + 10) on the sidecar, and wins as the rule listed first.
   const type = exceptionType(o.exceptionType);
   if (type !== undefined) return [...type];
-  // The numbers are gRPC's status codes, fixed by the gRPC spec.
-  switch (o.grpcCode) {
-    case 1:
-      return [C.CATEGORY_CANCELLED, "fallback.grpc_cancelled"];
-    case 4:
-      return [C.CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"];
-    case 7:
-      return [C.CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"];
-    case 8: {
-      // RESOURCE_EXHAUSTED: a rate limit, unless its words say a quota, as the sidecar's rules
-      // grpc.resource_exhausted.quota (its words outrank the bare code) and grpc.resource_exhausted.
-      const text = asciiLower(matchText(o));
-      return GRPC_QUOTA_WORDS.some((w) => text.includes(w))
-        ? [C.CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"]
-        : [C.CATEGORY_RATE_LIMITED, "fallback.grpc_resource_exhausted"];
-    }
-    case 14:
-      return [C.CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"];
-    case 16:
-      return [C.CATEGORY_AUTH, "fallback.grpc_unauthenticated"];
+  if (o.grpcCode === 8) {
+    // gRPC's RESOURCE_EXHAUSTED: a rate limit, unless its words say a quota, as the sidecar's rules
+    // grpc.resource_exhausted.quota (its words outrank the bare code) and grpc.resource_exhausted.
+    const text = asciiLower(matchText(o));
+    return GRPC_QUOTA_WORDS.some((w) => text.includes(w))
+      ? [C.CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"]
+      : [C.CATEGORY_RATE_LIMITED, "fallback.grpc_resource_exhausted"];
   }
-  if (o.grpcCode !== undefined && GRPC_INTERNAL.has(o.grpcCode)) return [C.CATEGORY_INTERNAL, "fallback.grpc_internal"];
+  const grpc = o.grpcCode === undefined ? undefined : GRPC_CODES.get(o.grpcCode);
+  if (grpc !== undefined) return [...grpc];
   const s = o.httpStatus;
   if (s === 401) return [C.CATEGORY_AUTH, "fallback.http_401"];
   if (s === 403) return [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"];

@@ -22,6 +22,7 @@ import {
   EXCEPTION_TYPES,
   exceptionType,
   fallbackPolicy,
+  GRPC_CODES,
   GRPC_QUOTA_WORDS,
   providerDelayMs,
   SUGGESTIONS,
@@ -124,6 +125,9 @@ const FALLBACK_RULES = new Map([
   ["grpc.unavailable", "fallback.grpc_unavailable"],
   ["grpc.unauthenticated", "fallback.grpc_unauthenticated"],
   ["grpc.internal", "fallback.grpc_internal"],
+  ["grpc.not_found", "fallback.grpc_not_found"],
+  ["grpc.invalid_argument", "fallback.grpc_invalid_argument"],
+  ["grpc.conflict", "fallback.grpc_conflict"],
   ["http.401", "fallback.http_401"],
   ["http.403", "fallback.http_403"],
   ["http.408", "fallback.http_408"],
@@ -640,6 +644,28 @@ describe("fallback policy", () => {
     assert.deepEqual([categoryName(category), rule], ["unavailable", "fallback.http_502"]);
   });
 
+  it("reads every gRPC code as the sidecar's rules grpc.* read it alone, in the same category", () => {
+    const sidecar = new Map<number, [string, string]>();
+    for (const rule of sidecarRules().values()) {
+      if (rule.grpcCodes === undefined || rule.id?.startsWith("grpc.resource_exhausted") === true) continue;
+      // The code alone: a rule that also read words or another signal would not be a lookup.
+      assert.deepEqual(Object.keys(rule).sort(), ["category", "grpcCodes", "id"], rule.id);
+      for (const name of rule.grpcCodes) {
+        const n = grpcStatus[name as keyof typeof grpcStatus];
+        assert.equal(typeof n, "number", `${rule.id}: no gRPC code ${name}`);
+        sidecar.set(n, [rule.category ?? "", FALLBACK_RULES.get(rule.id ?? "") ?? `(sidecar rule ${rule.id})`]);
+      }
+    }
+    assert.ok(sidecar.size > 0, "no gRPC rule read from rules.toml: has its format changed?");
+    const ours = new Map([...GRPC_CODES].map(([n, [c, rule]]) => [n, [categoryName(c), rule]]));
+    assert.deepEqual(ours, sidecar);
+    assert.ok(!GRPC_CODES.has(grpcStatus.RESOURCE_EXHAUSTED));
+    for (const [n, verdict] of sidecar) {
+      const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", grpcCode: n, httpStatus: 503 }));
+      assert.deepEqual([categoryName(c), r], verdict, `gRPC ${n} with a 503`);
+    }
+  });
+
   it("reads RESOURCE_EXHAUSTED as the sidecar's rules grpc.resource_exhausted(.quota)", () => {
     const rules = sidecarRules();
     const quota = rules.get("grpc.resource_exhausted.quota");
@@ -773,7 +799,8 @@ describe("fallback policy", () => {
         // undici's, which no sidecar rule lists: there, no signal of its own.
         { exception_type: "HeadersTimeoutError" },
       ],
-      grpcCode: [...[1, 2, 4, 7, 8, 13, 14, 16].map((n) => ({ grpc_code: n })), { grpc_code: 8, message: "billing" }],
+      // Every gRPC code but OK, each a signal there.
+      grpcCode: [...Array.from({ length: 16 }, (_, i) => ({ grpc_code: i + 1 })), { grpc_code: 8, message: "billing" }],
       httpStatus: [401, 403, 408, 429, 500, 503, 529].map((s) => ({ http_status: s })),
     };
     const cases: Record<string, unknown>[] = [];
