@@ -1,7 +1,7 @@
 // The local policy that decides when the sidecar cannot be reached within the
 // call deadline: the sidecar's seed defaults, on the coarse signals a client
 // can trust, under the sidecar's session breakers (src/breaker.ts). The same
-// policy as the Go client's fallback.go.
+// policy as the Python client's fallback.py and the Go client's fallback.go.
 
 import {
   failuresBeforeATrip,
@@ -589,9 +589,10 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
  * error that only a gRPC code or a status says (gRPC INTERNAL, UNKNOWN or
  * DATA_LOSS, a 5xx other than an unavailable server's) is read at that
  * signal's rank, after the others of it: a 500 with ECONNRESET is network, a
- * gRPC INTERNAL with a 503 internal. Last of all comes an exception type that
- * only its name's words say, as the sidecar's message words rank under every
- * structured signal.
+ * gRPC INTERNAL with a 503 internal. As in the Python and Go fallbacks, a type
+ * the sidecar's rules do not list is no signal, whatever its name says
+ * (psycopg's ConnectionTimeout): the sidecar may find timeout or connection
+ * words in the message, which the fallback reads only for RESOURCE_EXHAUSTED.
  */
 export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   // The kind first: the agent said so, and on the sidecar a kind rule (100) outranks everything else,
@@ -624,14 +625,6 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (s === 408) return [C.CATEGORY_TIMEOUT, "fallback.http_408"];
   if (UNAVAILABLE_STATUSES.has(s)) return [C.CATEGORY_UNAVAILABLE, "fallback.http_502"];
   if (s >= 500 && s <= 599) return [C.CATEGORY_INTERNAL, "fallback.http_5xx"];
-  // Last of all, as the sidecar's message words (10, under every structured signal): the name of
-  // a type no rule of its lists, which says timeout or connection failure as its message most often
-  // does too, where the sidecar reads it (psycopg's ConnectionTimeout, "connection timeout expired").
-  const words = o.exceptionType.toLowerCase();
-  if (words.includes("timeout") || words.includes("deadlineexceeded")) return [C.CATEGORY_TIMEOUT, "fallback.type_timeout"];
-  if (["connectionerror", "connecterror", "connectionrefused", "connectionreset"].some((w) => words.includes(w))) {
-    return [C.CATEGORY_NETWORK, "fallback.type_connection"];
-  }
   return [C.CATEGORY_UNKNOWN, "fallback.default"];
 }
 

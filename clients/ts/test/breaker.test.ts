@@ -126,9 +126,11 @@ class Run {
 }
 
 describe("through the session's memory", () => {
-  // Real: psycopg's error when the server stops accepting connections, with the wait that varies.
+  // Real: psycopg's error when the server stops accepting connections, with the wait that varies,
+  // reported with kind timeout: no sidecar rule lists its type, which alone would be no signal.
   const timeout = (s: string): pb.DeepPartial<pb.Outcome> => ({
     tool: "db",
+    kind: pb.OutcomeKind.OUTCOME_KIND_TIMEOUT,
     exceptionType: "psycopg.errors.ConnectionTimeout",
     message: `connection timeout expired after ${s}s`,
   });

@@ -352,10 +352,10 @@ const CASES: Case[] = [
   },
   {
     // undici's, as its lib/core/errors.js words it (read in its source, not from a run); no
-    // sidecar rule lists the type, but its words in the message say timeout there.
-    name: "a type no sidecar rule lists, whose name says timeout, retries when nothing else says",
+    // sidecar rule lists the type, and the fallback reads no message words (the sidecar does).
+    name: "a type no sidecar rule lists is no signal, whatever its name says: recover",
     outcome: { tool: "fetch", exceptionType: "HeadersTimeoutError", message: "Headers Timeout Error" },
-    random: 0.5, action: "retry", category: "timeout", retryable: true, delayMs: 1000,
+    action: "recover", category: "unknown",
   },
   {
     name: "a connection exception type retries",
@@ -621,6 +621,9 @@ describe("fallback policy", () => {
     // a trailing dot, a U+FEFF Rust does not trim, an object's own keys.
     for (const type of ["readtimeout", "TIMEOUTERROR", "HeadersTimeoutError", "MyConnectionErrorWrapper", "httpx.ReadTimeout.", "\uFEFFTimeoutError", "constructor", "__proto__", ""]) {
       assert.equal(read(type), undefined, JSON.stringify(type));
+      // Nor does the fallback guess from the name's words when nothing else says.
+      const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", exceptionType: type }));
+      assert.deepEqual([categoryName(c), r], ["unknown", "fallback.default"], JSON.stringify(type));
     }
   });
 
@@ -784,8 +787,8 @@ describe("fallback policy", () => {
 
   it("ranks two signals that disagree as the sidecar scores them (rebound replay)", () => {
     // On the sidecar a rule scores by the signals it matches: an error code 80, an exception type
-    // 60, a gRPC code 50, an HTTP status 40. Every pair of those the fallback reads, one value of
-    // each, from different categories where it can. The types are named as httpx, Python,
+    // 60, a gRPC code 50, an HTTP status 40. Every value of those the fallback reads alone, and
+    // every pair, one value of each, from different categories where it can. The types are named as httpx, Python,
     // openai-python, Ruby's net/http and undici name them; "billing" is written by hand, the one
     // word that makes RESOURCE_EXHAUSTED a quota.
     const signals: Record<string, Record<string, unknown>[]> = {
@@ -803,7 +806,8 @@ describe("fallback policy", () => {
       grpcCode: [...Array.from({ length: 16 }, (_, i) => ({ grpc_code: i + 1 })), { grpc_code: 8, message: "billing" }],
       httpStatus: [401, 403, 408, 429, 500, 503, 529].map((s) => ({ http_status: s })),
     };
-    const cases: Record<string, unknown>[] = [];
+    // Every value alone, then every pair.
+    const cases: Record<string, unknown>[] = Object.values(signals).flat();
     const kinds = Object.keys(signals);
     kinds.forEach((a, i) => {
       for (const b of kinds.slice(i + 1)) {
@@ -821,6 +825,10 @@ describe("fallback policy", () => {
       { exception_type: "MyConnectionErrorWrapper", http_status: 429 },
       { exception_type: "HeadersTimeoutError", http_status: 500 },
       { exception_type: "psycopg.errors.ConnectionTimeout", grpc_code: 16 },
+      // Alone, a type it does not list is no signal, whatever its name says.
+      { exception_type: "MyConnectionErrorWrapper" },
+      { exception_type: "psycopg.errors.ConnectionTimeout" },
+      { exception_type: "grpc.FutureTimeoutError" },
     );
     assertDecidesAsSidecar(cases);
   });
