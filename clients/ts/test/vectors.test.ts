@@ -184,10 +184,14 @@ for (const pass of ["outcome", "fields", "error"] as const) {
           const options = pass === "fields" ? asFields(vc.outcome) : asLibraryError(vc.outcome);
           if (pass === "error") {
             // The outcome read from the error is the vector's own (the stack aside), and a tool error
-            // where the vector names no kind: what the tool threw is the tool's, as the Python client says.
+            // where the vector names no kind: what the tool threw is the tool's, as the Python client says;
+            // but a timeout where the error's name ends in Timeout or TimeoutError, as outcomeFromError reads one.
             const o = outcomeFromError(tool, options);
             const want = pb.Outcome.fromPartial(asProto(vc.outcome, tool));
-            if (!want.ok && want.kind === pb.OutcomeKind.OUTCOME_KIND_UNSPECIFIED) want.kind = pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR;
+            if (!want.ok && want.kind === pb.OutcomeKind.OUTCOME_KIND_UNSPECIFIED) {
+              const timedOut = /Timeout(Error)?$/.test(want.exceptionType);
+              want.kind = timedOut ? pb.OutcomeKind.OUTCOME_KIND_TIMEOUT : pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR;
+            }
             assert.deepEqual(
               { ...o, detail: "" },
               { ...want, headers: Object.fromEntries(Object.entries(want.headers).map(([k, x]) => [k.toLowerCase(), x])) },
