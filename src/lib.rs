@@ -22,7 +22,8 @@
 //! - `engine`: outcome in, verdict out; ties the above together.
 //! - `config`: the TOML file and `REBOUND_*` overrides; `policy`: its values checked and compiled.
 //! - `metrics`: metric names and stored handles; `memory`: the allocator (jemalloc) and its settings.
-//! - `convert`: protobuf ⇄ domain types, errors ⇄ gRPC statuses.
+//! - `convert`: protobuf ⇄ domain types, errors ⇄ gRPC statuses; `codec`: how the generated
+//!   service and client decode messages.
 //! - `server`: the gRPC edge (service, health, reflection, drain); `listener`: binding and accepting
 //!   within bounds; `sidecar`: the serving process.
 //! - `replay`: JSON lines through the engine; `cli`: the command line.
@@ -35,6 +36,7 @@ pub mod budget;
 pub mod classify;
 pub mod cli;
 pub mod clock;
+pub mod codec;
 pub mod compact;
 pub mod config;
 pub mod convert;
