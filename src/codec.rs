@@ -3,10 +3,11 @@
 //!
 //! tonic hands a decoder the message as a `DecodeBuf`, a window over its receive
 //! buffer, and prost reads every varint, tag and string through that window's
-//! `Buf` methods, each a few calls deep: on `Observe`, decoding an outcome cost
-//! about 6,000 instructions, as much as judging it (callgrind, `benches/observe.rs`).
-//! The received message is always one contiguous chunk, so it is decoded from a
-//! plain `&[u8]`, whose reads prost inlines, and the window is then advanced past it.
+//! `Buf` methods, each a few calls deep. The received message is always one
+//! contiguous chunk, so it is decoded from a plain `&[u8]`, whose reads prost
+//! inlines, and the window is then advanced past it. On `Observe` the server
+//! thread ran 14,363 instructions an outcome before and 13,072 after, the
+//! client's threads 7,507 and 6,015 (callgrind, `benches/observe.rs`).
 
 use prost::Message;
 use std::marker::PhantomData;
