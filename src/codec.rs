@@ -55,12 +55,15 @@ impl<U: Message + Default> Decoder for SliceDecoder<U> {
         use prost::bytes::Buf;
         let len = buf.remaining();
         let decoded = match buf.chunk().get(..len) {
-            Some(bytes) => U::decode(bytes),
+            Some(bytes) => {
+                let decoded = U::decode(bytes);
+                // All of it, whatever the result: what is left would be read as the next message.
+                buf.advance(len);
+                decoded
+            }
             // Not one chunk (tonic's receive buffer always is): through the window, as tonic-prost does.
-            None => return U::decode(buf).map(Some).map_err(|e| Status::internal(e.to_string())),
+            None => U::decode(buf),
         };
-        // All of it, whatever the result: what is left would be read as the next message.
-        buf.advance(len);
         // As tonic-prost reports a message that does not decode.
         decoded.map(Some).map_err(|e| Status::internal(e.to_string()))
     }
