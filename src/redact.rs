@@ -44,7 +44,10 @@ fn p(kind: &'static str, group: usize, re: &str) -> Pattern {
 /// requires an argument` stays. A
 /// URL's userinfo ends at the first `/`, `?` or `#`, so an `@` in a query is
 /// no password's end; a password without an `@` before them may hold a `?`
-/// or `#` (SQLAlchemy takes one unencoded), unless all before them is a port.
+/// or `#` (SQLAlchemy takes one unencoded), unless all before them is a port;
+/// and one with a `/` (base64 makes them; SQLAlchemy takes them too) when what
+/// comes before the `/` is no port: the text up to the first `@` (an IPv6
+/// address's `]` ends it: `http://[::1]:8080/a@b` has no password).
 /// An alternative without the secret's group matches what must stay, as
 /// MySQL's `(using password: YES)`, which says only whether one was sent.
 static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
@@ -89,7 +92,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
         p(
             "url_password",
             1,
-            r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*)@",
+            r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*|[^\s/?#@\[\]]*[^\s/?#@0-9\[\]][^\s@\]]*)@",
         ),
         p(
             "secret_argument",
@@ -312,8 +315,9 @@ fn needle_gates(text: &str) -> u32 {
 
 /// Passes over one text at most, counting the last, which finds nothing. A pass
 /// can uncover a secret the pass before could not see: replacing `w/cd://e:f`
-/// after `pass:` takes away the `/` that kept `ab://u:pass:w/cd://e:f@h` from
-/// reading as a URL with a password. So passes repeat until one changes
+/// after `pass:` takes away the `/` that kept `ab://u:]pass:w/cd://e:f@h` from
+/// reading as a URL with a password (after a `]`, which ends an IPv6 address, a
+/// password holds no `/`). So passes repeat until one changes
 /// nothing: text with one secret settles in two, that one in three, and text
 /// still changing after this many is given up.
 const MAX_PASSES: usize = 8;
@@ -728,6 +732,14 @@ mod tests {
                 "mysql://app:Tq4#bW9?kLz2@db:3306/app",
                 "mysql://app:[REDACTED:url_password]@db:3306/app",
             ),
+            // One holding an unencoded / (base64 makes them), when what comes before it is no port.
+            (
+                "postgres://app:Xy7/aB+q=@db:5432/app?x=a@b",
+                "postgres://app:[REDACTED:url_password]@db:5432/app?x=a@b",
+            ),
+            ("amqp://guest:a/b/c@rabbit:5672/%2f", "amqp://guest:[REDACTED:url_password]@rabbit:5672/%2f"),
+            // A user name holding an @ (an e-mail address, as SMTP logins are).
+            ("smtps://me@x.com:pa/ss@smtp:465", "smtps://me@x.com:[REDACTED:url_password]@smtp:465"),
         ] {
             assert_eq!(redact(text), redacted, "{text}");
         }
@@ -742,6 +754,8 @@ mod tests {
             r#"Get "https://api.example.com?since=12:30&notify=ops@example.com": timeout"#,
             "https://h:8443#contact=ops@example.com",
             "https://h:8080/users/jane.doe@example.com",
+            "http://[::1]:8080/users/jane.doe@example.com",
+            "https://[2001:db8::1]/a@b",
         ] {
             assert_eq!(redact(text), text);
         }
@@ -769,8 +783,9 @@ mod tests {
 
     #[test]
     fn a_secret_uncovered_by_another_redaction_is_redacted_too() {
-        // The `/` in `w/cd://` keeps the first URL from matching until `pass:`'s value, which holds it, is replaced.
-        let text = "ab://u:pass:w/cd://e:f@h";
+        // The `/` in `w/cd://` keeps the first URL from matching (after the `]`) until `pass:`'s value,
+        // which holds it, is replaced.
+        let text = "ab://u:]pass:w/cd://e:f@h";
         assert_eq!(redact(text), "ab://u:[REDACTED:url_password]@h");
         // The input cargo-fuzz found (redact_compact, in CI): one pass was not enough.
         let found = String::from_utf8_lossy(include_bytes!("../tests/data/fuzz/redact_compact-two-passes"));
@@ -782,8 +797,8 @@ mod tests {
     #[test]
     fn text_that_does_not_settle_is_given_up_whole() {
         // Two passes replace something here, and the third finds nothing more.
-        assert_eq!(redact_within("ab://u:pass:w/cd://e:f@h", 2), UNSETTLED);
-        assert_eq!(redact_within("ab://u:pass:w/cd://e:f@h", 3), "ab://u:[REDACTED:url_password]@h");
+        assert_eq!(redact_within("ab://u:]pass:w/cd://e:f@h", 2), UNSETTLED);
+        assert_eq!(redact_within("ab://u:]pass:w/cd://e:f@h", 3), "ab://u:[REDACTED:url_password]@h");
         assert!(matches!(redact(UNSETTLED), Cow::Borrowed(UNSETTLED)));
         assert!(matches!(redact("no secret here"), Cow::Borrowed(_)));
     }

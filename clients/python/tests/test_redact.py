@@ -46,7 +46,7 @@ def unreachable() -> Iterator[rebound.Client]:
 
 
 def test_the_corpora_are_there() -> None:
-    assert (len(SECRETS), len(ORDINARY)) == (128, 70), f"the corpora under {CORPUS} changed"
+    assert (len(SECRETS), len(ORDINARY)) == (130, 71), f"the corpora under {CORPUS} changed"
 
 
 @pytest.mark.parametrize("line", SECRETS)
@@ -235,8 +235,9 @@ def test_webhook_urls_and_more_provider_keys(text: str, redacted: str) -> None:
 
 
 def test_a_secret_uncovered_by_another_redaction_is_redacted_too() -> None:
-    # The `/` in `w/cd://` keeps the first URL from matching until `pass:`'s value, which holds it, is replaced.
-    assert redact("ab://u:pass:w/cd://e:f@h") == "ab://u:[REDACTED:url_password]@h"
+    # The `/` in `w/cd://` keeps the first URL from matching (after the `]`) until `pass:`'s value, which
+    # holds it, is replaced.
+    assert redact("ab://u:]pass:w/cd://e:f@h") == "ab://u:[REDACTED:url_password]@h"
     # The input cargo-fuzz found for the sidecar: one pass was not enough.
     found = (REPO / "tests" / "data" / "fuzz" / "redact_compact-two-passes").read_bytes()
     once = redact(found.decode("utf-8", "replace"))
@@ -245,6 +246,6 @@ def test_a_secret_uncovered_by_another_redaction_is_redacted_too() -> None:
 
 def test_text_that_does_not_settle_is_given_up_whole() -> None:
     # Two passes replace something here, and the third finds nothing more.
-    assert _redact_within("ab://u:pass:w/cd://e:f@h", 2) == UNSETTLED
-    assert _redact_within("ab://u:pass:w/cd://e:f@h", 3) == "ab://u:[REDACTED:url_password]@h"
+    assert _redact_within("ab://u:]pass:w/cd://e:f@h", 2) == UNSETTLED
+    assert _redact_within("ab://u:]pass:w/cd://e:f@h", 3) == "ab://u:[REDACTED:url_password]@h"
     assert redact(UNSETTLED) == UNSETTLED

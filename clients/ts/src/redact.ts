@@ -90,7 +90,7 @@ export const PATTERNS: readonly SecretPattern[] = [
   {
     kind: "url_password",
     group: 1,
-    pattern: String.raw`\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*)@`,
+    pattern: String.raw`\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*|[^{space}/?#@\[\]]*[^{space}/?#@0-9\[\]][^{space}@\]]*)@`,
     ignoreCase: true,
   },
   {
@@ -241,8 +241,9 @@ function isAsciiBoundary(text: string, at: number): boolean {
 /**
  * Passes over one text at most, counting the last, which finds nothing. A pass
  * can uncover a secret the pass before could not see (replacing `w/cd://e:f`
- * after `pass:` takes away the `/` that kept `ab://u:pass:w/cd://e:f@h` from
- * reading as a URL with a password), so passes repeat until one changes nothing.
+ * after `pass:` takes away the `/` that kept `ab://u:]pass:w/cd://e:f@h` from
+ * reading as a URL with a password: after a `]`, which ends an IPv6 address, a
+ * password holds no `/`), so passes repeat until one changes nothing.
  */
 const MAX_PASSES = 8;
 

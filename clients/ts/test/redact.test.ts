@@ -242,10 +242,11 @@ describe("the port of src/redact.rs", () => {
   });
 
   it("redacts a secret uncovered by another redaction, and gives up on text that does not settle", () => {
-    // The `/` in `w/cd://` keeps the first URL from matching until `pass:`'s value, which holds it, is replaced.
-    assert.equal(redact("ab://u:pass:w/cd://e:f@h"), "ab://u:[REDACTED:url_password]@h");
-    assert.equal(redactWithin("ab://u:pass:w/cd://e:f@h", 2), UNSETTLED);
-    assert.equal(redactWithin("ab://u:pass:w/cd://e:f@h", 3), "ab://u:[REDACTED:url_password]@h");
+    // The `/` in `w/cd://` keeps the first URL from matching (after the `]`) until `pass:`'s value, which
+    // holds it, is replaced.
+    assert.equal(redact("ab://u:]pass:w/cd://e:f@h"), "ab://u:[REDACTED:url_password]@h");
+    assert.equal(redactWithin("ab://u:]pass:w/cd://e:f@h", 2), UNSETTLED);
+    assert.equal(redactWithin("ab://u:]pass:w/cd://e:f@h", 3), "ab://u:[REDACTED:url_password]@h");
     // The input cargo-fuzz found on the sidecar: one pass was not enough.
     const found = new TextDecoder().decode(readFileSync(`${TEST_DATA}fuzz/redact_compact-two-passes`));
     const once = redact(found);

@@ -56,7 +56,7 @@ PATTERNS: tuple[tuple[str, int, str], ...] = (
     (
         "url_password",
         1,
-        r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*)@",
+        r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*|[^\s/?#@\[\]]*[^\s/?#@0-9\[\]][^\s@\]]*)@",
     ),
     (
         "secret_argument",
@@ -119,7 +119,8 @@ _COMPILED = tuple((kind, group, re.compile(_python(rust))) for kind, group, rust
 MAX_PASSES = 8
 """Passes over one text at most, counting the last, which finds nothing. A pass can uncover a
 secret the pass before could not see: replacing `w/cd://e:f` after `pass:` takes away the `/`
-that kept `ab://u:pass:w/cd://e:f@h` from reading as a URL with a password. So passes repeat
+that kept `ab://u:]pass:w/cd://e:f@h` from reading as a URL with a password (after a `]`, which
+ends an IPv6 address, a password holds no `/`). So passes repeat
 until one changes nothing, and text still changing after this many is given up."""
 
 UNSETTLED = "[REDACTED:text]"
