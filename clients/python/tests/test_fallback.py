@@ -27,11 +27,16 @@ from rebound.fallback import (
     _CODE_LISTS,
     _CODES,
     _EXCEPTION_TYPE_RULES,
+    _EXIT_CODES,
     _GRPC_CATEGORIES,
     _GRPC_RESOURCE_EXHAUSTED,
+    _HTTP_RANGES,
+    _HTTP_STATUSES,
     _QUOTA_WORDS,
+    _RULE_SUGGESTIONS,
     _SUGGESTIONS,
     _TEXT_LIMIT,
+    _TOOL_ERROR_PARSE_TYPES,
     DeclaredLimits,
     SessionCounters,
     classify_coarse,
@@ -231,63 +236,233 @@ def test_an_input_too_long_or_filtered_is_replanned(code: str, category: Categor
     assert v.snippet.endswith("Change the plan: this request cannot succeed as it is.")
 
 
+RULES = tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]
+"""The sidecar's default rules, in their order."""
+RULES_BY_ID = {r["id"]: r for r in RULES}
+
 PORTED_CODE_RULES = [
     ("code.insufficient_quota", Category.QUOTA_EXCEEDED, "fallback.code_quota"),
+    ("code.rate_limit", Category.RATE_LIMITED, "fallback.code_rate_limit"),
     ("code.context_length", Category.CONTEXT_LENGTH, "fallback.code_context_length"),
     ("code.content_filter", Category.CONTENT_FILTER, "fallback.code_content_filter"),
+    ("code.auth", Category.AUTH, "fallback.code_auth"),
+    ("code.permission", Category.PERMISSION_DENIED, "fallback.code_permission"),
+    ("code.not_found", Category.NOT_FOUND, "fallback.code_not_found"),
+    ("code.validation", Category.VALIDATION, "fallback.code_validation"),
+    ("code.conflict", Category.CONFLICT, "fallback.code_conflict"),
     ("code.overloaded", Category.UNAVAILABLE, "fallback.code_overloaded"),
     ("code.internal", Category.INTERNAL, "fallback.code_internal"),
     ("code.timeout", Category.TIMEOUT, "fallback.code_etimedout"),
     ("code.network", Category.NETWORK, "fallback.code_network"),
+    ("code.quota_disk", Category.QUOTA_EXCEEDED, "fallback.code_quota_disk"),
+    ("code.cancelled", Category.CANCELLED, "fallback.code_cancelled"),
+    ("code.mcp.timeout", Category.TIMEOUT, "fallback.code_mcp_timeout"),
+    ("code.mcp.parse", Category.FORMAT, "fallback.code_mcp_parse"),
+    ("code.mcp.invalid", Category.VALIDATION, "fallback.code_mcp_invalid"),
+    ("code.mcp.method", Category.NOT_FOUND, "fallback.code_mcp_method"),
+    ("code.mcp.internal", Category.INTERNAL, "fallback.code_mcp_internal"),
 ]
 """The sidecar's code rules the fallback carries, with the category and rule id it gives."""
 
+ONE_SIGNAL_KEYS = {"id", "category", "suggestion"}
+"""The keys of a rule besides its one signal: a rule with no other key reads that signal alone."""
+
+
+def reads_only(rule: dict[str, Any], signal: str) -> bool:
+    """Whether the sidecar's rule reads `signal` and nothing else."""
+    return signal in rule and set(rule) <= ONE_SIGNAL_KEYS | {signal}
+
 
 def test_codes_are_the_sidecars() -> None:
-    rules = {r["id"]: r for r in tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]}
     for rule, category, ours_id in PORTED_CODE_RULES:
-        assert rules[rule]["category"] == category.label
-        ours = sorted(code for code, (c, _) in _CODE_LISTS.items() if c is category)
-        assert ours == sorted(set(rules[rule]["code"])), rule  # code.network names ECONNREFUSED twice
-        assert {_CODE_LISTS[code][1] for code in ours} == {ours_id}, rule
-    assert {c for c, _ in _CODE_LISTS.values()} == {c for _, c, _ in PORTED_CODE_RULES}
+        assert RULES_BY_ID[rule]["category"] == category.label, rule
+        ours = sorted(code for code, (_, i) in _CODE_LISTS.items() if i == ours_id)
+        assert ours == sorted(set(RULES_BY_ID[rule]["code"])), rule  # code.network names ECONNREFUSED twice
+        assert {_CODE_LISTS[code][0] for code in ours} == {category}, rule
+    assert {i for _, i in _CODE_LISTS.values()} == {i for _, _, i in PORTED_CODE_RULES}
+    # Every rule that reads a code alone is carried.
+    ported = {rule for rule, _, _ in PORTED_CODE_RULES}
+    assert {r["id"] for r in RULES if reads_only(r, "code")} == ported
     # The lookup is by the lower-case code, as the sidecar matches one, and no two lists share one
     # in any case...
     assert _CODES == {code.lower(): verdict for code, verdict in _CODE_LISTS.items()}
     assert len({(code.lower(), verdict) for code, verdict in _CODE_LISTS.items()}) == len(_CODES)
     assert all(classify_coarse(failure(code=code)) == verdict for code, verdict in _CODE_LISTS.items())
-    # ...nor does a code rule the fallback does not carry name one, which would make it depend on
-    # the rules' order.
-    ported = {rule for rule, _, _ in PORTED_CODE_RULES}
-    for rule in rules.values():
-        if rule["id"] not in ported:
-            assert not {code.lower() for code in rule.get("code", [])} & _CODES.keys(), rule["id"]
+    # ...and a code rule the fallback does not carry names one only with words (code.validation.quota,
+    # code.validation.context_length), which the fallback does not read.
+    for rule in RULES:
+        if rule["id"] not in ported and {code.lower() for code in rule.get("code", [])} & _CODES.keys():
+            assert "message" in rule, rule["id"]
 
 
 PORTED_EXCEPTION_RULES = [
+    ("exception.cancelled", Category.CANCELLED, "fallback.type_cancelled"),
     ("exception.timeout", Category.TIMEOUT, "fallback.type_timeout"),
     ("exception.network", Category.NETWORK, "fallback.type_connection"),
+    ("exception.rate_limited", Category.RATE_LIMITED, "fallback.type_rate_limited"),
+    ("exception.unavailable", Category.UNAVAILABLE, "fallback.type_unavailable"),
+    ("exception.auth", Category.AUTH, "fallback.type_auth"),
+    ("exception.permission", Category.PERMISSION_DENIED, "fallback.type_permission"),
+    ("exception.not_found", Category.NOT_FOUND, "fallback.type_not_found"),
+    ("exception.validation", Category.VALIDATION, "fallback.type_validation"),
+    ("exception.format", Category.FORMAT, "fallback.type_format"),
+    ("exception.conflict", Category.CONFLICT, "fallback.type_conflict"),
+    ("exception.context_length", Category.CONTEXT_LENGTH, "fallback.type_context_length"),
+    ("exception.content_filter", Category.CONTENT_FILTER, "fallback.type_content_filter"),
+    ("exception.quota", Category.QUOTA_EXCEEDED, "fallback.type_quota"),
+    ("exception.internal", Category.INTERNAL, "fallback.type_internal"),
 ]
 """The sidecar's exception rules the fallback carries, in the sidecar's order, with the category
 and rule id it gives."""
 
 
 def test_exception_types_are_the_sidecars() -> None:
-    rules = tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]
-    by_id = {r["id"]: r for r in rules}
     ported = [rule for rule, _, _ in PORTED_EXCEPTION_RULES]
-    # In the sidecar's order, which decides when a type's full name and its last part are two rules'.
-    assert [r["id"] for r in rules if r["id"] in ported] == ported
+    # Every rule that reads an exception type alone, in the sidecar's order, which decides when a
+    # type's full name and its last part are two rules'.
+    assert [r["id"] for r in RULES if reads_only(r, "exception")] == ported
     assert len(_EXCEPTION_TYPE_RULES) == len(PORTED_EXCEPTION_RULES)
     for (rule, category, ours_id), (types, verdict) in zip(PORTED_EXCEPTION_RULES, _EXCEPTION_TYPE_RULES):
-        assert by_id[rule]["category"] == category.label
-        assert (types, verdict) == (frozenset(by_id[rule]["exception"]), (category, ours_id)), rule
-    # No exception rule the fallback does not carry names one of them, which would make it
-    # depend on the rules' order.
+        assert RULES_BY_ID[rule]["category"] == category.label
+        assert (types, verdict) == (frozenset(RULES_BY_ID[rule]["exception"]), (category, ours_id)), rule
+    # An exception rule the fallback does not carry names one of them only with words, which the
+    # fallback does not read, or with the kind tool_error (rule kind.tool_error.parse, below).
     names = set().union(*(types for types, _ in _EXCEPTION_TYPE_RULES))
-    for rule in rules:
-        if rule["id"] not in ported:
-            assert not set(rule.get("exception", [])) & names, rule["id"]
+    for rule in RULES:
+        if rule["id"] not in ported and set(rule.get("exception", [])) & names:
+            assert "message" in rule or rule["id"] == "kind.tool_error.parse", rule["id"]
+
+
+def test_a_parse_error_inside_a_tool_is_the_sidecars() -> None:
+    rule = RULES_BY_ID["kind.tool_error.parse"]
+    assert set(rule) == {"id", "kind", "exception", "category", "suggestion"}
+    assert (rule["kind"], rule["category"]) == (["tool_error"], "internal")
+    assert _TOOL_ERROR_PARSE_TYPES == frozenset(rule["exception"])
+    assert _RULE_SUGGESTIONS["fallback.kind_tool_error_parse"] == rule["suggestion"]
+    # No other rule reads a kind with another signal.
+    assert [r["id"] for r in RULES if "kind" in r and not reads_only(r, "kind")] == ["kind.tool_error.parse"]
+    for name in _TOOL_ERROR_PARSE_TYPES:
+        parse = (Category.INTERNAL, "fallback.kind_tool_error_parse")
+        assert classify_coarse(failure(kind=Kind.TOOL_ERROR, exception_type=name)) == parse, name
+        assert classify_coarse(failure(kind=Kind.TOOL_ERROR, exception_type=f"x.{name}", code="ENOENT")) == parse
+        # Without the kind, the model's format error.
+        assert classify_coarse(failure(exception_type=name)) == (Category.FORMAT, "fallback.type_format"), name
+        assert classify_coarse(failure(kind=Kind.PROVIDER_ERROR, exception_type=name))[0] is Category.FORMAT
+
+
+PORTED_STATUS_RULES = [
+    ("http.400", Category.VALIDATION, "fallback.http_400"),
+    ("http.401", Category.AUTH, "fallback.http_401"),
+    ("http.402", Category.QUOTA_EXCEEDED, "fallback.http_402"),
+    ("http.403", Category.PERMISSION_DENIED, "fallback.http_403"),
+    ("http.404", Category.NOT_FOUND, "fallback.http_404"),
+    ("http.405", Category.VALIDATION, "fallback.http_405"),
+    ("http.408", Category.TIMEOUT, "fallback.http_408"),
+    ("http.409", Category.CONFLICT, "fallback.http_409"),
+    ("http.413", Category.CONTEXT_LENGTH, "fallback.http_413"),
+    ("http.429", Category.RATE_LIMITED, "fallback.http_429"),
+    ("http.451", Category.CONTENT_FILTER, "fallback.http_451"),
+    ("http.499", Category.CANCELLED, "fallback.http_499"),
+    ("http.500", Category.INTERNAL, "fallback.http_5xx"),  # the id its statuses had before
+    ("http.502", Category.UNAVAILABLE, "fallback.http_502"),
+]
+"""The sidecar's rules of single HTTP statuses the fallback carries, with the category and rule id
+it gives."""
+
+PORTED_RANGE_RULES = [
+    ("http.4xx", Category.VALIDATION, "fallback.http_4xx"),
+    ("http.5xx", Category.INTERNAL, "fallback.http_5xx"),
+]
+"""The sidecar's rules of HTTP ranges the fallback carries, in its order."""
+
+
+def test_http_statuses_are_the_sidecars() -> None:
+    single = [r for r in RULES if reads_only(r, "http_status") and all(isinstance(s, int) for s in r["http_status"])]
+    ranges = [r for r in RULES if reads_only(r, "http_status") and r not in single]
+    assert [r["id"] for r in single] == [rule for rule, _, _ in PORTED_STATUS_RULES]
+    for rule, category, ours_id in PORTED_STATUS_RULES:
+        assert RULES_BY_ID[rule]["category"] == category.label, rule
+        theirs = RULES_BY_ID[rule]["http_status"]
+        assert sorted({s for s, v in _HTTP_STATUSES.items() if v == (category, ours_id)}) == sorted(theirs), rule
+        assert all(classify_coarse(failure(http_status=s)) == (category, ours_id) for s in theirs), rule
+    assert len(_HTTP_STATUSES) == sum(len(r["http_status"]) for r in single)  # no status in two rules
+    # The id of a rule's first status, but for http.500, which keeps the one its statuses had.
+    for rule, _, ours_id in PORTED_STATUS_RULES:
+        first = RULES_BY_ID[rule]["http_status"][0]
+        assert ours_id == ("fallback.http_5xx" if rule == "http.500" else f"fallback.http_{first}"), rule
+    assert [r["id"] for r in ranges] == [rule for rule, _, _ in PORTED_RANGE_RULES]
+    assert [r["http_status"] for r in ranges] == [[f"{lo}-{hi}"] for lo, hi, _ in _HTTP_RANGES]
+    assert [verdict for _, _, verdict in _HTTP_RANGES] == [(category, i) for _, category, i in PORTED_RANGE_RULES]
+    assert all(RULES_BY_ID[rule]["category"] == category.label for rule, category, _ in PORTED_RANGE_RULES)
+    for status in range(100, 600):
+        want = _HTTP_STATUSES.get(status) or next(
+            (v for lo, hi, v in _HTTP_RANGES if lo <= status <= hi), (Category.UNKNOWN, "fallback.default")
+        )
+        assert classify_coarse(failure(http_status=status)) == want, status
+    # A rule the fallback does not carry names a status only with words, which it does not read.
+    ported = {rule for rule, _, _ in PORTED_STATUS_RULES + PORTED_RANGE_RULES}
+    for rule in RULES:
+        if "http_status" in rule and rule["id"] not in ported:
+            assert "message" in rule, rule["id"]
+
+
+PORTED_EXIT_RULES = [
+    ("exit.124", Category.TIMEOUT, "fallback.exit_124"),
+    ("exit.126", Category.PERMISSION_DENIED, "fallback.exit_126"),
+    ("exit.127", Category.NOT_FOUND, "fallback.exit_127"),
+    ("exit.130", Category.CANCELLED, "fallback.exit_130"),
+    ("exit.137", Category.QUOTA_EXCEEDED, "fallback.exit_137"),
+]
+"""The sidecar's exit code rules the fallback carries, with the category and rule id it gives."""
+
+
+def test_exit_codes_are_the_sidecars() -> None:
+    assert [r["id"] for r in RULES if "exit_code" in r] == [rule for rule, _, _ in PORTED_EXIT_RULES]
+    for rule, category, ours_id in PORTED_EXIT_RULES:
+        theirs = RULES_BY_ID[rule]
+        assert reads_only(theirs, "exit_code") and theirs["category"] == category.label, rule
+        assert sorted(c for c, v in _EXIT_CODES.items() if v == (category, ours_id)) == sorted(theirs["exit_code"])
+        assert ours_id == f"fallback.exit_{theirs['exit_code'][0]}"
+        assert all(classify_coarse(failure(exit_code=c)) == (category, ours_id) for c in theirs["exit_code"]), rule
+    assert len(_EXIT_CODES) == sum(len(RULES_BY_ID[rule]["exit_code"]) for rule, _, _ in PORTED_EXIT_RULES)
+    assert classify_coarse(failure(exit_code=1)) == (Category.UNKNOWN, "fallback.default")
+    assert classify_coarse(failure(exit_code=0, message="x")) == (Category.UNKNOWN, "fallback.default")
+    # A single status and an exit code tie at 40 on the sidecar, where every status rule comes
+    # before every exit code rule: the status is read first, an exit code before a range (38).
+    order = [r["id"] for r in RULES]
+    assert max(order.index(rule) for rule, _, _ in PORTED_STATUS_RULES) < min(
+        order.index(rule) for rule, _, _ in PORTED_EXIT_RULES
+    )
+    assert classify_coarse(failure(http_status=404, exit_code=137)) == (Category.NOT_FOUND, "fallback.http_404")
+    assert classify_coarse(failure(http_status=418, exit_code=137)) == (Category.QUOTA_EXCEEDED, "fallback.exit_137")
+    assert classify_coarse(failure(http_status=418, exit_code=1)) == (Category.VALIDATION, "fallback.http_4xx")
+
+
+MIRRORED = {
+    rule: ours_id
+    for rule, _, ours_id in PORTED_CODE_RULES + PORTED_EXCEPTION_RULES + PORTED_STATUS_RULES + PORTED_RANGE_RULES
+    + PORTED_EXIT_RULES + [("kind.tool_error.parse", Category.INTERNAL, "fallback.kind_tool_error_parse")]
+}
+"""The fallback's rule id for each of the sidecar's rules it carries."""
+
+
+def test_rule_suggestions_are_the_sidecars() -> None:
+    # A carried rule's own suggestion is the fallback's for its rule id, and only those.
+    own = {MIRRORED[r["id"]]: r["suggestion"] for r in RULES if r["id"] in MIRRORED and "suggestion" in r}
+    assert own == _RULE_SUGGESTIONS
+    assert set(own) == {"fallback.code_quota_disk", "fallback.exit_137", "fallback.kind_tool_error_parse"}
+    own_cases: list[tuple[dict[str, Any], str]] = [
+        ({"code": "ENOSPC"}, "fallback.code_quota_disk"),
+        ({"exit_code": 137}, "fallback.exit_137"),
+        ({"kind": Kind.TOOL_ERROR, "exception_type": "json.JSONDecodeError"}, "fallback.kind_tool_error_parse"),
+    ]
+    for fields, rule in own_cases:
+        v = decide(failure(**fields))
+        assert v.rule == rule and v.proto.classification.suggestion == _RULE_SUGGESTIONS[rule]
+        assert f"\nsuggestion: {_RULE_SUGGESTIONS[rule]}\n</error>" in v.snippet
+    # The other rules of their categories keep the category's suggestion.
+    assert decide(failure(code="insufficient_quota")).proto.classification.suggestion == _SUGGESTIONS[Category.QUOTA_EXCEEDED]
+    assert decide(failure(exception_type="RuntimeError")).proto.classification.suggestion == _SUGGESTIONS[Category.INTERNAL]
 
 
 def test_grpc_codes_are_the_sidecars() -> None:
@@ -514,7 +689,10 @@ def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
         ({"exception_type": " socket.timeout\n"}, Category.TIMEOUT, "fallback.type_timeout"),
         ({"exception_type": "grpc.FutureTimeoutError"}, Category.UNKNOWN, "fallback.default"),
         ({"exception_type": "httpx.readtimeout"}, Category.UNKNOWN, "fallback.default"),
-        ({"http_status": 404}, Category.UNKNOWN, "fallback.default"),
+        ({"http_status": 404}, Category.NOT_FOUND, "fallback.http_404"),
+        ({"http_status": 302}, Category.UNKNOWN, "fallback.default"),
+        ({"exit_code": 1}, Category.UNKNOWN, "fallback.default"),
+        ({"exception_type": "ValueErrorWrapper"}, Category.UNKNOWN, "fallback.default"),
         ({"kind": Kind.UNKNOWN_TOOL}, Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"),
         ({"kind": Kind.INVALID_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
         ({"kind": Kind.NO_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
@@ -536,10 +714,10 @@ def test_an_unknown_tool_is_reclassified_as_the_sidecar_would() -> None:
 
 
 def test_anything_else_recovers_with_a_snippet() -> None:
-    v = decide(failure(http_status=404, message="no such repository: " + "x" * 300))
+    v = decide(failure(http_status=302, message="no such repository: " + "x" * 300))
     assert v.action is Action.RECOVER and v.category is Category.UNKNOWN
     # An unknown category has no type attribute and no suggestion; the message is cut to 200 characters.
-    message = "HTTP 404: no such repository: " + "x" * 180 + "…"
+    message = "HTTP 302: no such repository: " + "x" * 180 + "…"
     assert v.snippet.split("\n") == [
         '<error tool="search">',
         message,
@@ -563,7 +741,7 @@ def test_snippet_has_the_sidecars_shape() -> None:
 @pytest.mark.parametrize(
     ("fields", "lines"),
     [
-        ({"exception_type": "ValueError", "message": ""}, ['<error tool="search">', "ValueError", "</error>"]),
+        ({"exception_type": "MyToolError", "message": ""}, ['<error tool="search">', "MyToolError", "</error>"]),
         ({"message": "bad input"}, ['<error tool="search">', "bad input", "</error>"]),
         ({"ok": False, "message": ""}, ['<error tool="search">', "</error>"]),
         ({"tool": 'say "hi"'}, ['<error tool="say &quot;hi&quot;">', "it failed", "</error>"]),
@@ -701,10 +879,11 @@ def test_local_context_shows_the_latest_unresolved_errors() -> None:
     cx = state.context()
     assert cx.fallback and cx.errors_shown == CONTEXT_SHOWN and cx.errors_hidden == 0
     assert "t2" not in cx.text
+    hint = "suggestion: Check that it exists; list what is there."
     assert cx.text.split("\n") == [
-        '<error tool="t1">', "HTTP 404: t1 is missing", "</error>",
-        '<error tool="t3">', "HTTP 404: t3 is missing", "</error>",
-        '<error tool="t4">', "HTTP 404: t4 is missing (×2)", "</error>",
+        '<error tool="t1" type="not_found">', "HTTP 404: t1 is missing", hint, "</error>",
+        '<error tool="t3" type="not_found">', "HTTP 404: t3 is missing", hint, "</error>",
+        '<error tool="t4" type="not_found">', "HTTP 404: t4 is missing (×2)", hint, "</error>",
     ]
     observe(state, failure(tool="t5", http_status=404))
     assert state.context().errors_hidden == 1
@@ -775,10 +954,10 @@ def test_the_fifth_identical_failure_aborts_and_the_session_stays_stopped() -> N
         assert v.snippet == "<error>\nThe session was stopped earlier; end the run.\n</error>"
         assert v.breaker.session_state == pb.SESSION_STATE_STOPPED
     assert (v.breaker.steps, v.breaker.session_errors, v.breaker.cost) == (7, 6, 0.25)
-    assert v.breaker.identical_errors == 5 and v.category is Category.UNKNOWN
+    assert v.breaker.identical_errors == 5 and v.category is Category.NOT_FOUND
     summary = state.summary(NOW)
     assert (summary.calls, summary.errors, summary.retries, summary.escalations) == (7, 6, 2, 2)
-    assert dict(summary.errors_by_category) == {"unavailable": 5, "unknown": 1}
+    assert dict(summary.errors_by_category) == {"unavailable": 5, "not_found": 1}
     assert summary.state == pb.SESSION_STATE_STOPPED
 
 
@@ -882,19 +1061,32 @@ def replay(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return verdicts
 
 
+SUGGESTIONS_NOT_CARRIED = {"kind.no_tool_call", "kind.invalid_tool_call"}
+"""The sidecar's rules whose own suggestion the fallback does not give: both kinds answer under
+the one rule id fallback.kind_format, with the format category's suggestion."""
+
+
 def assert_as_the_sidecar_decides(cases: list[dict[str, Any]]) -> None:
     """Each failure (build_outcome's fields, `kind` as a Kind) gets the sidecar's category,
-    action, retries left and breaker reason from the fallback."""
+    action, retryable flag, retries left, breaker reason and suggestion from the fallback, and,
+    where the sidecar's winning rule is one the fallback carries, that rule's fallback id."""
     as_json = [{k: (v.label if isinstance(v, Kind) else v) for k, v in fields.items()} for fields in cases]
     for fields, theirs in zip(cases, replay(as_json)):
         v = decide(failure(**fields))
         ours = (
-            v.category.label, v.action.label,
+            v.category.label, v.action.label, v.retryable,
             v.proto.retry.attempts_left if v.action is Action.RETRY else None,
             v.reason.label if v.reason is not Reason.UNSPECIFIED else None,
         )
-        want = (theirs["category"], theirs["action"], theirs["attempts_left"], theirs["breaker"]["reason"])
+        want = (
+            theirs["category"], theirs["action"], theirs["retryable"], theirs["attempts_left"],
+            theirs["breaker"]["reason"],
+        )
         assert ours == want, (fields, theirs["rule"])
+        if theirs["rule"] not in SUGGESTIONS_NOT_CARRIED:
+            assert v.proto.classification.suggestion == theirs["suggestion"], (fields, theirs["rule"])
+        if theirs["rule"] in MIRRORED:
+            assert v.rule == MIRRORED[theirs["rule"]], (fields, theirs["rule"])
 
 
 def test_a_kind_outranks_codes_and_statuses_as_on_the_sidecar() -> None:
@@ -1094,3 +1286,124 @@ def test_grpc_resource_exhausted_decides_as_the_sidecar_does() -> None:
         {"grpc_code": 8, "http_status": 500, "message": "insufficient credits"},
         {"grpc_code": 8, "http_status": 500, "message": GEMINI_EXHAUSTED},
     ])
+
+
+def test_every_value_the_fallback_reads_alone_decides_as_the_sidecar_does() -> None:
+    # Every code, exception type, HTTP status and exit code of the rules the fallback carries, each
+    # alone (a code also padded and in another case, a type behind a module path), every other
+    # status, and exit codes no rule names.
+    m = NEUTRAL
+    cases: list[dict[str, Any]] = []
+    for rule, _, _ in PORTED_CODE_RULES:
+        for code in RULES_BY_ID[rule]["code"]:
+            cases += [{"code": code, "message": m}, {"code": f" {code.swapcase()}\t", "message": m}]
+    for rule, _, _ in PORTED_EXCEPTION_RULES:
+        for name in RULES_BY_ID[rule]["exception"]:
+            cases += [{"exception_type": name, "message": m}, {"exception_type": f"pkg.mod:{name}\n", "message": m}]
+            cases.append({"exception_type": name.lower(), "message": m})  # no match: the case counts
+    cases += [{"http_status": status, "message": m} for status in range(100, 600)]
+    cases += [{"exit_code": code, "message": m} for code in (-1, 1, 2, 101, 124, 125, 126, 127, 128, 130, 137, 139, 143, 255)]
+    assert_as_the_sidecar_decides(cases)
+
+
+def test_a_parse_error_inside_a_tool_decides_as_the_sidecar_does() -> None:
+    # Rule kind.tool_error.parse (160) over every code and type; the same type without the kind is
+    # the model's format error; other types of a tool error are read as alone.
+    m = NEUTRAL
+    cases: list[dict[str, Any]] = []
+    for name in sorted(_TOOL_ERROR_PARSE_TYPES):
+        cases += [
+            {"kind": Kind.TOOL_ERROR, "exception_type": name, "message": m},
+            {"kind": Kind.TOOL_ERROR, "exception_type": f"com.fasterxml.{name}", "code": "ENOENT", "http_status": 503, "message": m},
+            {"kind": Kind.PROVIDER_ERROR, "exception_type": name, "message": m},
+            {"exception_type": name, "http_status": 500, "message": m},
+        ]
+    for name in ("OutputParserException", "YAMLError", "ValueError", "httpx.ReadTimeout", "FileNotFoundError"):
+        cases += [{"kind": Kind.TOOL_ERROR, "exception_type": name, "message": m}]
+    assert_as_the_sidecar_decides(cases)
+
+
+# One value of each signal per category it can give (a few per rank), to pair across ranks.
+RANKED_CODES = ["ENOENT", "EACCES", "-32602", "-32700", "ENOSPC", "cancelled", "rate_limit_exceeded", "invalid_api_key",
+                "ConflictException", "-32001", "ECONNRESET"]
+RANKED_TYPES = ["FileNotFoundError", "PermissionError", "ValueError", "json.JSONDecodeError", "IntegrityError",
+                "openai.RateLimitError", "MemoryError", "RuntimeError", "asyncio.CancelledError",
+                "ContextWindowExceededError", "ContentPolicyViolationError", "openai.AuthenticationError",
+                "ServiceUnavailableError"]
+RANKED_GRPC = [1, 3, 5, 7, 8, 13, 14, 16]
+RANKED_STATUSES = [400, 401, 402, 403, 404, 409, 413, 429, 451, 499, 500, 503]
+RANKED_EXITS = [124, 126, 127, 130, 137, 143]
+RANKED_RANGES = [418, 444, 506, 599]
+
+
+def test_new_signals_rank_as_the_sidecar_scores_them() -> None:
+    # Each pair of ranks, with values that mostly disagree: a code (80) over a type (60), a gRPC
+    # code (50), a status (40), an exit code (40) and a range (38); a type over the lower ones; a
+    # gRPC code over a status, an exit code and a range; a status over an exit code (a tie the
+    # sidecar's rule order settles); an exit code over a range.
+    m = NEUTRAL
+    ranks: list[tuple[str, list[Any]]] = [
+        ("code", RANKED_CODES), ("exception_type", RANKED_TYPES), ("grpc_code", RANKED_GRPC),
+        ("http_status", RANKED_STATUSES), ("exit_code", RANKED_EXITS), ("http_status", RANKED_RANGES),
+    ]
+    cases = []
+    for i, (high, highs) in enumerate(ranks):
+        for low, lows in ranks[i + 1:]:
+            if high == low:
+                continue  # one status at a time
+            cases += [{high: a, low: b, "message": m} for a in highs for b in lows]
+    # Three signals: the highest decides.
+    cases += [
+        {"exception_type": "ValueError", "exit_code": 127, "http_status": 418, "message": m},
+        {"grpc_code": 5, "exit_code": 137, "http_status": 409, "message": m},
+        {"code": "EACCES", "exception_type": "FileNotFoundError", "exit_code": 126, "message": m},
+        # A kind over the new signals.
+        {"kind": Kind.TIMEOUT, "code": "ENOENT", "exit_code": 127, "message": m},
+        {"kind": Kind.CANCELLED, "exception_type": "ValueError", "http_status": 404, "message": m},
+        {"kind": Kind.UNKNOWN_TOOL, "exit_code": 127, "message": m},
+        {"kind": Kind.INVALID_TOOL_CALL, "exception_type": "ValueError", "message": m},
+    ]
+    assert_as_the_sidecar_decides(cases)
+
+
+# One failure the fallback classifies into each category.
+IN_CATEGORY: dict[Category, dict[str, Any]] = {
+    Category.TIMEOUT: {"exit_code": 124},
+    Category.RATE_LIMITED: {"code": "rate_limit_exceeded"},
+    Category.NETWORK: {"code": "ECONNRESET"},
+    Category.UNAVAILABLE: {"exception_type": "ServiceUnavailableError"},
+    Category.INTERNAL: {"exception_type": "RuntimeError"},
+    Category.AUTH: {"code": "invalid_api_key"},
+    Category.PERMISSION_DENIED: {"exit_code": 126},
+    Category.QUOTA_EXCEEDED: {"http_status": 402},
+    Category.NOT_FOUND: {"http_status": 404},
+    Category.VALIDATION: {"exception_type": "ValueError"},
+    Category.CONFLICT: {"http_status": 409},
+    Category.FORMAT: {"code": "-32700"},
+    Category.UNKNOWN_TOOL: {"kind": Kind.UNKNOWN_TOOL},
+    Category.CONTEXT_LENGTH: {"http_status": 413},
+    Category.CONTENT_FILTER: {"http_status": 451},
+    Category.CANCELLED: {"exit_code": 130},
+    Category.UNKNOWN: {},
+}
+
+
+def test_every_category_answers_with_the_sidecars_policy() -> None:
+    # Each category of categories.toml: its retryable flag, its retries, the action once they are
+    # spent (or at once), and its suggestion.
+    categories = tomllib.loads(CATEGORIES_TOML.read_text(encoding="utf-8"))
+    assert {c.label for c in IN_CATEGORY} == set(categories)
+    for category, fields in IN_CATEGORY.items():
+        policy = categories[category.label]
+        first = decide(failure(**fields), policy=LOOSE)
+        assert first.category is category, category
+        assert first.retryable is policy["retryable"], category
+        assert first.proto.classification.suggestion == policy["suggestion"], category
+        if policy["retryable"]:
+            assert first.action is Action.RETRY and first.proto.retry.attempts_left == policy["max_retries"] - 1, category
+            spent = decide(failure(**fields, attempt=policy["max_retries"] + 1), policy=LOOSE)
+            assert (spent.action.label, spent.reason) == (policy["action"], Reason.RETRIES_EXHAUSTED), category
+        else:
+            assert policy["max_retries"] == 0, category
+            assert first.action.label == policy["action"], category
+    assert_as_the_sidecar_decides([{**fields, "message": NEUTRAL} for fields in IN_CATEGORY.values()])

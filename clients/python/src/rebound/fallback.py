@@ -1,18 +1,25 @@
 """The local fallback policy: what the client decides on its own when the sidecar cannot be
-reached within the call deadline. It carries the sidecar's seed defaults and classifies only
-coarse signals: timeouts, connection errors, HTTP 429, gRPC RESOURCE_EXHAUSTED (escalated when
-its words say a quota is used up) and the 5xx of an unavailable server
-(502, 503, 504, 520 to 524, 529: retried), other 5xx and gRPC INTERNAL, UNKNOWN and DATA_LOSS
-(internal: retried once), the providers' error codes the sidecar's rules name (quota, context
-length, content filter, overloaded, internal), 401 and 403 (escalated), cancellation (aborted), an unknown tool
-(reclassify: choose another tool); anything else goes back to the LLM (recover), gRPC NOT_FOUND,
-INVALID_ARGUMENT, ALREADY_EXISTS and the others the sidecar reads as not found, validation or
-conflict among them. The signals rank as the sidecar scores them: the outcome's kind, then its
-error code, exception type, gRPC code and HTTP status (`classify_coarse`). Over that plan, the
-sidecar's session breakers (src/breaker.rs): identical errors in a row and a step or cost limit
-abort, failures of one tool in a row and errors in the session escalate, and a stopped session
-stays stopped. Every message it writes is redacted as the sidecar redacts it
-(see `rebound.redact`)."""
+reached within the call deadline. It carries the sidecar's seed defaults and classifies by the
+structured signals of the sidecar's rules that read one signal alone (src/defaults/rules.toml),
+each in the category that rule gives: the outcome's kind; the error codes of every code rule
+(providers' codes, errno names, Node's and undici's codes, MCP's JSON-RPC codes); the exception
+types of every exception rule; every gRPC code (RESOURCE_EXHAUSTED escalated when its words say a
+quota is used up); every HTTP status of the status rules (400 to 416, 422, 428, 429, 431, 451, 499,
+500 to 505, 507, 508, 520 to 524 and 529), then any other 4xx (validation) and 5xx (internal); the
+exit codes 124, 126, 127, 130, 137 and 143. A parse error raised inside a tool (kind tool_error with
+JSONDecodeError and the like) is internal, as the sidecar's rule kind.tool_error.parse says. It
+reads no message words: the rules that read words, alone or with a signal, are not carried (a
+ValueError is validation whatever it says, a 429 a rate limit even when it names a quota). Each
+category answers with the sidecar's policy (src/defaults/categories.toml): timeouts, connection
+errors, rate limits and unavailable servers retried, internal errors retried once, credentials,
+permissions and quotas escalated, an input too long or filtered replanned, a cancellation aborted,
+an unknown tool reclassified (choose another tool), anything else back to the LLM (recover); its
+suggestion, or the rule's own where the sidecar's rule gives one. The signals rank as the sidecar
+scores them: the outcome's kind, then its error code, exception type, gRPC code, a single HTTP
+status, exit code and an HTTP range (`classify_coarse`). Over that plan, the sidecar's session
+breakers (src/breaker.rs): identical errors in a row and a step or cost limit abort, failures of
+one tool in a row and errors in the session escalate, and a stopped session stays stopped. Every
+message it writes is redacted as the sidecar redacts it (see `rebound.redact`)."""
 
 from __future__ import annotations
 
@@ -39,51 +46,96 @@ _RETRYABLE = frozenset(
 # a failure inside the tool may be a fluke once, but seldom goes away when asked again.
 _INTERNAL_MAX_RETRIES = 1
 
-# The HTTP statuses of a server that is down, overloaded or behind a failing gateway: unavailable,
-# as the sidecar's rule http.502 says (src/defaults/rules.toml; test_fallback checks for drift).
-# Every other 5xx is an error inside the server: internal, as its rules http.500 and http.5xx say.
-_UNAVAILABLE_STATUSES = frozenset({502, 503, 504, 520, 521, 522, 523, 524, 529})
-
-# Error codes that change what to do: the providers' (a quota is not retried but escalated, an input
-# too long or filtered is replanned, an overloaded provider is retried with backoff and an error
-# inside it once), and those of a timeout or a failed connection (errno names, Node's and undici's
-# codes: retried). The sidecar's lists (src/defaults/rules.toml, rules code.insufficient_quota,
-# code.context_length, code.content_filter, code.overloaded, code.internal, code.timeout and
-# code.network; test_fallback checks for drift). As on the sidecar, a code wins over an exception
-# type, a gRPC code and the HTTP status: OpenAI sends insufficient_quota with a 429, server_error
-# with a 503 is internal, and a 503 whose connection was reset (ECONNRESET) is a network failure.
-# Looked up trimmed and in ASCII lower case (`_code_key`), as the sidecar matches a code.
+# Error codes, as the sidecar's rules that read a code and nothing else list them
+# (src/defaults/rules.toml; test_fallback checks each list for drift, with its category): the
+# providers' (a quota is not retried but escalated, an input too long or filtered is replanned, an
+# overloaded provider is retried with backoff and an error inside it once, a rate limit retried),
+# those of a timeout or a failed connection (errno names, Node's and undici's codes: retried), of
+# credentials and permissions (escalated), of a missing thing, a bad argument or a conflict
+# (recover), a full disk (escalated), a cancellation (aborted) and MCP's JSON-RPC error codes. As on
+# the sidecar, a code wins over an exception type, a gRPC code, an HTTP status and an exit code:
+# OpenAI sends insufficient_quota with a 429, server_error with a 503 is internal, and a 503 whose
+# connection was reset (ECONNRESET) is a network failure. The rules that read a code and words
+# (code.validation.quota, code.validation.context_length) are not carried: the fallback reads no
+# words there. Looked up trimmed and in ASCII lower case (`_code_key`), as the sidecar matches a code.
 _CODE_LISTS = {
+    # Rule code.insufficient_quota.
     **dict.fromkeys(
         ["insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
          "QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"],
         (Category.QUOTA_EXCEEDED, "fallback.code_quota"),
     ),
+    # Rule code.rate_limit.
+    **dict.fromkeys(
+        ["rate_limit_exceeded", "rate_limit_error", "RateLimitExceeded", "ThrottlingException", "Throttling",
+         "ProvisionedThroughputExceededException", "TooManyRequests", "TooManyRequestsException", "SlowDown",
+         "RequestLimitExceeded", "ratelimited", "rate_limited", "429"],
+        (Category.RATE_LIMITED, "fallback.code_rate_limit"),
+    ),
+    # Rule code.context_length.
     **dict.fromkeys(
         ["context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"],
         (Category.CONTEXT_LENGTH, "fallback.code_context_length"),
     ),
+    # Rule code.content_filter.
     **dict.fromkeys(
         ["content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety",
          "PROHIBITED_CONTENT"],
         (Category.CONTENT_FILTER, "fallback.code_content_filter"),
     ),
+    # Rule code.auth.
+    **dict.fromkeys(
+        ["invalid_api_key", "authentication_error", "invalid_auth", "not_authed", "ExpiredToken", "ExpiredTokenException",
+         "InvalidClientTokenId", "UnrecognizedClientException", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+         "token_expired", "unauthorized", "UNAUTHENTICATED", "bad_credentials"],
+        (Category.AUTH, "fallback.code_auth"),
+    ),
+    # Rule code.permission.
+    **dict.fromkeys(
+        ["permission_error", "AccessDenied", "AccessDeniedException", "Forbidden", "insufficient_permissions",
+         "missing_scope", "not_allowed_token_type", "PERMISSION_DENIED", "EACCES", "EPERM"],
+        (Category.PERMISSION_DENIED, "fallback.code_permission"),
+    ),
+    # Rule code.not_found.
+    **dict.fromkeys(
+        ["model_not_found", "not_found_error", "NoSuchKey", "NoSuchBucket", "ResourceNotFoundException", "NotFound",
+         "channel_not_found", "resource_missing", "ENOENT", "ENOTDIR", "EISDIR", "NOT_FOUND", "MODULE_NOT_FOUND",
+         "ERR_MODULE_NOT_FOUND"],
+        (Category.NOT_FOUND, "fallback.code_not_found"),
+    ),
+    # Rule code.validation.
+    **dict.fromkeys(
+        ["invalid_request_error", "invalid_request", "ValidationException", "ValidationError", "invalid_arguments",
+         "invalid_parameter", "parameter_invalid", "InvalidParameterValue", "invalid_type", "EINVAL",
+         "ERR_INVALID_ARG_TYPE", "ERR_INVALID_ARG_VALUE", "ERR_INVALID_URL", "INVALID_ARGUMENT", "MissingParameter",
+         "card_declined", "expired_card", "incorrect_cvc", "incorrect_number"],
+        (Category.VALIDATION, "fallback.code_validation"),
+    ),
+    # Rule code.conflict.
+    **dict.fromkeys(
+        ["ConditionalCheckFailedException", "ResourceInUseException", "BucketAlreadyExists", "BucketAlreadyOwnedByYou",
+         "already_exists", "ConflictException", "EEXIST", "ENOTEMPTY", "ALREADY_EXISTS", "name_taken"],
+        (Category.CONFLICT, "fallback.code_conflict"),
+    ),
+    # Rule code.overloaded.
     **dict.fromkeys(
         ["overloaded_error", "ServiceUnavailable", "ServiceUnavailableException", "ModelNotReadyException",
          "server_overloaded", "engine_overloaded", "UNAVAILABLE", "InternalFailure", "ModelStreamErrorException"],
         (Category.UNAVAILABLE, "fallback.code_overloaded"),
     ),
+    # Rule code.internal.
     **dict.fromkeys(
         ["api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"],
         (Category.INTERNAL, "fallback.code_internal"),
     ),
-    # All under the rule id fallback.code_etimedout, after ETIMEDOUT, the first of them.
+    # Rule code.timeout, all under the rule id fallback.code_etimedout, after ETIMEDOUT, the first of them.
     **dict.fromkeys(
         ["ETIMEDOUT", "ESOCKETTIMEDOUT", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT",
          "RequestTimeout", "RequestTimeoutException", "timeout", "timeout_error", "DEADLINE_EXCEEDED",
          "ModelTimeoutException"],
         (Category.TIMEOUT, "fallback.code_etimedout"),
     ),
+    # Rule code.network.
     **dict.fromkeys(
         ["ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH",
          "ENETDOWN", "EHOSTDOWN", "ERR_TLS_CERT_ALTNAME_INVALID", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "CERT_HAS_EXPIRED",
@@ -91,6 +143,20 @@ _CODE_LISTS = {
          "ERR_SOCKET_CONNECTION_TIMEOUT", "EPROTO"],
         (Category.NETWORK, "fallback.code_network"),
     ),
+    # Rule code.quota_disk, with the rule's own suggestion (`_RULE_SUGGESTIONS`).
+    **dict.fromkeys(["ENOSPC", "EDQUOT"], (Category.QUOTA_EXCEEDED, "fallback.code_quota_disk")),
+    # Rule code.cancelled.
+    **dict.fromkeys(
+        ["ABORT_ERR", "ERR_CANCELED", "CANCELLED", "canceled", "cancelled"],
+        (Category.CANCELLED, "fallback.code_cancelled"),
+    ),
+    # MCP's JSON-RPC error codes: rules code.mcp.timeout, code.mcp.parse, code.mcp.invalid,
+    # code.mcp.method and code.mcp.internal.
+    "-32001": (Category.TIMEOUT, "fallback.code_mcp_timeout"),
+    "-32700": (Category.FORMAT, "fallback.code_mcp_parse"),
+    **dict.fromkeys(["-32600", "-32602"], (Category.VALIDATION, "fallback.code_mcp_invalid")),
+    "-32601": (Category.NOT_FOUND, "fallback.code_mcp_method"),
+    "-32603": (Category.INTERNAL, "fallback.code_mcp_internal"),
 }
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -110,10 +176,24 @@ def _code_key(code: str) -> str:
 # The lists above by `_code_key` (`SAFETY` and `safety` are one key).
 _CODES = {_code_key(code): verdict for code, verdict in _CODE_LISTS.items()}
 
-# Exception types of a timeout and of a failed connection, as the sidecar's rules exception.timeout
-# and exception.network name them, in their order (test_fallback checks for drift). A type matches
-# as there (`_by_exception_type`): by its full name or its last part, in its own case.
+# Exception types, as the sidecar's rules that read an exception type and nothing else name them,
+# in their order (src/defaults/rules.toml, rules exception.cancelled to exception.internal;
+# test_fallback checks each list for drift, with its category, and the order). A type matches as
+# there (`_by_exception_type`): by its full name or its last part, in its own case, the first rule
+# that names it winning. The rules that read a type and words (exception.typeerror.fetch_url,
+# exception.typeerror.fetch, exception.rangeerror.stack, exception.valueerror.parse) are not
+# carried: the fallback reads no words there, so a TypeError is validation whatever it says.
 _EXCEPTION_TYPE_RULES = (
+    # Rule exception.cancelled.
+    (
+        frozenset({
+            "CancelledError", "asyncio.CancelledError", "concurrent.futures.CancelledError", "KeyboardInterrupt",
+            "AbortError", "APIUserAbortError", "ClientClosedRequestError", "OperationCanceledException",
+            "TaskCanceledException", "InterruptedException", "CancellationException",
+        }),
+        (Category.CANCELLED, "fallback.type_cancelled"),
+    ),
+    # Rule exception.timeout.
     (
         frozenset({
             "TimeoutError", "Timeout", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout",
@@ -124,6 +204,7 @@ _EXCEPTION_TYPE_RULES = (
         }),
         (Category.TIMEOUT, "fallback.type_timeout"),
     ),
+    # Rule exception.network.
     (
         frozenset({
             "ConnectionError", "ConnectError", "ChunkedEncodingError", "IncompleteRead",
@@ -137,8 +218,130 @@ _EXCEPTION_TYPE_RULES = (
         }),
         (Category.NETWORK, "fallback.type_connection"),
     ),
+    # Rule exception.rate_limited.
+    (
+        frozenset({
+            "RateLimitError", "openai.RateLimitError", "anthropic.RateLimitError", "TooManyRequests",
+            "ThrottlingException", "ResourceExhausted",
+        }),
+        (Category.RATE_LIMITED, "fallback.type_rate_limited"),
+    ),
+    # Rule exception.unavailable.
+    (
+        frozenset({
+            "ServiceUnavailableError", "ServiceUnavailable", "OverloadedError", "BadGateway", "GatewayTimeout",
+            "GatewayTimeoutError",
+        }),
+        (Category.UNAVAILABLE, "fallback.type_unavailable"),
+    ),
+    # Rule exception.auth.
+    (
+        frozenset({
+            "AuthenticationError", "openai.AuthenticationError", "anthropic.AuthenticationError", "Unauthenticated",
+            "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "ExpiredTokenException",
+            "InvalidAuthenticationError", "CredentialsError", "IdentityTokenFileError",
+        }),
+        (Category.AUTH, "fallback.type_auth"),
+    ),
+    # Rule exception.permission.
+    (
+        frozenset({
+            "PermissionDeniedError", "PermissionError", "PermissionDenied", "AccessDeniedException", "Forbidden",
+            "SecurityException", "UnauthorizedAccessException", "AccessDeniedError",
+        }),
+        (Category.PERMISSION_DENIED, "fallback.type_permission"),
+    ),
+    # Rule exception.not_found.
+    (
+        frozenset({
+            "NotFoundError", "FileNotFoundError", "NotFound", "NoSuchKey", "ModuleNotFoundError",
+            "FileNotFoundException", "NoSuchFileException", "NoSuchElementException", "ResourceNotFoundException",
+            "IsADirectoryError", "NotADirectoryError", "ProcessLookupError", "LookupError",
+        }),
+        (Category.NOT_FOUND, "fallback.type_not_found"),
+    ),
+    # Rule exception.validation.
+    (
+        frozenset({
+            "ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "AssertionError",
+            "ValidationError", "pydantic.ValidationError", "pydantic_core.ValidationError",
+            "UnprocessableEntityError", "RequestHeaderFieldsTooLargeError", "ZodError", "InvalidArgument",
+            "IllegalArgumentException", "IllegalStateException", "NumberFormatException", "ArgumentException",
+            "ArgumentNullException", "ArgumentOutOfRangeException", "FormatException", "ParamValidationError",
+            "UnicodeDecodeError", "UnicodeEncodeError", "UndefinedError", "TemplateSyntaxError",
+            "ZeroDivisionError", "OverflowError", "RangeError", "jsonschema.exceptions.ValidationError",
+        }),
+        (Category.VALIDATION, "fallback.type_validation"),
+    ),
+    # Rule exception.format.
+    (
+        frozenset({
+            "JSONDecodeError", "json.JSONDecodeError", "json.decoder.JSONDecodeError", "OutputParserException",
+            "langchain_core.exceptions.OutputParserException", "SyntaxError", "JsonParseException",
+            "JsonSyntaxException", "MismatchedInputException", "InvalidFormatException", "JsonMappingException",
+            "JsonEOFException", "YAMLError", "ScannerError", "ParserError",
+        }),
+        (Category.FORMAT, "fallback.type_format"),
+    ),
+    # Rule exception.conflict.
+    (
+        frozenset({
+            "UniqueViolation", "IntegrityError", "FileExistsError", "ConflictError", "PreconditionFailedError",
+            "ConcurrentModificationException", "DuplicateKeyException", "OptimisticLockException",
+            "StaleElementReferenceException",
+        }),
+        (Category.CONFLICT, "fallback.type_conflict"),
+    ),
+    # Rule exception.context_length.
+    (
+        frozenset({"ContextWindowExceededError", "ContextLengthExceededError", "ContentTooLargeError"}),
+        (Category.CONTEXT_LENGTH, "fallback.type_context_length"),
+    ),
+    # Rule exception.content_filter.
+    (
+        frozenset({
+            "ContentPolicyViolationError", "ContentFilterFinishReasonError", "BlockedPromptException",
+            "StopCandidateException",
+        }),
+        (Category.CONTENT_FILTER, "fallback.type_content_filter"),
+    ),
+    # Rule exception.quota.
+    (
+        frozenset({
+            "QuotaExceededError", "InsufficientQuotaError", "PaymentRequiredError", "MemoryError",
+            "OutOfMemoryError", "DiskFullError", "_ArrayMemoryError", "OutOfMemoryException",
+        }),
+        (Category.QUOTA_EXCEEDED, "fallback.type_quota"),
+    ),
+    # Rule exception.internal.
+    (
+        frozenset({
+            "RuntimeError", "NotImplementedError", "RecursionError", "SystemError", "NullPointerException",
+            "panic", "InternalError", "APIError", "HTTPNotImplementedError", "ArrayIndexOutOfBoundsException",
+            "IndexOutOfBoundsException", "ClassCastException",
+        }),
+        (Category.INTERNAL, "fallback.type_internal"),
+    ),
 )
+
+# A parse error raised inside a tool that ran, as the sidecar's rule kind.tool_error.parse reads
+# it (kind tool_error and one of these types, 160: over any code or type): what failed to parse came
+# from elsewhere (an error page, a changed format), so it is internal, retried once, with the rule's
+# own suggestion, where the same type alone is the model's format error. `build_outcome` gives a
+# tool's own exception the kind tool_error, so a json.JSONDecodeError raised by a tool is this case.
+# Matched as the types above (test_fallback checks the list for drift).
+_TOOL_ERROR_PARSE_TYPES = frozenset({
+    "JSONDecodeError", "json.JSONDecodeError", "json.decoder.JSONDecodeError", "SyntaxError", "JsonParseException",
+    "JsonSyntaxException", "JsonEOFException", "MismatchedInputException",
+})
 _TYPE_SEPARATORS = re.compile("[.:]")
+
+
+def _type_names(exception_type: str) -> tuple[str, str]:
+    """A type as the sidecar matches one: trimmed, then its full name and its last part after a
+    `.` or `:` (`requests.exceptions.ReadTimeout` and `ReadTimeout`)."""
+    name = exception_type.strip(_RUST_WHITE_SPACE)
+    return name, _TYPE_SEPARATORS.split(name)[-1]
 
 
 def _by_exception_type(exception_type: str) -> Optional[tuple[Category, str]]:
@@ -146,8 +349,7 @@ def _by_exception_type(exception_type: str) -> Optional[tuple[Category, str]]:
     type trimmed, then its full name or its last part after a `.` or `:`, case-sensitive, the
     first rule that names either winning (`requests.exceptions.ReadTimeout` is `ReadTimeout`;
     `readtimeout`, `grpc.FutureTimeoutError` and a name that only holds a listed one are none)."""
-    name = exception_type.strip(_RUST_WHITE_SPACE)
-    last = _TYPE_SEPARATORS.split(name)[-1]
+    name, last = _type_names(exception_type)
     return next((verdict for types, verdict in _EXCEPTION_TYPE_RULES if name in types or last in types), None)
 
 
@@ -178,6 +380,64 @@ _GRPC_CATEGORIES = {
 _GRPC_RESOURCE_EXHAUSTED = 8
 _QUOTA_WORDS = ("billing", "insufficient", "credits", "disk", "storage quota")
 
+# HTTP statuses, as the sidecar's rules that read one status and nothing else list them, in their
+# order (rules http.400 to http.502; test_fallback checks each list for drift, with its category).
+# Each answers under the rule id of the rule's first status (407 is fallback.http_401), but for
+# http.500, whose statuses keep the id fallback.http_5xx they had when every 5xx but the unavailable
+# ones fell to the range. The rules that read a status and words (http.400.context_length,
+# http.4xx.quota_words, http.402.card_declined, ...) are not carried: the fallback reads no words
+# there, so a 429 that says "insufficient quota" is still a rate limit.
+_HTTP_STATUSES = {
+    # Rule http.400.
+    **dict.fromkeys([400, 422], (Category.VALIDATION, "fallback.http_400")),
+    # Rule http.401.
+    **dict.fromkeys([401, 407], (Category.AUTH, "fallback.http_401")),
+    # Rule http.402.
+    402: (Category.QUOTA_EXCEEDED, "fallback.http_402"),
+    # Rule http.403.
+    403: (Category.PERMISSION_DENIED, "fallback.http_403"),
+    # Rule http.404.
+    **dict.fromkeys([404, 410], (Category.NOT_FOUND, "fallback.http_404")),
+    # Rule http.405.
+    **dict.fromkeys([405, 406, 411, 414, 415, 416, 431], (Category.VALIDATION, "fallback.http_405")),
+    # Rule http.408.
+    408: (Category.TIMEOUT, "fallback.http_408"),
+    # Rule http.409.
+    **dict.fromkeys([409, 412, 428], (Category.CONFLICT, "fallback.http_409")),
+    # Rule http.413.
+    413: (Category.CONTEXT_LENGTH, "fallback.http_413"),
+    # Rule http.429.
+    429: (Category.RATE_LIMITED, "fallback.http_429"),
+    # Rule http.451.
+    451: (Category.CONTENT_FILTER, "fallback.http_451"),
+    # Rule http.499.
+    499: (Category.CANCELLED, "fallback.http_499"),
+    # Rule http.500: an error inside the server, retried once.
+    **dict.fromkeys([500, 501, 505, 507, 508], (Category.INTERNAL, "fallback.http_5xx")),
+    # Rule http.502: a server that is down, overloaded or behind a failing gateway, retried.
+    **dict.fromkeys([502, 503, 504, 520, 521, 522, 523, 524, 529], (Category.UNAVAILABLE, "fallback.http_502")),
+}
+
+# The HTTP status ranges of the sidecar's rules http.4xx and http.5xx, in their order: read after
+# the statuses above and after an exit code (a range scores 38 there, a status or an exit code 40).
+_HTTP_RANGES = (
+    (400, 499, (Category.VALIDATION, "fallback.http_4xx")),
+    (500, 599, (Category.INTERNAL, "fallback.http_5xx")),
+)
+
+# Process exit codes, as the sidecar's rules exit.124 to exit.137 list them (test_fallback checks
+# for drift): timeout(1)'s 124, a command that cannot run (126) or is not there (127), a process
+# ended by SIGINT or SIGTERM (130, 143) and one killed by SIGKILL, most often for want of memory
+# (137, with the rule's own suggestion). Read after a single HTTP status, which ties with it at 40
+# on the sidecar and whose rules come first, and before an HTTP range.
+_EXIT_CODES = {
+    124: (Category.TIMEOUT, "fallback.exit_124"),
+    126: (Category.PERMISSION_DENIED, "fallback.exit_126"),
+    127: (Category.NOT_FOUND, "fallback.exit_127"),
+    **dict.fromkeys([130, 143], (Category.CANCELLED, "fallback.exit_130")),
+    137: (Category.QUOTA_EXCEEDED, "fallback.exit_137"),
+}
+
 # The bytes of a message or detail the sidecar's message patterns read (its default
 # classify.text_limit; src/classify.rs, match_text): a longer text's head, or its head and tail.
 _TEXT_LIMIT = 1024
@@ -200,6 +460,18 @@ _SUGGESTIONS = {
     Category.CONTEXT_LENGTH: "Shorten the input: summarise or split it.",
     Category.CONTENT_FILTER: "Rephrase the request or change the plan.",
     Category.CANCELLED: "The run was cancelled.",
+}
+
+# The suggestions of the sidecar's rules that give their own (rules code.quota_disk, exit.137 and
+# kind.tool_error.parse), by the fallback's rule id: they replace the category's, as on the
+# sidecar (test_fallback checks for drift).
+_RULE_SUGGESTIONS = {
+    "fallback.code_quota_disk": "Free disk space or ask a human to raise the quota.",
+    "fallback.exit_137": "The process was killed (out of memory?): use a smaller input or ask for more memory.",
+    "fallback.kind_tool_error_parse": (
+        "The tool could not parse what it received (an error page or a changed format?): the call itself was"
+        " fine; if it fails again, try another source."
+    ),
 }
 
 _INSTRUCTIONS = {
@@ -386,7 +658,7 @@ class FallbackPolicy:
         if not outcome.ok:
             v.classification.category = category.proto
             v.classification.retryable = category in _RETRYABLE
-            v.classification.suggestion = _SUGGESTIONS.get(category, "")
+            v.classification.suggestion = _suggestion(category, rule)
 
         if session.state == pb.SESSION_STATE_STOPPED:
             # Still counted (by the caller), but the run was told to end: say so again.
@@ -427,7 +699,7 @@ class FallbackPolicy:
             v.action = Action.REPLAN.proto
         else:
             v.action = Action.RECOVER.proto
-        v.snippet = _snippet(outcome, category, Action.of(v.action))
+        v.snippet = _snippet(outcome, category, v.classification.suggestion, Action.of(v.action))
         return v
 
     def _retries_for(self, category: Category) -> int:
@@ -542,11 +814,13 @@ class FallbackPolicy:
 def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     """Maps the structured signals a fallback can trust to a category and a rule id, ranked as
     the sidecar scores them (src/classify.rs: kind 100, error code 80, exception type 60, gRPC
-    code 50, HTTP status 40): the outcome's kind, then its error code, its exception type, its
-    gRPC code and last its HTTP status, the first the fallback knows deciding. So, as on the
+    code 50, HTTP status 40, exit code 40, HTTP range 38): the outcome's kind, then its error code,
+    its exception type, its gRPC code, a single HTTP status of the sidecar's status rules, its exit
+    code and last an HTTP range (4xx, 5xx), the first the fallback knows deciding. So, as on the
     sidecar, a 503 or a 500 with ECONNRESET is a network failure (retried three times, an internal
-    error once), a 401 with httpx.ReadTimeout a timeout, and a 429 with gRPC RESOURCE_EXHAUSTED
-    and a quota word a used-up quota."""
+    error once), a 401 with httpx.ReadTimeout a timeout, a 429 with gRPC RESOURCE_EXHAUSTED and a
+    quota word a used-up quota, a 404 with exit code 127 not found by the status, and a 418 with
+    exit code 127 not found by the exit code."""
     # The agent's own word on what failed first: on the sidecar a kind outranks every other
     # signal, so a timeout that carries a 401 or a provider code is still a timeout there.
     kind = Kind.of(o.kind)
@@ -558,6 +832,8 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"
     if kind in (Kind.NO_TOOL_CALL, Kind.INVALID_TOOL_CALL):
         return Category.FORMAT, "fallback.kind_format"
+    if kind is Kind.TOOL_ERROR and not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(o.exception_type)):
+        return Category.INTERNAL, "fallback.kind_tool_error_parse"
     by_code = _CODES.get(_code_key(o.code))
     if by_code is not None:
         return by_code
@@ -574,19 +850,12 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         if o.grpc_code in _GRPC_CATEGORIES:
             return _GRPC_CATEGORIES[o.grpc_code]
     s = o.http_status
-    if s == 401:
-        return Category.AUTH, "fallback.http_401"
-    if s == 403:
-        return Category.PERMISSION_DENIED, "fallback.http_403"
-    if s == 429:
-        return Category.RATE_LIMITED, "fallback.http_429"
-    if s == 408:
-        return Category.TIMEOUT, "fallback.http_408"
-    if s in _UNAVAILABLE_STATUSES:
-        return Category.UNAVAILABLE, "fallback.http_502"
-    if 500 <= s <= 599:
-        return Category.INTERNAL, "fallback.http_5xx"
-    return Category.UNKNOWN, "fallback.default"
+    by_status = _HTTP_STATUSES.get(s)
+    if by_status is not None:
+        return by_status
+    if o.HasField("exit_code") and o.exit_code in _EXIT_CODES:
+        return _EXIT_CODES[o.exit_code]
+    return next((verdict for lo, hi, verdict in _HTTP_RANGES if lo <= s <= hi), (Category.UNKNOWN, "fallback.default"))
 
 
 def _says_any(o: pb.Outcome, words: tuple[str, ...]) -> bool:
@@ -662,10 +931,16 @@ def _http_date(text: str) -> Optional[float]:
     return at.timestamp()
 
 
-def _snippet(o: pb.Outcome, category: Category, action: Action) -> str:
+def _suggestion(category: Category, rule: str) -> str:
+    """The suggestion of a failure: its rule's own where the sidecar's rule gives one, else its
+    category's."""
+    return _RULE_SUGGESTIONS.get(rule) or _SUGGESTIONS.get(category, "")
+
+
+def _snippet(o: pb.Outcome, category: Category, suggestion: str, action: Action) -> str:
     """The fallback's <error> block for the LLM's next turn, then the instruction."""
     line = message_line(error_type(o), shown_message(o))
-    block = error_block(o.tool, category, line, _SUGGESTIONS.get(category, ""))
+    block = error_block(o.tool, category, line, suggestion)
     return f"{block}\n{_INSTRUCTIONS.get(action, '')}"
 
 
