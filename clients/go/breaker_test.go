@@ -308,7 +308,7 @@ func TestFallbackAttemptsLeftCountsTheSessionBreakers(t *testing.T) {
 // through `rebound replay` and through the local state and fallback policy, and
 // both must give the same action, reason, counters and retries left, and for a
 // 5xx the same category. The outcomes are ones the fallback answers as the
-// sidecar does (a 404 is unknown to the fallback, but recovered all the same).
+// sidecar does (a 404 is not found on both, and recovered).
 func TestFallbackSessionBreakersAgreeWithTheSidecar(t *testing.T) {
 	timeout := func(tool string, s float64) *reboundpb.Outcome {
 		return &reboundpb.Outcome{Tool: tool, HttpStatus: 503, Message: fmt.Sprintf("upstream timed out after %.1fs", s)}

@@ -17,26 +17,32 @@ import (
 
 // FallbackPolicy is the local policy that decides when the sidecar cannot be
 // reached within the call deadline. DefaultFallbackPolicy holds the sidecar's
-// seed defaults. It classifies only coarse signals: timeouts, connection
-// errors, HTTP 429, gRPC RESOURCE_EXHAUSTED and the 5xx of an unavailable
-// server (502, 503, 504, 520 to 524, 529: retried), other 5xx and gRPC
-// INTERNAL, UNKNOWN and DATA_LOSS (internal: retried once), 401 and 403
-// (escalated), the provider codes of a used-up quota (escalated, as is a
-// RESOURCE_EXHAUSTED whose message speaks of billing, credits or the like), of
-// an input too long or filtered (replan), of an overloaded server (retried)
-// and of an error inside the provider (retried once), cancellation (aborted),
-// an unknown tool (reclassify: choose another tool);
-// anything else is handed back to the LLM (recover), gRPC NOT_FOUND,
-// INVALID_ARGUMENT, ALREADY_EXISTS and the other codes the sidecar reads as
-// not found, validation or conflict among them. It ranks the signals as
-// the sidecar scores them: the outcome's kind (timeout, cancelled,
+// seed defaults. It classifies by the structured signals of the sidecar's
+// rules that read one signal alone (src/defaults/rules.toml), with their
+// values: the outcome's kind, every error code of its code.* rules (provider
+// codes, errno names such as ENOENT, EACCES and ENOSPC, MCP's JSON-RPC codes),
+// every exception type of its exception.* rules, every gRPC code, every HTTP
+// status of its http.* rules and their ranges (any other 4xx validation, any
+// other 5xx internal), and the exit codes of its exit.* rules; plus a parse
+// error inside a tool that ran (kind.tool_error.parse) and a gRPC
+// RESOURCE_EXHAUSTED whose words say billing, credits or the like (a used-up
+// quota). Each category then gets the plan of the sidecar's categories.toml:
+// timeouts, connection errors, rate limits and an unavailable server are
+// retried, an internal error retried once, auth, permission and quota errors
+// escalated, an input too long or filtered replanned, a cancellation aborted,
+// an unknown tool reclassified, and anything else (not found, validation,
+// conflict, format, unknown) handed back to the LLM (recover). It ranks the
+// signals as the sidecar scores them: the outcome's kind (timeout, cancelled,
 // unknown_tool, no_tool_call, invalid_tool_call), then an error code, then an
-// exception type, then a gRPC code, then the HTTP status; so a timeout with a
-// 401 is retried, not escalated, and a 503 with ECONNRESET is a network
-// failure (classifyCoarse). Its session breakers are the sidecar's
-// (src/breaker.rs): identical errors in a row and a session's step and cost
-// limits abort, failures of one tool in a row and the session's errors
-// escalate.
+// exception type, then a gRPC code, then a single HTTP status, then an exit
+// code, then an HTTP status by its range; so a timeout with a 401 is retried,
+// not escalated, a 503 with ECONNRESET is a network failure and exit code 127
+// with a 418 not found (classifyCoarse). It reads no words but those of
+// RESOURCE_EXHAUSTED: where the sidecar's rules read a signal with the
+// message's words (a 400 that says the prompt is too long), it answers by the
+// signal alone. Its session breakers are the sidecar's (src/breaker.rs):
+// identical errors in a row and a session's step and cost limits abort,
+// failures of one tool in a row and the session's errors escalate.
 type FallbackPolicy struct {
 	// BaseDelay is the first retry's backoff delay.
 	BaseDelay time.Duration
@@ -146,61 +152,119 @@ var retryableCategories = map[Category]bool{
 // a fluke once, but seldom goes away when asked again.
 const internalMaxRetries = 1
 
-// unavailableStatuses are the HTTP statuses of a server that is down,
-// overloaded or behind a failing gateway: unavailable, as the sidecar's rule
-// http.502 says (src/defaults/rules.toml; TestHTTP5xxSplitMatchesSidecarRules
-// checks for drift). Every other 5xx is an error inside the server: internal,
-// as its rules http.500 and http.5xx say.
-var unavailableStatuses = map[int32]bool{
-	502: true, 503: true, 504: true, 520: true, 521: true, 522: true, 523: true, 524: true, 529: true,
-}
-
-// codeClass is what an error code, an exception type or a gRPC code means to
-// the fallback: a category and the rule that says so.
+// codeClass is what an error code, an exception type, a gRPC code, an HTTP
+// status or an exit code means to the fallback: a category, the rule that
+// says so, and that rule's own suggestion where the sidecar's has one (empty:
+// the category's, from categories.toml).
 type codeClass struct {
-	category Category
-	rule     string
+	category   Category
+	rule       string
+	suggestion string
 }
 
-// codeRules are the error codes that change what to do, as the sidecar lists
-// them: a quota is not retried but escalated, an input too long or filtered is
-// replanned, an overloaded server is retried with backoff (unavailable) and an
-// error inside the provider's server retried once (internal); the codes of a
-// call that timed out or of a connection that failed (errno names, Node's and
-// undici's codes, providers' such as timeout_error) are retried (timeout,
-// network). The sidecar's lists are the source of truth
-// (src/defaults/rules.toml, rules code.insufficient_quota, code.context_length,
-// code.content_filter, code.overloaded, code.internal, code.timeout and
-// code.network; TestErrorCodesMatchSidecarRules checks for drift). As on
-// the sidecar, a code wins over an exception type, a gRPC code and the HTTP
-// status (but not over the outcome's kind): OpenAI sends insufficient_quota
-// with a 429, server_error with a 503 is internal, and a 503 whose connection
-// was reset (ECONNRESET) is a network failure.
+// codeRules are the error codes of every rule of the sidecar that reads a code
+// and nothing else, in src/defaults/rules.toml's order, each entry under the
+// rule it mirrors (TestErrorCodesMatchSidecarRules checks for drift): provider
+// codes, errno names (which the Go client reports as the code: ENOENT,
+// EACCES, ENOSPC...), Node's and undici's codes, and MCP's JSON-RPC error
+// codes. A used-up quota (a full disk too) is not retried but escalated, as
+// are auth and permission errors; an input too long or filtered is replanned;
+// an overloaded server is retried with backoff (unavailable) and an error
+// inside the provider's server retried once (internal); a timeout or a failed
+// connection is retried; a cancellation aborts; the others go back to the
+// LLM. Left out: the rules code.validation.quota and
+// code.validation.context_length, which also read the message's words (so
+// invalid_request_error is validation here even when its words speak of
+// billing). As on the sidecar, a code wins over an exception type, a gRPC
+// code, the HTTP status and the exit code (but not over the outcome's kind):
+// OpenAI sends insufficient_quota with a 429, server_error with a 503 is
+// internal, and a 503 whose connection was reset (ECONNRESET) is a network
+// failure.
 var codeRules = []struct {
 	class codeClass
 	codes []string
 }{
-	{codeClass{reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"},
+	// code.insufficient_quota
+	{codeClass{category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, rule: "fallback.code_quota"},
 		[]string{"insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
 			"QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"}},
-	{codeClass{reboundpb.Category_CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"},
+	// code.rate_limit
+	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.code_rate_limit"},
+		[]string{"rate_limit_exceeded", "rate_limit_error", "RateLimitExceeded", "ThrottlingException", "Throttling",
+			"ProvisionedThroughputExceededException", "TooManyRequests", "TooManyRequestsException", "SlowDown",
+			"RequestLimitExceeded", "ratelimited", "rate_limited", "429"}},
+	// code.context_length
+	{codeClass{category: reboundpb.Category_CATEGORY_CONTEXT_LENGTH, rule: "fallback.code_context_length"},
 		[]string{"context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"}},
-	{codeClass{reboundpb.Category_CATEGORY_CONTENT_FILTER, "fallback.code_content_filter"},
+	// code.content_filter
+	{codeClass{category: reboundpb.Category_CATEGORY_CONTENT_FILTER, rule: "fallback.code_content_filter"},
 		[]string{"content_filter", "content_policy_violation", "ResponsibleAIPolicyViolation", "SAFETY", "safety",
 			"PROHIBITED_CONTENT"}},
-	{codeClass{reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded"},
+	// code.auth
+	{codeClass{category: reboundpb.Category_CATEGORY_AUTH, rule: "fallback.code_auth"},
+		[]string{"invalid_api_key", "authentication_error", "invalid_auth", "not_authed", "ExpiredToken",
+			"ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException", "InvalidAccessKeyId",
+			"SignatureDoesNotMatch", "token_expired", "unauthorized", "UNAUTHENTICATED", "bad_credentials"}},
+	// code.permission
+	{codeClass{category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.code_permission"},
+		[]string{"permission_error", "AccessDenied", "AccessDeniedException", "Forbidden", "insufficient_permissions",
+			"missing_scope", "not_allowed_token_type", "PERMISSION_DENIED", "EACCES", "EPERM"}},
+	// code.not_found
+	{codeClass{category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.code_not_found"},
+		[]string{"model_not_found", "not_found_error", "NoSuchKey", "NoSuchBucket", "ResourceNotFoundException", "NotFound",
+			"channel_not_found", "resource_missing", "ENOENT", "ENOTDIR", "EISDIR", "NOT_FOUND", "MODULE_NOT_FOUND",
+			"ERR_MODULE_NOT_FOUND"}},
+	// code.validation
+	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.code_validation"},
+		[]string{"invalid_request_error", "invalid_request", "ValidationException", "ValidationError", "invalid_arguments",
+			"invalid_parameter", "parameter_invalid", "InvalidParameterValue", "invalid_type", "EINVAL", "ERR_INVALID_ARG_TYPE",
+			"ERR_INVALID_ARG_VALUE", "ERR_INVALID_URL", "INVALID_ARGUMENT", "MissingParameter", "card_declined", "expired_card",
+			"incorrect_cvc", "incorrect_number"}},
+	// code.conflict
+	{codeClass{category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.code_conflict"},
+		[]string{"ConditionalCheckFailedException", "ResourceInUseException", "BucketAlreadyExists",
+			"BucketAlreadyOwnedByYou", "already_exists", "ConflictException", "EEXIST", "ENOTEMPTY", "ALREADY_EXISTS",
+			"name_taken"}},
+	// code.overloaded
+	{codeClass{category: reboundpb.Category_CATEGORY_UNAVAILABLE, rule: "fallback.code_overloaded"},
 		[]string{"overloaded_error", "ServiceUnavailable", "ServiceUnavailableException", "ModelNotReadyException",
 			"server_overloaded", "engine_overloaded", "UNAVAILABLE", "InternalFailure", "ModelStreamErrorException"}},
-	{codeClass{reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal"},
+	// code.internal
+	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_internal"},
 		[]string{"api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"}},
-	{codeClass{reboundpb.Category_CATEGORY_TIMEOUT, "fallback.code_etimedout"},
-		[]string{"ETIMEDOUT", "ESOCKETTIMEDOUT", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT",
-			"RequestTimeout", "RequestTimeoutException", "timeout", "timeout_error", "DEADLINE_EXCEEDED", "ModelTimeoutException"}},
-	{codeClass{reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"},
-		[]string{"ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH",
-			"ENETDOWN", "EHOSTDOWN", "ERR_TLS_CERT_ALTNAME_INVALID", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "CERT_HAS_EXPIRED",
-			"DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "UND_ERR_SOCKET", "UND_ERR_CLOSED",
+	// code.timeout
+	{codeClass{category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.code_etimedout"},
+		[]string{"ETIMEDOUT", "ESOCKETTIMEDOUT", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT",
+			"UND_ERR_BODY_TIMEOUT", "RequestTimeout", "RequestTimeoutException", "timeout", "timeout_error",
+			"DEADLINE_EXCEEDED", "ModelTimeoutException"}},
+	// code.network
+	{codeClass{category: reboundpb.Category_CATEGORY_NETWORK, rule: "fallback.code_network"},
+		[]string{"ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH",
+			"ENETUNREACH", "ENETDOWN", "EHOSTDOWN", "ERR_TLS_CERT_ALTNAME_INVALID", "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+			"CERT_HAS_EXPIRED", "DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "UND_ERR_SOCKET", "UND_ERR_CLOSED",
 			"ERR_SOCKET_CONNECTION_TIMEOUT", "EPROTO"}},
+	// code.quota_disk, with the rule's own suggestion
+	{codeClass{category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, rule: "fallback.code_quota_disk",
+		suggestion: "Free disk space or ask a human to raise the quota."},
+		[]string{"ENOSPC", "EDQUOT"}},
+	// code.cancelled
+	{codeClass{category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.code_cancelled"},
+		[]string{"ABORT_ERR", "ERR_CANCELED", "CANCELLED", "canceled", "cancelled"}},
+	// code.mcp.timeout: MCP's request timeout
+	{codeClass{category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.code_mcp_timeout"},
+		[]string{"-32001"}},
+	// code.mcp.parse: JSON-RPC's parse error
+	{codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.code_mcp_parse"},
+		[]string{"-32700"}},
+	// code.mcp.invalid: JSON-RPC's invalid request and invalid params
+	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.code_mcp_invalid"},
+		[]string{"-32600", "-32602"}},
+	// code.mcp.method: JSON-RPC's method not found
+	{codeClass{category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.code_mcp_method"},
+		[]string{"-32601"}},
+	// code.mcp.internal: JSON-RPC's internal error
+	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_mcp_internal"},
+		[]string{"-32603"}},
 }
 
 // codeClasses are codeRules by code, ASCII-lowercased: the sidecar matches a
@@ -210,7 +274,10 @@ var codeClasses = func() map[string]codeClass {
 	table := map[string]codeClass{}
 	for _, rule := range codeRules {
 		for _, code := range rule.codes {
-			table[asciiLower(code)] = rule.class
+			// The first rule that names a code has it, as on the sidecar (equal scores go to the rule listed first).
+			if _, ok := table[asciiLower(code)]; !ok {
+				table[asciiLower(code)] = rule.class
+			}
 		}
 	}
 	return table
@@ -227,35 +294,117 @@ func codeClassOf(code string) (codeClass, bool) {
 	return c, ok
 }
 
-// exceptionRules are the exception types the fallback reads, those of a call
-// that timed out or of a connection that failed, as the sidecar lists them
-// (src/defaults/rules.toml, rules exception.timeout and exception.network;
-// TestExceptionTypesMatchSidecarRules checks for drift). The sidecar knows
-// more (ValueError, RateLimitError...), which the fallback does not read.
+// exceptionRules are the exception types of every rule of the sidecar that
+// reads an exception type and nothing else, in src/defaults/rules.toml's
+// order, each entry under the rule it mirrors (TestExceptionTypesMatchSidecarRules
+// checks for drift). The order matters: a type two rules name (by its whole
+// name or its last part) is the first one's, as on the sidecar, where equal
+// scores go to the rule listed first. Left out: the rules that also read the
+// message's words (exception.typeerror.fetch_url, exception.typeerror.fetch,
+// exception.rangeerror.stack, exception.valueerror.parse), so a TypeError is
+// validation here even when its words say fetch failed; and the types the
+// sidecar reads from a stack trace in the message or detail when the outcome
+// names none, or none a rule knows (Go's exec.ExitError around a Python
+// traceback), which the fallback does not parse.
 var exceptionRules = []struct {
 	class codeClass
 	types []string
 }{
-	{codeClass{reboundpb.Category_CATEGORY_TIMEOUT, "fallback.type_timeout"},
-		[]string{"TimeoutError", "Timeout", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException",
-			"ReadTimeoutError", "ConnectTimeoutError", "ServerTimeoutError", "APITimeoutError", "RequestTimeoutError",
-			"SocketTimeoutException", "HttpTimeoutException", "TimeoutExpired", "DeadlineExceeded", "ReadTimeoutException",
-			"asyncio.TimeoutError", "socket.timeout"}},
-	{codeClass{reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"},
+	// exception.cancelled
+	{codeClass{category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.type_cancelled"},
+		[]string{"CancelledError", "asyncio.CancelledError", "concurrent.futures.CancelledError", "KeyboardInterrupt",
+			"AbortError", "APIUserAbortError", "ClientClosedRequestError", "OperationCanceledException",
+			"TaskCanceledException", "InterruptedException", "CancellationException"}},
+	// exception.timeout
+	{codeClass{category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.type_timeout"},
+		[]string{"TimeoutError", "Timeout", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout",
+			"TimeoutException", "ReadTimeoutError", "ConnectTimeoutError", "ServerTimeoutError", "APITimeoutError",
+			"RequestTimeoutError", "SocketTimeoutException", "HttpTimeoutException", "TimeoutExpired", "DeadlineExceeded",
+			"ReadTimeoutException", "asyncio.TimeoutError", "socket.timeout"}},
+	// exception.network
+	{codeClass{category: reboundpb.Category_CATEGORY_NETWORK, rule: "fallback.type_connection"},
 		[]string{"ConnectionError", "ConnectError", "ChunkedEncodingError", "IncompleteRead", "ConnectionRefusedError",
 			"ConnectionResetError", "ConnectionAbortedError", "BrokenPipeError", "NewConnectionError", "ProtocolError",
 			"RemoteProtocolError", "ReadError", "WriteError", "NetworkError", "ClientConnectorError", "ClientConnectionError",
 			"ServerDisconnectedError", "ClientOSError", "APIConnectionError", "SSLError", "SSLCertVerificationError",
 			"ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException", "gaierror",
 			"socket.gaierror", "MaxRetryError", "EndpointConnectionError", "ConnectionClosedError", "HttpRequestException"}},
+	// exception.rate_limited
+	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.type_rate_limited"},
+		[]string{"RateLimitError", "openai.RateLimitError", "anthropic.RateLimitError", "TooManyRequests",
+			"ThrottlingException", "ResourceExhausted"}},
+	// exception.unavailable
+	{codeClass{category: reboundpb.Category_CATEGORY_UNAVAILABLE, rule: "fallback.type_unavailable"},
+		[]string{"ServiceUnavailableError", "ServiceUnavailable", "OverloadedError", "BadGateway", "GatewayTimeout",
+			"GatewayTimeoutError"}},
+	// exception.auth
+	{codeClass{category: reboundpb.Category_CATEGORY_AUTH, rule: "fallback.type_auth"},
+		[]string{"AuthenticationError", "openai.AuthenticationError", "anthropic.AuthenticationError", "Unauthenticated",
+			"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "ExpiredTokenException",
+			"InvalidAuthenticationError", "CredentialsError", "IdentityTokenFileError"}},
+	// exception.permission
+	{codeClass{category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.type_permission"},
+		[]string{"PermissionDeniedError", "PermissionError", "PermissionDenied", "AccessDeniedException", "Forbidden",
+			"SecurityException", "UnauthorizedAccessException", "AccessDeniedError"}},
+	// exception.not_found
+	{codeClass{category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.type_not_found"},
+		[]string{"NotFoundError", "FileNotFoundError", "NotFound", "NoSuchKey", "ModuleNotFoundError",
+			"FileNotFoundException", "NoSuchFileException", "NoSuchElementException", "ResourceNotFoundException",
+			"IsADirectoryError", "NotADirectoryError", "ProcessLookupError", "LookupError"}},
+	// exception.validation
+	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.type_validation"},
+		[]string{"ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "AssertionError", "ValidationError",
+			"pydantic.ValidationError", "pydantic_core.ValidationError", "UnprocessableEntityError",
+			"RequestHeaderFieldsTooLargeError", "ZodError", "InvalidArgument", "IllegalArgumentException",
+			"IllegalStateException", "NumberFormatException", "ArgumentException", "ArgumentNullException",
+			"ArgumentOutOfRangeException", "FormatException", "ParamValidationError", "UnicodeDecodeError",
+			"UnicodeEncodeError", "UndefinedError", "TemplateSyntaxError", "ZeroDivisionError", "OverflowError", "RangeError",
+			"jsonschema.exceptions.ValidationError"}},
+	// exception.format
+	{codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.type_format"},
+		[]string{"JSONDecodeError", "json.JSONDecodeError", "json.decoder.JSONDecodeError", "OutputParserException",
+			"langchain_core.exceptions.OutputParserException", "SyntaxError", "JsonParseException", "JsonSyntaxException",
+			"MismatchedInputException", "InvalidFormatException", "JsonMappingException", "JsonEOFException", "YAMLError",
+			"ScannerError", "ParserError"}},
+	// exception.conflict
+	{codeClass{category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.type_conflict"},
+		[]string{"UniqueViolation", "IntegrityError", "FileExistsError", "ConflictError", "PreconditionFailedError",
+			"ConcurrentModificationException", "DuplicateKeyException", "OptimisticLockException",
+			"StaleElementReferenceException"}},
+	// exception.context_length
+	{codeClass{category: reboundpb.Category_CATEGORY_CONTEXT_LENGTH, rule: "fallback.type_context_length"},
+		[]string{"ContextWindowExceededError", "ContextLengthExceededError", "ContentTooLargeError"}},
+	// exception.content_filter
+	{codeClass{category: reboundpb.Category_CATEGORY_CONTENT_FILTER, rule: "fallback.type_content_filter"},
+		[]string{"ContentPolicyViolationError", "ContentFilterFinishReasonError", "BlockedPromptException",
+			"StopCandidateException"}},
+	// exception.quota
+	{codeClass{category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, rule: "fallback.type_quota"},
+		[]string{"QuotaExceededError", "InsufficientQuotaError", "PaymentRequiredError", "MemoryError", "OutOfMemoryError",
+			"DiskFullError", "_ArrayMemoryError", "OutOfMemoryException"}},
+	// exception.internal
+	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.type_internal"},
+		[]string{"RuntimeError", "NotImplementedError", "RecursionError", "SystemError", "NullPointerException", "panic",
+			"InternalError", "APIError", "HTTPNotImplementedError", "ArrayIndexOutOfBoundsException",
+			"IndexOutOfBoundsException", "ClassCastException"}},
 }
 
-// exceptionClasses are exceptionRules by type; exceptionClassOf looks a type up.
-var exceptionClasses = func() map[string]codeClass {
-	table := map[string]codeClass{}
-	for _, rule := range exceptionRules {
+// rankedClass is a codeClass with its rule's place in its table: of two rules
+// that match, the one listed first wins.
+type rankedClass struct {
+	codeClass
+	rank int
+}
+
+// exceptionClasses are exceptionRules by type, each type the first rule's that
+// names it; exceptionClassOf looks a type up.
+var exceptionClasses = func() map[string]rankedClass {
+	table := map[string]rankedClass{}
+	for rank, rule := range exceptionRules {
 		for _, typ := range rule.types {
-			table[typ] = rule.class
+			if _, ok := table[typ]; !ok {
+				table[typ] = rankedClass{rule.class, rank}
+			}
 		}
 	}
 	return table
@@ -264,14 +413,54 @@ var exceptionClasses = func() map[string]codeClass {
 // exceptionClassOf is what an exception type means, read as the sidecar reads
 // it (src/classify.rs): trimmed, then by its exact name (case included), whole
 // or its last part after a dot or a colon, so requests.exceptions.ReadTimeout
-// is a ReadTimeout, but LockTimeoutError or readtimeout no timeout.
+// is a ReadTimeout, but LockTimeoutError or readtimeout no timeout. When the
+// whole name and its last part are in two rules, the one listed first wins.
 func exceptionClassOf(typ string) (codeClass, bool) {
 	typ = strings.TrimSpace(typ)
-	if c, ok := exceptionClasses[typ]; ok {
-		return c, true
+	whole, wholeOK := exceptionClasses[typ]
+	last, lastOK := exceptionClasses[lastPart(typ)]
+	switch {
+	case wholeOK && (!lastOK || whole.rank <= last.rank):
+		return whole.codeClass, true
+	case lastOK:
+		return last.codeClass, true
 	}
-	c, ok := exceptionClasses[typ[strings.LastIndexAny(typ, ".:")+1:]]
-	return c, ok
+	return codeClass{}, false
+}
+
+// lastPart is an exception type's last part after a dot or a colon (the whole
+// type when it has neither), as the sidecar splits it.
+func lastPart(typ string) string {
+	return typ[strings.LastIndexAny(typ, ".:")+1:]
+}
+
+// toolErrorParseTypes are the exception types of the sidecar's rule
+// kind.tool_error.parse (TestToolErrorParseMatchesSidecarRule checks for
+// drift): a parse error raised inside a tool that ran (kind tool_error, which
+// the Go client reports for any error but a timeout or a cancellation, a
+// json.SyntaxError among them) is internal, retried once: what failed to
+// parse came from elsewhere (an error page, a changed format), not from the
+// model. The rule reads the kind (100) and the type (60), so it wins over
+// every other signal; without that kind, the same types are format errors
+// (exception.format).
+var toolErrorParseTypes = map[string]bool{
+	"JSONDecodeError": true, "json.JSONDecodeError": true, "json.decoder.JSONDecodeError": true, "SyntaxError": true,
+	"JsonParseException": true, "JsonSyntaxException": true, "JsonEOFException": true, "MismatchedInputException": true,
+}
+
+// toolErrorParse is what kind.tool_error.parse says, with the rule's own suggestion.
+var toolErrorParse = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.kind_tool_error_parse",
+	suggestion: "The tool could not parse what it received (an error page or a changed format?): " +
+		"the call itself was fine; if it fails again, try another source."}
+
+// isToolErrorParse says whether an outcome is a parse error inside a tool that
+// ran, as the sidecar's rule kind.tool_error.parse reads it.
+func isToolErrorParse(o *reboundpb.Outcome) bool {
+	if o.GetKind() != KindToolError {
+		return false
+	}
+	typ := strings.TrimSpace(o.GetExceptionType())
+	return typ != "" && (toolErrorParseTypes[typ] || toolErrorParseTypes[lastPart(typ)])
 }
 
 // grpcClasses are the gRPC status codes (their numbers, fixed by the gRPC
@@ -279,22 +468,143 @@ func exceptionClassOf(typ string) (codeClass, bool) {
 // TestGRPCCodesMatchSidecarRules checks for drift). RESOURCE_EXHAUSTED, which
 // also reads words, is read apart (grpcResourceExhausted).
 var grpcClasses = map[int32]codeClass{
-	1:  {reboundpb.Category_CATEGORY_CANCELLED, "fallback.grpc_cancelled"},                 // CANCELLED
-	2:  {reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},                   // UNKNOWN
-	3:  {reboundpb.Category_CATEGORY_VALIDATION, "fallback.grpc_invalid_argument"},         // INVALID_ARGUMENT
-	4:  {reboundpb.Category_CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"},           // DEADLINE_EXCEEDED
-	5:  {reboundpb.Category_CATEGORY_NOT_FOUND, "fallback.grpc_not_found"},                 // NOT_FOUND
-	6:  {reboundpb.Category_CATEGORY_CONFLICT, "fallback.grpc_conflict"},                   // ALREADY_EXISTS
-	7:  {reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.grpc_permission_denied"}, // PERMISSION_DENIED
-	9:  {reboundpb.Category_CATEGORY_CONFLICT, "fallback.grpc_conflict"},                   // FAILED_PRECONDITION
-	10: {reboundpb.Category_CATEGORY_CONFLICT, "fallback.grpc_conflict"},                   // ABORTED
-	11: {reboundpb.Category_CATEGORY_VALIDATION, "fallback.grpc_invalid_argument"},         // OUT_OF_RANGE
-	12: {reboundpb.Category_CATEGORY_NOT_FOUND, "fallback.grpc_not_found"},                 // UNIMPLEMENTED
-	13: {reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},                   // INTERNAL
-	14: {reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.grpc_unavailable"},             // UNAVAILABLE
-	15: {reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},                   // DATA_LOSS
-	16: {reboundpb.Category_CATEGORY_AUTH, "fallback.grpc_unauthenticated"},                // UNAUTHENTICATED
+	1:  {category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.grpc_cancelled"},                 // CANCELLED
+	2:  {category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_internal"},                   // UNKNOWN
+	3:  {category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.grpc_invalid_argument"},         // INVALID_ARGUMENT
+	4:  {category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.grpc_deadline_exceeded"},           // DEADLINE_EXCEEDED
+	5:  {category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.grpc_not_found"},                 // NOT_FOUND
+	6:  {category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.grpc_conflict"},                   // ALREADY_EXISTS
+	7:  {category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.grpc_permission_denied"}, // PERMISSION_DENIED
+	9:  {category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.grpc_conflict"},                   // FAILED_PRECONDITION
+	10: {category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.grpc_conflict"},                   // ABORTED
+	11: {category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.grpc_invalid_argument"},         // OUT_OF_RANGE
+	12: {category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.grpc_not_found"},                 // UNIMPLEMENTED
+	13: {category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_internal"},                   // INTERNAL
+	14: {category: reboundpb.Category_CATEGORY_UNAVAILABLE, rule: "fallback.grpc_unavailable"},             // UNAVAILABLE
+	15: {category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_internal"},                   // DATA_LOSS
+	16: {category: reboundpb.Category_CATEGORY_AUTH, rule: "fallback.grpc_unauthenticated"},                // UNAUTHENTICATED
 }
+
+// httpStatusRules are the HTTP statuses of every rule of the sidecar that
+// reads single statuses and nothing else, in src/defaults/rules.toml's order,
+// each entry under the rule it mirrors, its fallback rule named after the
+// rule's first status (TestHTTPStatusesMatchSidecarRules checks for drift): a
+// 401 or a 407 is auth (escalated), a 402 a used-up quota and a 403 a refused
+// permission (escalated), a 408 a timeout and a 429 a rate limit (retried),
+// a 413 an input too long and a 451 a filtered one (replanned), a 499 a
+// cancellation (aborted), a 500 an error inside the server (retried once), a
+// 502 and the other statuses of a server that is down, overloaded or behind
+// a failing gateway unavailable (retried); a 404 (not found), a 400 or a 422
+// (validation) and a 409 (conflict) go back to the LLM. The rule http.500
+// keeps the name the fallback gave every internal 5xx before, fallback.http_5xx.
+// Left out: the rules that also read the message's words
+// (http.400.context_length, http.4xx.quota_words...), so a 429 whose words
+// say the quota is used up is a rate limit here.
+var httpStatusRules = []struct {
+	class    codeClass
+	statuses []int32
+}{
+	// http.400
+	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.http_400"}, []int32{400, 422}},
+	// http.401
+	{codeClass{category: reboundpb.Category_CATEGORY_AUTH, rule: "fallback.http_401"}, []int32{401, 407}},
+	// http.402
+	{codeClass{category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, rule: "fallback.http_402"}, []int32{402}},
+	// http.403
+	{codeClass{category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.http_403"}, []int32{403}},
+	// http.404
+	{codeClass{category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.http_404"}, []int32{404, 410}},
+	// http.405
+	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.http_405"},
+		[]int32{405, 406, 411, 414, 415, 416, 431}},
+	// http.408
+	{codeClass{category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.http_408"}, []int32{408}},
+	// http.409
+	{codeClass{category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.http_409"}, []int32{409, 412, 428}},
+	// http.413
+	{codeClass{category: reboundpb.Category_CATEGORY_CONTEXT_LENGTH, rule: "fallback.http_413"}, []int32{413}},
+	// http.429
+	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.http_429"}, []int32{429}},
+	// http.451
+	{codeClass{category: reboundpb.Category_CATEGORY_CONTENT_FILTER, rule: "fallback.http_451"}, []int32{451}},
+	// http.499
+	{codeClass{category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.http_499"}, []int32{499}},
+	// http.500
+	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.http_5xx"}, []int32{500, 501, 505, 507, 508}},
+	// http.502
+	{codeClass{category: reboundpb.Category_CATEGORY_UNAVAILABLE, rule: "fallback.http_502"},
+		[]int32{502, 503, 504, 520, 521, 522, 523, 524, 529}},
+}
+
+// httpStatusClasses are httpStatusRules by status, each status the first
+// rule's that names it.
+var httpStatusClasses = func() map[int32]codeClass {
+	table := map[int32]codeClass{}
+	for _, rule := range httpStatusRules {
+		for _, s := range rule.statuses {
+			if _, ok := table[s]; !ok {
+				table[s] = rule.class
+			}
+		}
+	}
+	return table
+}()
+
+// httpRangeRules are the sidecar's rules http.4xx and http.5xx, which read a
+// range of statuses and nothing else (TestHTTPStatusesMatchSidecarRules checks
+// for drift): any other 4xx is a validation error (back to the LLM), any other
+// 5xx an error inside the server (retried once). A range scores less than one
+// status (38 to 40) on the sidecar, and so less than an exit code: exit code
+// 127 with a 418 is not found.
+var httpRangeRules = []struct {
+	class  codeClass
+	lo, hi int32
+}{
+	// http.4xx
+	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.http_4xx"}, 400, 499},
+	// http.5xx
+	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.http_5xx"}, 500, 599},
+}
+
+// exitRules are the process exit codes of every rule of the sidecar that reads
+// an exit code and nothing else, in src/defaults/rules.toml's order, each
+// entry under the rule it mirrors (TestExitCodesMatchSidecarRules checks for
+// drift): 124, timeout(1)'s, a timeout (retried); 126, a command found but
+// not executable, a refused permission (escalated); 127, a command not found
+// (back to the LLM); 130 and 143, killed by SIGINT or SIGTERM, a cancellation
+// (aborted); 137, killed by SIGKILL, most often for running out of memory, a
+// used-up quota (escalated, with the rule's own suggestion). The Go client
+// reports an *exec.ExitError's exit code (none for a command killed by a
+// signal, which Go reports as -1), or WithExitCode's.
+var exitRules = []struct {
+	class codeClass
+	codes []int32
+}{
+	// exit.124
+	{codeClass{category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.exit_124"}, []int32{124}},
+	// exit.126
+	{codeClass{category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.exit_126"}, []int32{126}},
+	// exit.127
+	{codeClass{category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.exit_127"}, []int32{127}},
+	// exit.130
+	{codeClass{category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.exit_130"}, []int32{130, 143}},
+	// exit.137, with the rule's own suggestion
+	{codeClass{category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, rule: "fallback.exit_137",
+		suggestion: "The process was killed (out of memory?): use a smaller input or ask for more memory."}, []int32{137}},
+}
+
+// exitClasses are exitRules by exit code, each code the first rule's that names it.
+var exitClasses = func() map[int32]codeClass {
+	table := map[int32]codeClass{}
+	for _, rule := range exitRules {
+		for _, c := range rule.codes {
+			if _, ok := table[c]; !ok {
+				table[c] = rule.class
+			}
+		}
+	}
+	return table
+}()
 
 // grpcResourceExhausted is gRPC's RESOURCE_EXHAUSTED: a rate limit (retried
 // with backoff), as the sidecar's rule grpc.resource_exhausted says, unless
@@ -400,18 +710,23 @@ func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundp
 		// A retry whose failure trips a session breaker is not retried: promise no more than those left.
 		v.Retry.AttemptsLeft = min(v.Retry.AttemptsLeft, p.failuresBeforeATrip(in))
 	}
-	v.Snippet = snippet(o, category, v.Action)
+	v.Snippet = snippet(o, category, v.Classification.Suggestion, v.Action)
 	return v
 }
 
-// classification is a failure's category, from the coarse signals, with its rule and suggestion.
+// classification is a failure's category, from the coarse signals, with its
+// rule and suggestion: the rule's own where the sidecar's has one, else the category's.
 func classification(o *reboundpb.Outcome) *reboundpb.Classification {
-	category, rule := classifyCoarse(o)
+	c := coarseClass(o)
+	suggestion := c.suggestion
+	if suggestion == "" {
+		suggestion = suggestions[c.category]
+	}
 	return &reboundpb.Classification{
-		Category:   category,
-		Retryable:  retryableCategories[category],
-		Rule:       rule,
-		Suggestion: suggestions[category],
+		Category:   c.category,
+		Retryable:  retryableCategories[c.category],
+		Rule:       c.rule,
+		Suggestion: suggestion,
 	}
 }
 
@@ -504,34 +819,47 @@ func (p FallbackPolicy) retry(v *reboundpb.Verdict, o *reboundpb.Outcome, in fal
 	}
 }
 
-// classifyCoarse maps the structured signals a fallback can trust to a
-// category and a rule id, ranked as the sidecar scores them (src/classify.rs):
-// the outcome's kind first (a kind rule scores 100 there), then an error code
-// (80: a provider's, or the errno name of a connection that failed), then an
-// exception type (60), then a gRPC code (50), then the HTTP status (40). So a
-// 503 whose connection was reset is a network failure, a 401 raised as
-// httpx.ReadTimeout a timeout, and a 429 with gRPC RESOURCE_EXHAUSTED about
-// billing a used-up quota. The fallback reads every gRPC code the sidecar's
-// rules name (grpcClasses), so a gRPC NOT_FOUND behind a 503 is not found,
-// but fewer values of the other signals (codeRules, exceptionRules, the HTTP
-// statuses below): one it does not read (ValueError, a 404) leaves the
-// decision to the next signal, where the sidecar decides by it.
+// classifyCoarse is coarseClass's category and rule.
 func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
+	c := coarseClass(o)
+	return c.category, c.rule
+}
+
+// coarseClass maps the structured signals a fallback can trust to a category
+// and a rule, ranked as the sidecar scores them (src/classify.rs): the
+// outcome's kind first (a kind rule scores 100 there; a parse error inside a
+// tool that ran, kind.tool_error.parse, 160), then an error code (80: a
+// provider's, an errno name, an MCP error code), then an exception type (60),
+// then a gRPC code (50), then a single HTTP status (40), then an exit code
+// (40 too, but the HTTP rules are listed first), then an HTTP status by its
+// range (38). So a 503 whose connection was reset is a network failure, a 401
+// raised as httpx.ReadTimeout a timeout, a 429 with gRPC RESOURCE_EXHAUSTED
+// about billing a used-up quota, ENOENT with a 500 not found, exit code 127
+// with a 404 not found by the status (the HTTP rule is listed first) but with
+// a 418 by the exit code. It reads every value of the rules that read one of
+// these signals and nothing else (codeRules, exceptionRules, grpcClasses,
+// httpStatusRules, exitRules, httpRangeRules), but no words: where the
+// sidecar's rules also read the message (a 400 that says the prompt is too
+// long, a ValueError that says invalid json), it answers by the signal alone.
+func coarseClass(o *reboundpb.Outcome) codeClass {
 	switch o.GetKind() {
 	case KindTimeout:
-		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.kind_timeout"
+		return codeClass{category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.kind_timeout"}
 	case KindCancelled:
-		return reboundpb.Category_CATEGORY_CANCELLED, "fallback.kind_cancelled"
+		return codeClass{category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.kind_cancelled"}
 	case KindUnknownTool:
-		return reboundpb.Category_CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"
+		return codeClass{category: reboundpb.Category_CATEGORY_UNKNOWN_TOOL, rule: "fallback.kind_unknown_tool"}
 	case KindNoToolCall, KindInvalidToolCall:
-		return reboundpb.Category_CATEGORY_FORMAT, "fallback.kind_format"
+		return codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.kind_format"}
+	}
+	if isToolErrorParse(o) {
+		return toolErrorParse
 	}
 	if c, ok := codeClassOf(o.GetCode()); ok {
-		return c.category, c.rule
+		return c
 	}
 	if c, ok := exceptionClassOf(o.GetExceptionType()); ok {
-		return c.category, c.rule
+		return c
 	}
 	if o.GrpcCode != nil {
 		// Above the HTTP status, as every gRPC code: INTERNAL with a 503 is internal, NOT_FOUND with a 503 not found.
@@ -539,29 +867,28 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 			// A used-up quota when its words say so, else a rate limit, as the sidecar's
 			// rules grpc.resource_exhausted.quota and grpc.resource_exhausted.
 			if hasQuotaWord(o) {
-				return reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota"
+				return codeClass{category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, rule: "fallback.grpc_resource_exhausted_quota"}
 			}
-			return reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.grpc_resource_exhausted"
+			return codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.grpc_resource_exhausted"}
 		}
 		if c, ok := grpcClasses[o.GetGrpcCode()]; ok {
-			return c.category, c.rule
+			return c
 		}
 	}
-	switch s := o.GetHttpStatus(); {
-	case s == http.StatusUnauthorized:
-		return reboundpb.Category_CATEGORY_AUTH, "fallback.http_401"
-	case s == http.StatusForbidden:
-		return reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.http_403"
-	case s == http.StatusTooManyRequests:
-		return reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.http_429"
-	case s == http.StatusRequestTimeout:
-		return reboundpb.Category_CATEGORY_TIMEOUT, "fallback.http_408"
-	case unavailableStatuses[s]:
-		return reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"
-	case s >= 500 && s <= 599:
-		return reboundpb.Category_CATEGORY_INTERNAL, "fallback.http_5xx"
+	if c, ok := httpStatusClasses[o.GetHttpStatus()]; ok {
+		return c
 	}
-	return reboundpb.Category_CATEGORY_UNKNOWN, "fallback.default"
+	if o.ExitCode != nil {
+		if c, ok := exitClasses[o.GetExitCode()]; ok {
+			return c
+		}
+	}
+	for _, r := range httpRangeRules {
+		if s := o.GetHttpStatus(); s >= r.lo && s <= r.hi {
+			return r.class
+		}
+	}
+	return codeClass{category: reboundpb.Category_CATEGORY_UNKNOWN, rule: "fallback.default"}
 }
 
 // maxProviderWait bounds a provider's delay: anything above a day is nonsense
@@ -713,10 +1040,10 @@ func tailBytes(s string, n int) string {
 }
 
 // snippet is the fallback's <error> block for the LLM's next turn, then the instruction.
-func snippet(o *reboundpb.Outcome, category Category, a Action) string {
+func snippet(o *reboundpb.Outcome, category Category, suggestion string, a Action) string {
 	var b strings.Builder
 	line := errorLine(errorType(o), shownMessage(o))
-	writeErrorBlock(&b, o.GetTool(), category, line, 1, suggestions[category])
+	writeErrorBlock(&b, o.GetTool(), category, line, 1, suggestion)
 	b.WriteString(instructions[a])
 	return b.String()
 }

@@ -203,8 +203,53 @@ func TestFallbackDecide(t *testing.T) {
 			outcome:     &reboundpb.Outcome{Tool: "llm", Kind: KindCancelled, Code: "insufficient_quota"},
 			consecutive: 1, action: ActionAbort, category: reboundpb.Category_CATEGORY_CANCELLED,
 			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
-		{name: "404 is not a coarse signal: recover", outcome: &reboundpb.Outcome{Tool: "fetch", HttpStatus: 404},
+		{name: "404 is not found: recover", outcome: &reboundpb.Outcome{Tool: "fetch", HttpStatus: 404},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_NOT_FOUND},
+		{name: "an exit code no rule reads is unknown: recover", outcome: &reboundpb.Outcome{Tool: "sh", ExitCode: i32(1)},
 			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_UNKNOWN},
+		{name: "a full disk (ENOSPC) escalates, as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "write", Kind: KindToolError, Code: "ENOSPC", ExceptionType: "fs.PathError"},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "a missing file (ENOENT) with a 500 is not found, as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "read", Code: "ENOENT", HttpStatus: 500},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_NOT_FOUND},
+		{name: "a cancelled code aborts", outcome: &reboundpb.Outcome{Tool: "fetch", Code: "ABORT_ERR"},
+			consecutive: 1, action: ActionAbort, category: reboundpb.Category_CATEGORY_CANCELLED,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "an MCP parse error is a format error: recover", outcome: &reboundpb.Outcome{Tool: "mcp", Code: "-32700"},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_FORMAT},
+		{name: "a RateLimitError with a 400 retries as a rate limit",
+			outcome:     &reboundpb.Outcome{Tool: "llm", ExceptionType: "openai.RateLimitError", HttpStatus: 400},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_RATE_LIMITED,
+			retryable: true, delay: time.Second},
+		{name: "a PermissionError escalates", outcome: &reboundpb.Outcome{Tool: "fs", ExceptionType: "PermissionError"},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_PERMISSION_DENIED,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "a json.SyntaxError in a tool that ran is internal: retried once",
+			outcome:     &reboundpb.Outcome{Tool: "fetch", Kind: KindToolError, ExceptionType: "json.SyntaxError", HttpStatus: 200},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_INTERNAL,
+			retryable: true, delay: time.Second},
+		{name: "a 413 replans", outcome: &reboundpb.Outcome{Tool: "llm", HttpStatus: 413},
+			consecutive: 1, action: ActionReplan, category: reboundpb.Category_CATEGORY_CONTEXT_LENGTH},
+		{name: "a 499 aborts", outcome: &reboundpb.Outcome{Tool: "fetch", HttpStatus: 499},
+			consecutive: 1, action: ActionAbort, category: reboundpb.Category_CATEGORY_CANCELLED,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "a 418 is a validation error (http.4xx): recover", outcome: &reboundpb.Outcome{Tool: "teapot", HttpStatus: 418},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_VALIDATION},
+		{name: "exit code 124 retries as a timeout", outcome: &reboundpb.Outcome{Tool: "sh", ExitCode: i32(124)},
+			consecutive: 1, random: 0.5, action: ActionRetry, category: reboundpb.Category_CATEGORY_TIMEOUT,
+			retryable: true, delay: time.Second},
+		{name: "exit code 137 escalates", outcome: &reboundpb.Outcome{Tool: "sh", ExitCode: i32(137)},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
+		{name: "exit code 127 wins over a 418 (a range), as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "sh", ExitCode: i32(127), HttpStatus: 418},
+			consecutive: 1, action: ActionRecover, category: reboundpb.Category_CATEGORY_NOT_FOUND},
+		{name: "a 401 wins over exit code 127 (the HTTP rule is listed first), as on the sidecar",
+			outcome:     &reboundpb.Outcome{Tool: "sh", ExitCode: i32(127), HttpStatus: 401},
+			consecutive: 1, action: ActionEscalate, category: reboundpb.Category_CATEGORY_AUTH,
+			reason: reboundpb.Reason_REASON_CATEGORY_POLICY},
 		{name: "an unknown tool is reclassified, as the sidecar does",
 			outcome:     &reboundpb.Outcome{Tool: "serch", Kind: KindUnknownTool, Message: "Tool serch not found"},
 			consecutive: 1, action: ActionReclassify, category: reboundpb.Category_CATEGORY_UNKNOWN_TOOL},
@@ -324,6 +369,13 @@ type sidecarRule struct {
 	messages string
 	// statuses are numbers, and ranges as strings ("500-599").
 	statuses []any
+	kinds    []string
+	// exitCodes are the rule's exit codes.
+	exitCodes []int32
+	// suggestion is the rule's own; empty for none.
+	suggestion string
+	// order is the rule's place in the file.
+	order int
 }
 
 // readSidecarRules reads the sidecar's default rules (src/defaults/rules.toml) by id.
@@ -334,8 +386,9 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each [[rules]] block holds one-line keys; id and category are basic strings, code, exception
-	// and grpc_code arrays of them (a message array is kept as written), http_status an array of numbers and strings.
+	// Each [[rules]] block holds one-line keys; id, category and suggestion are basic strings, kind,
+	// code, exception and grpc_code arrays of them (a message array is kept as written), http_status an
+	// array of numbers and strings, exit_code one of numbers.
 	rules := map[string]*sidecarRule{}
 	var id string
 	for n, line := range strings.Split(string(data), "\n") {
@@ -365,7 +418,7 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 		switch key {
 		case "id":
 			id = str()
-			rules[id] = &sidecarRule{}
+			rules[id] = &sidecarRule{order: len(rules)}
 		}
 		if id != "" {
 			rules[id].keys = append(rules[id].keys, key)
@@ -395,105 +448,160 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 			if id != "" {
 				array(&rules[id].statuses)
 			}
+		case "kind":
+			if id != "" {
+				array(&rules[id].kinds)
+			}
+		case "exit_code":
+			if id != "" {
+				array(&rules[id].exitCodes)
+			}
+		case "suggestion":
+			if id != "" {
+				rules[id].suggestion = str()
+			}
 		}
 	}
 	return path, rules
 }
 
-// The error codes the fallback reads must be the sidecar's, so that a code means the same on both.
+// onlySignal lists the sidecar's rules, in their order, that read the signal
+// key and nothing else (their keys id, key, category and maybe suggestion).
+func onlySignal(rules map[string]*sidecarRule, key string) []string {
+	var ids []string
+	for id, r := range rules {
+		keys := slices.DeleteFunc(slices.Clone(r.keys), func(k string) bool { return k == "suggestion" })
+		if slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values([]string{"id", key, "category"}))) {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int { return rules[a].order - rules[b].order })
+	return ids
+}
+
+// checkSidecarClass fails unless class is what the sidecar's rule id says:
+// its category, the fallback's name for it and its own suggestion.
+func checkSidecarClass(t *testing.T, id string, r *sidecarRule, class codeClass) {
+	t.Helper()
+	if categoryName(class.category) != r.category {
+		t.Errorf("%s: the fallback's category is %s, want the rule's %s", id, categoryName(class.category), r.category)
+	}
+	if class.rule != fallbackRuleFor(id) {
+		t.Errorf("%s: the fallback's rule is %q, want %q", id, class.rule, fallbackRuleFor(id))
+	}
+	if class.suggestion != r.suggestion {
+		t.Errorf("%s: the fallback's own suggestion is %q, want the rule's %q", id, class.suggestion, r.suggestion)
+	}
+}
+
+// The error codes the fallback reads must be the sidecar's, so that a code
+// means the same on both: each entry of codeRules is one rule of the sidecar
+// that reads a code alone, in the same order, with the same codes, category
+// and suggestion; every such rule has its entry; and every code is read as the
+// sidecar reads it, trimmed and in any ASCII case, as its first rule says.
 func TestErrorCodesMatchSidecarRules(t *testing.T) {
 	path, rules := readSidecarRules(t)
-	for id, category := range map[string]Category{
-		"code.insufficient_quota": reboundpb.Category_CATEGORY_QUOTA_EXCEEDED,
-		"code.context_length":     reboundpb.Category_CATEGORY_CONTEXT_LENGTH,
-		"code.content_filter":     reboundpb.Category_CATEGORY_CONTENT_FILTER,
-		"code.overloaded":         reboundpb.Category_CATEGORY_UNAVAILABLE,
-		"code.internal":           reboundpb.Category_CATEGORY_INTERNAL,
-		"code.timeout":            reboundpb.Category_CATEGORY_TIMEOUT,
-		"code.network":            reboundpb.Category_CATEGORY_NETWORK,
-	} {
-		r, ok := rules[id]
-		if !ok || len(r.codes) == 0 {
-			t.Errorf("%s: no rule %s with codes", path, id)
-			continue
-		}
-		if r.category != categoryName(category) {
-			t.Errorf("rule %s has category %q, want %q", id, r.category, categoryName(category))
-		}
-		var ours []string
-		for _, rule := range codeRules {
-			if rule.class.category == category {
-				ours = append(ours, rule.codes...)
-			}
-		}
-		slices.Sort(ours)
+	ids := onlySignal(rules, "code")
+	if len(ids) != len(codeRules) {
+		t.Errorf("%s: %d rules read a code alone (%q), the fallback has %d", path, len(ids), ids, len(codeRules))
+	}
+	for i, id := range ids[:min(len(ids), len(codeRules))] {
+		r, ours := rules[id], codeRules[i]
+		checkSidecarClass(t, id, r, ours.class)
 		// code.network names ECONNREFUSED twice.
-		theirs := slices.Compact(slices.Sorted(slices.Values(r.codes)))
-		if !slices.Equal(ours, theirs) {
-			t.Errorf("the fallback's codes for %s = %q, want the sidecar's rule %s: %q", categoryName(category), ours, id, theirs)
+		if !slices.Equal(ours.codes, dedup(r.codes)) {
+			t.Errorf("%s: the fallback's codes = %q, want the rule's %q", id, ours.codes, dedup(r.codes))
 		}
-		// Matched as the sidecar matches them: trimmed, in any ASCII case.
-		for _, code := range r.codes {
-			for _, spelled := range []string{code, strings.ToUpper(code), strings.ToLower(code), " " + code + "\t"} {
-				if got, _ := classifyCoarse(&reboundpb.Outcome{Tool: "t", Code: spelled}); got != category {
-					t.Errorf("code %q: %s, want %s (rule %s)", spelled, got, category, id)
-				}
+	}
+	// What each code means: its first rule's class (equal scores go to the rule listed first).
+	want := map[string]string{}
+	for _, id := range ids {
+		for _, code := range rules[id].codes {
+			if _, ok := want[asciiLower(code)]; !ok {
+				want[asciiLower(code)] = id
 			}
 		}
 	}
-	// No code may mean two things once its case is folded.
-	seen := map[string]Category{}
-	for _, rule := range codeRules {
-		for _, code := range rule.codes {
-			folded := asciiLower(code)
-			if c, ok := seen[folded]; ok && c != rule.class.category {
-				t.Errorf("code %q is both %s and %s", code, c, rule.class.category)
+	for _, id := range ids {
+		for _, code := range rules[id].codes {
+			for _, spelled := range []string{code, strings.ToUpper(code), strings.ToLower(code), " " + code + "\t"} {
+				c := coarseClass(&reboundpb.Outcome{Tool: "t", Code: spelled})
+				if first := want[asciiLower(code)]; c.rule != fallbackRuleFor(first) || categoryName(c.category) != rules[first].category {
+					t.Errorf("code %q: %s, %s; want %s (rule %s)", spelled, categoryName(c.category), c.rule, rules[first].category, first)
+				}
 			}
-			seen[folded] = rule.class.category
 		}
 	}
 	// Only ASCII letters fold, as on the sidecar: the Kelvin sign is not a k.
 	if got, _ := classifyCoarse(&reboundpb.Outcome{Tool: "t", Code: "max_to\u212aens_exceeded"}); got == reboundpb.Category_CATEGORY_CONTEXT_LENGTH {
 		t.Errorf("a Kelvin sign folded to k: %s", got)
 	}
+	// The rules that also read words are left out: their codes alone are code.validation's.
+	for _, id := range []string{"code.validation.quota", "code.validation.context_length"} {
+		r, ok := rules[id]
+		if !ok || r.messages == "" || len(r.codes) == 0 {
+			t.Fatalf("%s: no rule %s with codes and words", path, id)
+		}
+		for _, code := range r.codes {
+			if c := coarseClass(&reboundpb.Outcome{Tool: "t", Code: code}); c.rule != "fallback.code_validation" {
+				t.Errorf("code %q alone: rule %s, want fallback.code_validation", code, c.rule)
+			}
+		}
+	}
+}
+
+// dedup is list without its repeated values, in its order.
+func dedup(list []string) []string {
+	var out []string
+	for _, v := range list {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // The exception types the fallback reads must be the sidecar's, and be read
-// as the sidecar reads them: trimmed, whole or by their last dotted part, case
-// included.
+// as the sidecar reads them: each entry of exceptionRules is one rule of the
+// sidecar that reads an exception type alone, in the same order, with the
+// same types, category and suggestion; every such rule has its entry; and
+// each type, trimmed, whole or by its last part after a dot or a colon, case
+// included, means what the first rule naming it says.
 func TestExceptionTypesMatchSidecarRules(t *testing.T) {
 	path, rules := readSidecarRules(t)
-	for id, category := range map[string]Category{
-		"exception.timeout": reboundpb.Category_CATEGORY_TIMEOUT,
-		"exception.network": reboundpb.Category_CATEGORY_NETWORK,
-	} {
-		r, ok := rules[id]
-		if !ok || len(r.exceptions) == 0 {
-			t.Errorf("%s: no rule %s with exception types", path, id)
-			continue
+	ids := onlySignal(rules, "exception")
+	if len(ids) != len(exceptionRules) {
+		t.Errorf("%s: %d rules read an exception type alone (%q), the fallback has %d", path, len(ids), ids, len(exceptionRules))
+	}
+	for i, id := range ids[:min(len(ids), len(exceptionRules))] {
+		r, ours := rules[id], exceptionRules[i]
+		checkSidecarClass(t, id, r, ours.class)
+		if !slices.Equal(ours.types, r.exceptions) {
+			t.Errorf("%s: the fallback's exception types = %q, want the rule's %q", id, ours.types, r.exceptions)
 		}
-		if r.category != categoryName(category) {
-			t.Errorf("rule %s has category %q, want %q", id, r.category, categoryName(category))
-		}
-		var ours []string
-		for _, rule := range exceptionRules {
-			if rule.class.category == category {
-				ours = append(ours, rule.types...)
+	}
+	// The sidecar's reading, written out: the first rule that names the type whole or its last part.
+	sidecar := func(typ string) (string, bool) {
+		typ = strings.TrimSpace(typ)
+		last := typ[strings.LastIndexAny(typ, ".:")+1:]
+		for _, id := range ids {
+			if slices.Contains(rules[id].exceptions, typ) || slices.Contains(rules[id].exceptions, last) {
+				return id, true
 			}
 		}
-		slices.Sort(ours)
-		theirs := slices.Compact(slices.Sorted(slices.Values(r.exceptions)))
-		if !slices.Equal(ours, theirs) {
-			t.Errorf("the fallback's exception types for %s = %q, want the sidecar's rule %s: %q", categoryName(category), ours, id, theirs)
-		}
-		for _, typ := range r.exceptions {
-			spellings := []string{typ, " " + typ + "\t"}
-			if !strings.ContainsAny(typ, ".:") {
-				spellings = append(spellings, "some.module."+typ, "Module::"+typ)
-			}
+		return "", false
+	}
+	for _, id := range ids {
+		for _, typ := range rules[id].exceptions {
+			spellings := []string{typ, " " + typ + "\t", "some.module." + typ, "Module::" + typ}
 			for _, spelled := range spellings {
-				if got, _ := classifyCoarse(&reboundpb.Outcome{Tool: "t", ExceptionType: spelled}); got != category {
-					t.Errorf("exception type %q: %s, want %s (rule %s)", spelled, got, category, id)
+				c, ok := exceptionClassOf(spelled)
+				first, known := sidecar(spelled)
+				switch {
+				case !known && ok:
+					t.Errorf("exception type %q: %s, %s; the sidecar's rules do not name it", spelled, categoryName(c.category), c.rule)
+				case known && (!ok || c.rule != fallbackRuleFor(first)):
+					t.Errorf("exception type %q: %s, %s; want %s (rule %s)", spelled, categoryName(c.category), c.rule, rules[first].category, first)
 				}
 			}
 		}
@@ -502,6 +610,242 @@ func TestExceptionTypesMatchSidecarRules(t *testing.T) {
 	for _, typ := range []string{"readtimeout", "READTIMEOUT", "LockTimeoutError", "ReadTimeout.Handler", "MyConnectionErrorHandler", "socket.TIMEOUT", "pkg.socket.timeout"} {
 		if got, rule := classifyCoarse(&reboundpb.Outcome{Tool: "t", ExceptionType: typ}); got != reboundpb.Category_CATEGORY_UNKNOWN {
 			t.Errorf("exception type %q: %s (rule %s), want unknown", typ, got, rule)
+		}
+	}
+	// The rules that also read words are left out: their types alone are those of the rules that read a type alone.
+	for id, want := range map[string]string{"exception.typeerror.fetch_url": "fallback.type_validation",
+		"exception.typeerror.fetch": "fallback.type_validation", "exception.rangeerror.stack": "fallback.type_validation",
+		"exception.valueerror.parse": "fallback.type_validation"} {
+		r, ok := rules[id]
+		if !ok || r.messages == "" || len(r.exceptions) == 0 {
+			t.Fatalf("%s: no rule %s with exception types and words", path, id)
+		}
+		for _, typ := range r.exceptions {
+			if c := coarseClass(&reboundpb.Outcome{Tool: "t", ExceptionType: typ}); c.rule != want {
+				t.Errorf("exception type %q alone: rule %s, want %s", typ, c.rule, want)
+			}
+		}
+	}
+}
+
+// A parse error inside a tool that ran is the sidecar's rule kind.tool_error.parse:
+// the same types, read the same way, internal, with the rule's suggestion, over any
+// other signal; the same types without the kind tool_error are format errors.
+func TestToolErrorParseMatchesSidecarRule(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	r, ok := rules["kind.tool_error.parse"]
+	if !ok {
+		t.Fatalf("%s: no rule kind.tool_error.parse", path)
+	}
+	if !slices.Equal(r.kinds, []string{"tool_error"}) {
+		t.Errorf("rule kind.tool_error.parse reads the kinds %q, want [tool_error]", r.kinds)
+	}
+	if keys := slices.Sorted(slices.Values(r.keys)); !slices.Equal(keys, []string{"category", "exception", "id", "kind", "suggestion"}) {
+		t.Errorf("rule kind.tool_error.parse has keys %q, want id, kind, exception, category and suggestion", r.keys)
+	}
+	checkSidecarClass(t, "kind.tool_error.parse", r, toolErrorParse)
+	if got := slices.Sorted(maps.Keys(toolErrorParseTypes)); !slices.Equal(got, slices.Sorted(slices.Values(r.exceptions))) {
+		t.Errorf("toolErrorParseTypes = %q, want the rule's %q", got, r.exceptions)
+	}
+	for _, typ := range r.exceptions {
+		for _, spelled := range []string{typ, " " + typ + " ", "pkg." + typ, "Pkg::" + typ} {
+			o := &reboundpb.Outcome{Tool: "t", Kind: KindToolError, ExceptionType: spelled, Code: "ECONNRESET", HttpStatus: 503}
+			if c := coarseClass(o); c != toolErrorParse {
+				t.Errorf("kind tool_error, exception type %q: %s, %s; want internal, %s", spelled, categoryName(c.category), c.rule, toolErrorParse.rule)
+			}
+			o.Kind = KindProviderError
+			o.Code, o.HttpStatus = "", 0
+			if c := coarseClass(o); c.rule != "fallback.type_format" {
+				t.Errorf("kind provider_error, exception type %q: %s, %s; want format, fallback.type_format", spelled, categoryName(c.category), c.rule)
+			}
+		}
+	}
+	for _, typ := range []string{"jsondecodeerror", "JSONDecodeError.Wrapper", "MyJSONDecodeError", ""} {
+		if c := coarseClass(&reboundpb.Outcome{Tool: "t", Kind: KindToolError, ExceptionType: typ}); c == toolErrorParse {
+			t.Errorf("kind tool_error, exception type %q: %s, want no parse error", typ, c.rule)
+		}
+	}
+}
+
+// The HTTP statuses the fallback reads are the sidecar's: each entry of
+// httpStatusRules is one rule of the sidecar that reads single statuses
+// alone, each of httpRangeRules one that reads a range alone, in the same
+// order, with the same statuses, category and suggestion; and every status
+// from 100 to 599 means on both what the first rule naming it says, a single
+// status before a range.
+func TestHTTPStatusesMatchSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	var singles, ranges []string
+	for _, id := range onlySignal(rules, "http_status") {
+		if _, ok := rules[id].statuses[0].(string); ok {
+			ranges = append(ranges, id)
+		} else {
+			singles = append(singles, id)
+		}
+	}
+	if len(singles) != len(httpStatusRules) || len(ranges) != len(httpRangeRules) {
+		t.Fatalf("%s: rules %q read single statuses alone and %q ranges, the fallback has %d and %d", path, singles, ranges,
+			len(httpStatusRules), len(httpRangeRules))
+	}
+	one := map[int32]string{}
+	for i, id := range singles {
+		r := rules[id]
+		checkSidecarClass(t, id, r, httpStatusRules[i].class)
+		var theirs []int32
+		for _, s := range r.statuses {
+			n, ok := s.(float64)
+			if !ok {
+				t.Fatalf("%s: rule %s mixes single statuses and ranges: %v", path, id, r.statuses)
+			}
+			theirs = append(theirs, int32(n))
+			if _, ok := one[int32(n)]; !ok {
+				one[int32(n)] = id
+			}
+		}
+		if !slices.Equal(httpStatusRules[i].statuses, theirs) {
+			t.Errorf("%s: the fallback's statuses = %v, want the rule's %v", id, httpStatusRules[i].statuses, theirs)
+		}
+	}
+	type span struct {
+		lo, hi int32
+		id     string
+	}
+	var spans []span
+	for i, id := range ranges {
+		r := rules[id]
+		checkSidecarClass(t, id, r, httpRangeRules[i].class)
+		if len(r.statuses) != 1 {
+			t.Fatalf("%s: rule %s has statuses %v, want one range", path, id, r.statuses)
+		}
+		var lo, hi int32
+		if _, err := fmt.Sscanf(r.statuses[0].(string), "%d-%d", &lo, &hi); err != nil {
+			t.Fatalf("%s: rule %s: range %v: %v", path, id, r.statuses[0], err)
+		}
+		if httpRangeRules[i].lo != lo || httpRangeRules[i].hi != hi {
+			t.Errorf("%s: the fallback's range is %d-%d, want the rule's %d-%d", id, httpRangeRules[i].lo, httpRangeRules[i].hi, lo, hi)
+		}
+		spans = append(spans, span{lo, hi, id})
+	}
+	for s := int32(100); s <= 599; s++ {
+		want, ok := one[s]
+		for _, sp := range spans {
+			if !ok && s >= sp.lo && s <= sp.hi {
+				want, ok = sp.id, true
+			}
+		}
+		c := coarseClass(&reboundpb.Outcome{Tool: "t", HttpStatus: s})
+		switch {
+		case !ok && c.category != reboundpb.Category_CATEGORY_UNKNOWN:
+			t.Errorf("HTTP %d: %s, %s; no rule of the sidecar reads it", s, categoryName(c.category), c.rule)
+		case ok && (c.rule != fallbackRuleFor(want) || categoryName(c.category) != rules[want].category):
+			t.Errorf("HTTP %d: %s, %s; want %s (rule %s)", s, categoryName(c.category), c.rule, rules[want].category, want)
+		}
+	}
+}
+
+// The exit codes the fallback reads are the sidecar's: each entry of exitRules
+// is one rule of the sidecar that reads an exit code alone, in the same
+// order, with the same codes, category and suggestion; and no other exit code
+// means anything.
+func TestExitCodesMatchSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	ids := onlySignal(rules, "exit_code")
+	if len(ids) != len(exitRules) {
+		t.Fatalf("%s: %d rules read an exit code alone (%q), the fallback has %d", path, len(ids), ids, len(exitRules))
+	}
+	want := map[int32]string{}
+	for i, id := range ids {
+		r := rules[id]
+		checkSidecarClass(t, id, r, exitRules[i].class)
+		if !slices.Equal(exitRules[i].codes, r.exitCodes) {
+			t.Errorf("%s: the fallback's exit codes = %v, want the rule's %v", id, exitRules[i].codes, r.exitCodes)
+		}
+		for _, c := range r.exitCodes {
+			if _, ok := want[c]; !ok {
+				want[c] = id
+			}
+		}
+	}
+	for code := int32(-2); code <= 256; code++ {
+		c := coarseClass(&reboundpb.Outcome{Tool: "t", ExitCode: &code})
+		id, ok := want[code]
+		switch {
+		case !ok && c.category != reboundpb.Category_CATEGORY_UNKNOWN:
+			t.Errorf("exit code %d: %s, %s; no rule of the sidecar reads it", code, categoryName(c.category), c.rule)
+		case ok && (c.rule != fallbackRuleFor(id) || categoryName(c.category) != rules[id].category):
+			t.Errorf("exit code %d: %s, %s; want %s (rule %s)", code, categoryName(c.category), c.rule, rules[id].category, id)
+		}
+	}
+	// No exit code is none: a success's zero value is not exit code 0.
+	if c := coarseClass(&reboundpb.Outcome{Tool: "t"}); c.rule != "fallback.default" {
+		t.Errorf("no exit code: %s, want fallback.default", c.rule)
+	}
+}
+
+// Every category answers as the sidecar's categories.toml says: retryable or
+// not, how many retries, and the action once it is not (or no longer) retried.
+func TestCategoryPlansMatchSidecarCategories(t *testing.T) {
+	path := filepath.Join("..", "..", "src", "defaults", "categories.toml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type defaults struct {
+		retryable  bool
+		maxRetries int
+		action     string
+	}
+	// The file is flat: [category] sections of one-line keys.
+	sidecar := map[Category]*defaults{}
+	var current *defaults
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		key, value, _ := strings.Cut(line, "=")
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		switch {
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			c, ok := reboundpb.Category_value["CATEGORY_"+strings.ToUpper(strings.Trim(line, "[]"))]
+			if !ok {
+				t.Fatalf("%s:%d: %s is no category of the proto", path, n+1, line)
+			}
+			current = &defaults{}
+			sidecar[Category(c)] = current
+		case key == "retryable":
+			current.retryable = value == "true"
+		case key == "max_retries":
+			if current.maxRetries, err = strconv.Atoi(value); err != nil {
+				t.Fatalf("%s:%d: %v", path, n+1, err)
+			}
+		case key == "action":
+			current.action, _ = strconv.Unquote(value)
+		}
+	}
+	if len(sidecar) != len(reboundpb.Category_name)-1 {
+		t.Errorf("%s has %d categories, the proto %d besides unspecified", path, len(sidecar), len(reboundpb.Category_name)-1)
+	}
+	p := DefaultFallbackPolicy()
+	p.MaxConsecutiveFailures, p.MaxIdenticalErrors, p.MaxSessionErrors = 0, 0, 0
+	for c, want := range sidecar {
+		if retryableCategories[c] != want.retryable {
+			t.Errorf("%s: retryable %v, want %v", categoryName(c), retryableCategories[c], want.retryable)
+		}
+		// The seed policy's MaxRetries is the sidecar's default for every retryable category but internal's.
+		if want.retryable && p.retriesFor(c) != want.maxRetries {
+			t.Errorf("%s: %d retries, want %d", categoryName(c), p.retriesFor(c), want.maxRetries)
+		}
+		planned := func(attempt int) *reboundpb.Verdict {
+			v := &reboundpb.Verdict{Breaker: &reboundpb.BreakerStatus{},
+				Classification: &reboundpb.Classification{Category: c, Retryable: retryableCategories[c]}}
+			p.plan(v, &reboundpb.Outcome{Tool: "t", Attempt: uint32(attempt)}, fallbackInput{consecutive: 1, now: now, random: 0.5})
+			return v
+		}
+		if want.retryable {
+			if v := planned(1); v.GetAction() != ActionRetry || int(v.GetRetry().GetAttemptsLeft()) != want.maxRetries-1 {
+				t.Errorf("%s, first failure: %s, %d left; want retry, %d left", categoryName(c), v.GetAction(), v.GetRetry().GetAttemptsLeft(), want.maxRetries-1)
+			}
+		}
+		if got := actionName(planned(want.maxRetries + 1).GetAction()); got != want.action {
+			t.Errorf("%s, not retried: %s, want %s", categoryName(c), got, want.action)
 		}
 	}
 }
@@ -772,13 +1116,118 @@ func TestSignalsRankAsOnTheSidecar(t *testing.T) {
 	decidesLikeTheSidecar(t, outcomes)
 }
 
+// Every value the fallback reads of the sidecar's rules that read one signal
+// alone decides as on the sidecar: each alone (every code, exception type,
+// HTTP status from 100 to 599 and exit code from -1 to 256, the values read
+// from rules.toml), then one value of each rule paired with one of each rule
+// of every other signal (a code with a disagreeing exception type, gRPC code,
+// HTTP status or exit code; an exception type with a disagreeing status; an
+// exit code with a 404 or a 418...), then a few triples; no message, so that
+// no rule reading words takes part. Each goes through `rebound replay` and the
+// fallback policy, which must agree on category, rule, action, retries and
+// suggestion.
+func TestEveryReadSignalDecidesLikeTheSidecar(t *testing.T) {
+	_, rules := readSidecarRules(t)
+	var alone []map[string]any
+	firsts := map[string][]any{}
+	for _, signal := range []struct{ key, field string }{{"code", "code"}, {"exception", "exception_type"}} {
+		for _, id := range onlySignal(rules, signal.key) {
+			values := rules[id].codes
+			if signal.key == "exception" {
+				values = rules[id].exceptions
+			}
+			for _, v := range values {
+				alone = append(alone, map[string]any{signal.field: v})
+			}
+			firsts[signal.field] = append(firsts[signal.field], values[0])
+		}
+	}
+	// Spelled otherwise, as the sidecar reads them: a code padded, in another case; a type in a module.
+	for _, v := range firsts["code"] {
+		alone = append(alone, map[string]any{"code": " " + strings.ToUpper(v.(string)) + " "}, map[string]any{"code": strings.ToLower(v.(string))})
+	}
+	for _, v := range firsts["exception_type"] {
+		alone = append(alone, map[string]any{"exception_type": "some.module." + v.(string)}, map[string]any{"exception_type": v.(string) + "Handler"})
+	}
+	// The values of the rules that also read words, alone; the types of kind.tool_error.parse with and without its kind.
+	for _, id := range []string{"code.validation.quota", "code.validation.context_length"} {
+		for _, v := range rules[id].codes {
+			alone = append(alone, map[string]any{"code": v})
+		}
+	}
+	for _, id := range []string{"exception.typeerror.fetch_url", "exception.rangeerror.stack", "exception.valueerror.parse"} {
+		for _, v := range rules[id].exceptions {
+			alone = append(alone, map[string]any{"exception_type": v})
+		}
+	}
+	for _, v := range rules["kind.tool_error.parse"].exceptions {
+		alone = append(alone, map[string]any{"exception_type": v, "kind": "tool_error"},
+			map[string]any{"exception_type": "pkg." + v, "kind": "tool_error", "code": "ECONNRESET", "http_status": 503},
+			map[string]any{"exception_type": v, "kind": "provider_error"})
+	}
+	for s := 100; s <= 599; s++ {
+		alone = append(alone, map[string]any{"http_status": s})
+	}
+	for c := -1; c <= 256; c++ {
+		alone = append(alone, map[string]any{"exit_code": c})
+	}
+	decidesLikeTheSidecar(t, alone)
+
+	// One value of each rule per signal, then every pair across signals.
+	var statuses, exits []any
+	for _, id := range onlySignal(rules, "http_status") {
+		if s, ok := rules[id].statuses[0].(float64); ok {
+			statuses = append(statuses, int(s))
+		}
+	}
+	for _, id := range onlySignal(rules, "exit_code") {
+		for _, c := range rules[id].exitCodes {
+			exits = append(exits, int(c))
+		}
+	}
+	groups := []struct {
+		field  string
+		values []any
+	}{
+		{"kind", []any{"tool_error", "provider_error", "timeout", "cancelled", "unknown_tool"}},
+		{"code", firsts["code"]},
+		{"exception_type", append(slices.Clone(firsts["exception_type"]), "json.SyntaxError", "fs.PathError")},
+		{"grpc_code", []any{1, 3, 5, 8, 13, 14, 16}},
+		// Statuses of single rules, one a range alone reads (418, 599) and one no rule reads (302).
+		{"http_status", append(statuses, 418, 599, 302)},
+		{"exit_code", append(exits, 0, 1)},
+	}
+	var pairs []map[string]any
+	for i, one := range groups {
+		for _, two := range groups[i+1:] {
+			for _, a := range one.values {
+				for _, b := range two.values {
+					pairs = append(pairs, map[string]any{one.field: a, two.field: b})
+				}
+			}
+		}
+	}
+	// Triples and more, by hand: each signal the one above it outranks.
+	pairs = append(pairs,
+		map[string]any{"kind": "tool_error", "exception_type": "json.JSONDecodeError", "code": "ENOENT", "http_status": 404, "exit_code": 127},
+		map[string]any{"code": "EACCES", "exception_type": "FileNotFoundError", "grpc_code": 14, "http_status": 409, "exit_code": 124},
+		map[string]any{"exception_type": "ConflictError", "grpc_code": 5, "http_status": 429, "exit_code": 137},
+		map[string]any{"grpc_code": 3, "http_status": 503, "exit_code": 130},
+		map[string]any{"http_status": 451, "exit_code": 126},
+		map[string]any{"http_status": 431, "exit_code": 143},
+		map[string]any{"http_status": 599, "exit_code": 143},
+		map[string]any{"code": "-32601", "http_status": 200, "exit_code": 2},
+	)
+	decidesLikeTheSidecar(t, pairs)
+}
+
 // fallbackRuleNames are the fallback's names for the sidecar's rules where
 // they are not the sidecar's with . written _ (code.overloaded is
-// fallback.code_overloaded).
+// fallback.code_overloaded), and exception. written type_
+// (exception.not_found is fallback.type_not_found).
 var fallbackRuleNames = map[string]string{
 	"code.insufficient_quota": "fallback.code_quota",
 	"code.timeout":            "fallback.code_etimedout",
-	"exception.timeout":       "fallback.type_timeout",
 	"exception.network":       "fallback.type_connection",
 	"grpc.deadline":           "fallback.grpc_deadline_exceeded",
 	"http.500":                "fallback.http_5xx",
@@ -792,12 +1241,15 @@ func fallbackRuleFor(rule string) string {
 	if name, ok := fallbackRuleNames[rule]; ok {
 		return name
 	}
+	if typ, ok := strings.CutPrefix(rule, "exception."); ok {
+		return "fallback.type_" + strings.ReplaceAll(typ, ".", "_")
+	}
 	return "fallback." + strings.ReplaceAll(rule, ".", "_")
 }
 
 // decidesLikeTheSidecar runs each outcome (a JSON object, without session or
 // tool) through `rebound replay` and the fallback policy, and fails where the
-// two differ in category, rule, action, retryable or retries left.
+// two differ in category, rule, action, retryable, retries left or suggestion.
 func decidesLikeTheSidecar(t *testing.T, outcomes []map[string]any) {
 	t.Helper()
 	for i, o := range outcomes {
@@ -812,6 +1264,7 @@ func decidesLikeTheSidecar(t *testing.T, outcomes []map[string]any) {
 			Rule         string  `json:"rule"`
 			Retryable    bool    `json:"retryable"`
 			AttemptsLeft *uint32 `json:"attempts_left"`
+			Suggestion   string  `json:"suggestion"`
 		}
 		if err := json.Unmarshal([]byte(lines[i]), &sidecar); err != nil {
 			t.Fatalf("verdict %d: %v: %s", i, err, lines[i])
@@ -828,10 +1281,11 @@ func decidesLikeTheSidecar(t *testing.T, outcomes []map[string]any) {
 		}
 		outcome.Tool = "t"
 		v := DefaultFallbackPolicy().decide(&outcome, fallbackInput{consecutive: 1, now: now, random: 0.5})
-		got := fmt.Sprintf("%s, %s, rule %s, retryable %v, attempts left %d", strings.ToLower(strings.TrimPrefix(v.GetAction().String(), "ACTION_")),
-			categoryName(v.GetClassification().GetCategory()), v.GetClassification().GetRule(), v.GetClassification().GetRetryable(), v.GetRetry().GetAttemptsLeft())
-		want := fmt.Sprintf("%s, %s, rule %s, retryable %v, attempts left %d", sidecar.Action, sidecar.Category,
-			fallbackRuleFor(sidecar.Rule), sidecar.Retryable, deref(sidecar.AttemptsLeft, 0))
+		got := fmt.Sprintf("%s, %s, rule %s, retryable %v, attempts left %d, suggestion %q", strings.ToLower(strings.TrimPrefix(v.GetAction().String(), "ACTION_")),
+			categoryName(v.GetClassification().GetCategory()), v.GetClassification().GetRule(), v.GetClassification().GetRetryable(), v.GetRetry().GetAttemptsLeft(),
+			v.GetClassification().GetSuggestion())
+		want := fmt.Sprintf("%s, %s, rule %s, retryable %v, attempts left %d, suggestion %q", sidecar.Action, sidecar.Category,
+			fallbackRuleFor(sidecar.Rule), sidecar.Retryable, deref(sidecar.AttemptsLeft, 0), sidecar.Suggestion)
 		if got != want {
 			// The outcome as sent, its texts by their length.
 			shown := maps.Clone(o)
@@ -1176,10 +1630,22 @@ func TestFallbackSnippetShape(t *testing.T) {
 			outcome: &reboundpb.Outcome{Tool: "search", HttpStatus: 503, Message: "Service Unavailable"},
 			want: "<error tool=\"search\" type=\"unavailable\">\nHTTP 503: Service Unavailable\n" +
 				"suggestion: Retry later, or use another tool.\n</error>\n" + instructions[ActionRetry]},
-		{name: "unknown category: no type attribute, no suggestion",
+		{name: "a 404: not found, its suggestion",
 			outcome: &reboundpb.Outcome{Tool: "fetch", HttpStatus: 404, Message: "  Not Found for url: https://api.example.com/v1/items/42\n"},
-			want: "<error tool=\"fetch\">\nHTTP 404: Not Found for url: https://api.example.com/v1/items/42\n</error>\n" +
-				instructions[ActionRecover]},
+			want: "<error tool=\"fetch\" type=\"not_found\">\nHTTP 404: Not Found for url: https://api.example.com/v1/items/42\n" +
+				"suggestion: Check that it exists; list what is there.\n</error>\n" + instructions[ActionRecover]},
+		{name: "unknown category: no type attribute, no suggestion",
+			outcome: &reboundpb.Outcome{Tool: "sh", ExitCode: i32(1), Message: "  grep: no match\n"},
+			want:    "<error tool=\"sh\">\nexit 1: grep: no match\n</error>\n" + instructions[ActionRecover]},
+		{name: "a rule's own suggestion: a full disk",
+			outcome: &reboundpb.Outcome{Tool: "write", Code: "ENOSPC", Message: "write /data/out: no space left on device"},
+			want: "<error tool=\"write\" type=\"quota_exceeded\">\nENOSPC: write /data/out: no space left on device\n" +
+				"suggestion: Free disk space or ask a human to raise the quota.\n</error>\n" + instructions[ActionEscalate]},
+		{name: "a rule's own suggestion: a process killed",
+			outcome: &reboundpb.Outcome{Tool: "train", ExitCode: i32(137)},
+			want: "<error tool=\"train\" type=\"quota_exceeded\">\nexit 137\n" +
+				"suggestion: The process was killed (out of memory?): use a smaller input or ask for more memory.\n</error>\n" +
+				instructions[ActionEscalate]},
 		{name: "a quote in the tool cannot end its attribute; message alone",
 			outcome: &reboundpb.Outcome{Tool: `say "hi"`, Message: "the frobnicator declined"},
 			want:    "<error tool=\"say &quot;hi&quot;\">\nthe frobnicator declined\n</error>\n" + instructions[ActionRecover]},
@@ -1285,5 +1751,19 @@ func TestLocalContextShowsLatestUnresolved(t *testing.T) {
 	if s.GetCalls() != 7 || s.GetErrors() != 6 || s.GetErrorsByCategory()["unknown"] != 5 ||
 		s.GetErrorsByCategory()["unavailable"] != 1 || s.GetDurationMs() != 2000 {
 		t.Errorf("summary = %v", s)
+	}
+}
+
+// The local context shows an error with its verdict's suggestion, a rule's own
+// where it has one (a full disk), as the sidecar's context does.
+func TestLocalContextShowsTheRulesOwnSuggestion(t *testing.T) {
+	l := newLocalState(now, sessionLimits{}, nil)
+	o := &reboundpb.Outcome{Tool: "write", Code: "ENOSPC", Message: "no space left on device"}
+	in := l.observe(o)
+	l.record(o, DefaultFallbackPolicy().decide(o, in))
+	want := "<error tool=\"write\" type=\"quota_exceeded\">\nENOSPC: no space left on device\n" +
+		"suggestion: Free disk space or ask a human to raise the quota.\n</error>"
+	if got := l.context().GetText(); got != want {
+		t.Errorf("context =\n%s\nwant\n%s", got, want)
 	}
 }

@@ -62,6 +62,8 @@ type localError struct {
 	tool, kind, message string
 	count               uint32
 	category            Category
+	// suggestion is the verdict's (a rule may have its own, as code.quota_disk); empty: the category's.
+	suggestion string
 }
 
 // maxUnresolved bounds the local error list; the sidecar keeps the full history.
@@ -229,6 +231,7 @@ func (l *localState) record(o *reboundpb.Outcome, v *reboundpb.Verdict) {
 	for i := range l.unresolved {
 		if l.unresolved[i].tool == o.GetTool() {
 			l.unresolved[i].category = category
+			l.unresolved[i].suggestion = v.GetClassification().GetSuggestion()
 		}
 	}
 }
@@ -245,7 +248,11 @@ func (l *localState) context() *reboundpb.ContextResponse {
 		fmt.Fprintf(&b, "%d earlier unresolved error(s) not shown.\n", hidden)
 	}
 	for _, e := range shown {
-		writeErrorBlock(&b, e.tool, e.category, errorLine(e.kind, e.message), e.count, suggestions[e.category])
+		suggestion := e.suggestion
+		if suggestion == "" {
+			suggestion = suggestions[e.category]
+		}
+		writeErrorBlock(&b, e.tool, e.category, errorLine(e.kind, e.message), e.count, suggestion)
 	}
 	return &reboundpb.ContextResponse{
 		Text:         strings.TrimSuffix(b.String(), "\n"),
