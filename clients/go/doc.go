@@ -9,6 +9,11 @@
 // The client fails open: each call to the sidecar has a short deadline
 // (250 ms by default), and when the sidecar cannot be reached in time a local
 // fallback policy decides instead, so an agent never stops because its sidecar
-// did. gRPC keeps reconnecting in the background and the sidecar is used again
-// as soon as it answers.
+// did. The fallback classifies by the structured signals of the sidecar's
+// rules that read one signal alone (the outcome's kind, an error code, an
+// exception type, a gRPC code, an HTTP status, an exit code), with their
+// values, ranked as the sidecar scores them, and answers each category with
+// the sidecar's seed defaults; it reads no message words (see FallbackPolicy).
+// gRPC keeps reconnecting in the background and the sidecar is used again as
+// soon as it answers.
 package rebound
