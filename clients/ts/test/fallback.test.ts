@@ -47,6 +47,10 @@ interface SidecarRule {
   httpStatus?: (number | string)[];
   /** Message patterns. */
   messages?: string[];
+  kinds?: string[];
+  exitCodes?: number[];
+  /** The rule's own suggestion, over its category's. */
+  suggestion?: string;
 }
 
 /** The sidecar's default rules (src/defaults/rules.toml) by id. */
@@ -71,8 +75,16 @@ function sidecarRules(): Map<string, SidecarRule> {
       if (httpStatus !== undefined) rule.httpStatus = JSON.parse(httpStatus) as (number | string)[];
       const messages = /^message\s*=\s*(\[.*\])$/.exec(line)?.[1];
       if (messages !== undefined) rule.messages = JSON.parse(messages) as string[];
+      // A list of patterns over several lines: what they are does not matter here, only that there are some.
+      if (/^message\s*=\s*\[$/.test(line)) rule.messages = [];
       const category = /^category\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
       if (category !== undefined) rule.category = JSON.parse(category) as string;
+      const kinds = /^kind\s*=\s*(\[.*\])$/.exec(line)?.[1];
+      if (kinds !== undefined) rule.kinds = JSON.parse(kinds) as string[];
+      const exitCodes = /^exit_code\s*=\s*(\[.*\])$/.exec(line)?.[1];
+      if (exitCodes !== undefined) rule.exitCodes = JSON.parse(exitCodes) as number[];
+      const suggestion = /^suggestion\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
+      if (suggestion !== undefined) rule.suggestion = JSON.parse(suggestion) as string;
     }
     if (rule.id !== undefined) rules.set(rule.id, rule);
   }
@@ -96,6 +108,7 @@ const GEMINI_CREDITS_DEPLETED =
 interface ReplayVerdict {
   category: string;
   rule: string;
+  suggestion: string;
   action: string;
   retryable: boolean;
   delay_ms: number;
@@ -149,26 +162,40 @@ function assertDecidesAsSidecar(cases: readonly Record<string, unknown>[]): void
     const config = join(dir, "rebound.toml");
     writeFileSync(config, '[retry]\njitter = "none"\n');
     const input = cases.map((c, i) => JSON.stringify({ session_id: `s${i}`, tool: `t${i}`, ok: false, ...c }));
-    const run = spawnSync(sidecarBin(), ["replay", "--config", config, "-"], { input: `${input.join("\n")}\n`, encoding: "utf8" });
-    assert.equal(run.status, 0, run.stderr);
+    // A verdict line is over 1 kB: room for thousands (spawnSync's default buffer is 1 MiB).
+    const run = spawnSync(sidecarBin(), ["replay", "--config", config, "-"], {
+      input: `${input.join("\n")}\n`,
+      encoding: "utf8",
+      maxBuffer: 64 << 20,
+    });
+    assert.equal(run.status, 0, `${String(run.error ?? "")} ${run.stderr}`);
     const verdicts = run.stdout.trim().split("\n").map((line) => JSON.parse(line) as ReplayVerdict);
     assert.equal(verdicts.length, cases.length, run.stdout);
     const rule = (id: string): string => FALLBACK_RULES.get(id) ?? `(sidecar rule ${id})`;
     cases.forEach((c, i) => {
-      const { http_status: httpStatus, grpc_code: grpcCode, exception_type: exceptionType, kind: kindName, ...rest } = c as {
+      const {
+        http_status: httpStatus,
+        grpc_code: grpcCode,
+        exit_code: exitCode,
+        exception_type: exceptionType,
+        kind: kindName,
+        ...rest
+      } = c as {
         http_status?: number;
         grpc_code?: number;
+        exit_code?: number;
         exception_type?: string;
         kind?: string;
       };
       const kind = kindName === undefined ? undefined : pb.OutcomeKind[`OUTCOME_KIND_${kindName.toUpperCase()}` as keyof typeof pb.OutcomeKind];
-      const o = pb.Outcome.fromPartial({ tool: `t${i}`, httpStatus, grpcCode, exceptionType, kind, ...rest });
+      const o = pb.Outcome.fromPartial({ tool: `t${i}`, httpStatus, grpcCode, exitCode, exceptionType, kind, ...rest });
       const v = decide(DEFAULT_FALLBACK_POLICY, o, { consecutive: 1, nowMs: NOW, random: 0.5 });
       const theirs = verdicts[i] as ReplayVerdict;
       assert.deepEqual(
         {
           category: categoryName(v.classification?.category ?? 0),
           rule: v.classification?.rule,
+          suggestion: v.classification?.suggestion,
           action: actionName(v.action),
           retryable: v.classification?.retryable,
           reason: reasonName(v.breaker?.reason ?? 0),
@@ -178,6 +205,7 @@ function assertDecidesAsSidecar(cases: readonly Record<string, unknown>[]): void
         {
           category: theirs.category,
           rule: rule(theirs.rule),
+          suggestion: theirs.suggestion,
           action: theirs.action,
           retryable: theirs.retryable,
           reason: theirs.breaker.reason ?? "unspecified",
