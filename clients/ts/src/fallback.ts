@@ -1,7 +1,11 @@
 // The local policy that decides when the sidecar cannot be reached within the
-// call deadline: the sidecar's seed defaults, on the coarse signals a client
-// can trust, under the sidecar's session breakers (src/breaker.ts). The same
-// policy as the Python client's fallback.py and the Go client's fallback.go.
+// call deadline: the sidecar's seed defaults, on the structured signals a
+// client can trust (the kind, an error code, an exception type, a gRPC code, an
+// HTTP status, an exit code: every rule of src/defaults/rules.toml that reads
+// one of them alone, ranked as the sidecar scores them), under the sidecar's
+// session breakers (src/breaker.ts). It reads no words of the message but a
+// RESOURCE_EXHAUSTED's. The same policy as the Python client's fallback.py and
+// the Go client's fallback.go.
 
 import {
   failuresBeforeATrip,
@@ -21,19 +25,24 @@ import { redact, redactHead } from "./redact.js";
 
 /**
  * The fallback policy's knobs. {@link DEFAULT_FALLBACK_POLICY} holds the
- * sidecar's seed defaults. It classifies only coarse signals, the strongest
- * first as the sidecar ranks them (see {@link classifyCoarse}): timeouts,
- * connection errors, HTTP 429, gRPC RESOURCE_EXHAUSTED and the 5xx of an
- * unavailable server (502, 503, 504, 520 to 524, 529: retried), other 5xx and
- * gRPC INTERNAL, UNKNOWN and DATA_LOSS (internal: retried once), 401 and 403
- * (escalated), the providers' quota codes and a RESOURCE_EXHAUSTED that speaks
- * of billing, insufficient credits or disk (escalated, even with a 429), their
- * context-length and content-filter codes (replan), their overloaded codes
- * (retried) and internal-error codes (retried once), cancellation (aborted),
- * an unknown tool (reclassify: choose another tool); anything else goes back
- * to the LLM (recover), gRPC NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS and
- * the others the sidecar reads as not found, validation or conflict among
- * them. Over that plan, the sidecar's session breakers:
+ * sidecar's seed defaults. It classifies by the structured signals alone, the
+ * strongest first as the sidecar ranks them (see {@link classifyCoarse}): the
+ * outcome's kind; an error code of the sidecar's rules that read a code alone
+ * (a provider's quota, rate-limit, auth, validation or overloaded code, an
+ * errno name such as ENOENT or ENOSPC, Node's and undici's codes, an MCP
+ * JSON-RPC code); an exception type of its rules that read a type alone
+ * (JavaScript's TypeError and RangeError are validation, SyntaxError format,
+ * or internal when a tool hit it, AbortError cancelled); a gRPC code (a
+ * RESOURCE_EXHAUSTED that speaks of billing, credits or disk is a quota); one
+ * HTTP status of its rules http.400 to http.502; an exit code (124 timeout,
+ * 126 permission denied, 127 not found, 130 and 143 cancelled, 137 a quota);
+ * then any other 4xx (validation) or 5xx (internal). Each category is handled
+ * as the sidecar's categories.toml says: timeouts, connection errors, rate
+ * limits and an unavailable server are retried, an internal error once;
+ * auth, permission and quota escalate; context length and content filter
+ * replan; cancellation aborts; an unknown tool is reclassified; anything else
+ * (not found, validation, conflict, format, unknown) goes back to the LLM
+ * (recover). Over that plan, the sidecar's session breakers:
  * identical errors in a row and a declared step or cost limit abort, failures
  * of one tool in a row and errors in the session escalate, and a stopped
  * session stays stopped.
@@ -154,6 +163,96 @@ const INTERNAL_MAX_RETRIES = 1;
 export const UNAVAILABLE_STATUSES: ReadonlySet<number> = new Set([502, 503, 504, 520, 521, 522, 523, 524, 529]);
 
 /**
+ * The HTTP statuses the sidecar's rules http.400 to http.502 read alone, each
+ * with its category and rule (src/defaults/rules.toml; a test fails when the
+ * two drift apart), the rule named by its first status: one table per rule,
+ * in their order. The 500 group keeps the id fallback.http_5xx the fallback
+ * gave it before it read the other statuses. The rules that also read words
+ * (http.4xx.quota_words, http.402.card_declined, ...) are not here: the
+ * fallback reads no words, so a 402 whose message says the card was declined
+ * is a quota here (escalated) where the sidecar finds validation in its words.
+ * Any other status of 400 to 499 or 500 to 599 is read by range, after an
+ * exit code (see {@link classifyCoarse}).
+ * @internal Exported for that test only.
+ */
+export const HTTP_STATUSES: ReadonlyMap<number, readonly [pb.Category, string]> = new Map<number, readonly [pb.Category, string]>([
+  // Rule http.400.
+  ...[400, 422].map((s) => [s, [C.CATEGORY_VALIDATION, "fallback.http_400"]] as const),
+  // Rule http.401: 407 is the proxy's 401.
+  ...[401, 407].map((s) => [s, [C.CATEGORY_AUTH, "fallback.http_401"]] as const),
+  // Rule http.402.
+  [402, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.http_402"]],
+  // Rule http.403.
+  [403, [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"]],
+  // Rule http.404.
+  ...[404, 410].map((s) => [s, [C.CATEGORY_NOT_FOUND, "fallback.http_404"]] as const),
+  // Rule http.405.
+  ...[405, 406, 411, 414, 415, 416, 431].map((s) => [s, [C.CATEGORY_VALIDATION, "fallback.http_405"]] as const),
+  // Rule http.408.
+  [408, [C.CATEGORY_TIMEOUT, "fallback.http_408"]],
+  // Rule http.409.
+  ...[409, 412, 428].map((s) => [s, [C.CATEGORY_CONFLICT, "fallback.http_409"]] as const),
+  // Rule http.413.
+  [413, [C.CATEGORY_CONTEXT_LENGTH, "fallback.http_413"]],
+  // Rule http.429.
+  [429, [C.CATEGORY_RATE_LIMITED, "fallback.http_429"]],
+  // Rule http.451.
+  [451, [C.CATEGORY_CONTENT_FILTER, "fallback.http_451"]],
+  // Rule http.499: nginx's client closed request.
+  [499, [C.CATEGORY_CANCELLED, "fallback.http_499"]],
+  // Rule http.500 (the fallback's id as before: fallback.http_5xx).
+  ...[500, 501, 505, 507, 508].map((s) => [s, [C.CATEGORY_INTERNAL, "fallback.http_5xx"]] as const),
+  // Rule http.502.
+  ...[...UNAVAILABLE_STATUSES].map((s) => [s, [C.CATEGORY_UNAVAILABLE, "fallback.http_502"]] as const),
+]);
+
+/**
+ * The HTTP status ranges the sidecar's rules http.4xx and http.5xx read
+ * (src/defaults/rules.toml; a test fails when the two drift apart), inclusive,
+ * with their category and rule: weaker than one status on the sidecar (38
+ * against 40), so weaker than an exit code too.
+ * @internal Exported for that test only.
+ */
+export const HTTP_RANGES: readonly (readonly [number, number, pb.Category, string])[] = Object.freeze([
+  [400, 499, C.CATEGORY_VALIDATION, "fallback.http_4xx"], // Rule http.4xx.
+  [500, 599, C.CATEGORY_INTERNAL, "fallback.http_5xx"], // Rule http.5xx.
+] as const);
+
+/**
+ * The process exit codes the sidecar's rules exit.* read (src/defaults/rules.toml;
+ * a test fails when the two drift apart), each with its category and rule:
+ * timeout(1)'s 124, the shell's 126 (not executable) and 127 (not found), 130
+ * and 143 (SIGINT, SIGTERM: stopped by someone) and 137 (SIGKILL: the OOM
+ * killer, with its rule's own suggestion). As strong as one HTTP status on the
+ * sidecar (40), which wins the tie as listed first, and stronger than a range.
+ * @internal Exported for that test only.
+ */
+export const EXIT_CODES: ReadonlyMap<number, readonly [pb.Category, string]> = new Map<number, readonly [pb.Category, string]>([
+  [124, [C.CATEGORY_TIMEOUT, "fallback.exit_124"]], // Rule exit.124.
+  [126, [C.CATEGORY_PERMISSION_DENIED, "fallback.exit_126"]], // Rule exit.126.
+  [127, [C.CATEGORY_NOT_FOUND, "fallback.exit_127"]], // Rule exit.127.
+  ...[130, 143].map((c) => [c, [C.CATEGORY_CANCELLED, "fallback.exit_130"]] as const), // Rule exit.130.
+  [137, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.exit_137"]], // Rule exit.137.
+]);
+
+/**
+ * The suggestions the sidecar's rules carry of their own, over their
+ * category's (src/defaults/rules.toml; a test fails when the two drift apart),
+ * by the fallback's rule: a full disk and a killed process are quotas, but not
+ * the caller's budget; a tool's parse error is internal, but nothing to do
+ * with its arguments.
+ * @internal Exported for that test only.
+ */
+export const RULE_SUGGESTIONS: ReadonlyMap<string, string> = new Map([
+  ["fallback.code_quota_disk", "Free disk space or ask a human to raise the quota."], // Rule code.quota_disk.
+  ["fallback.exit_137", "The process was killed (out of memory?): use a smaller input or ask for more memory."], // Rule exit.137.
+  [
+    "fallback.kind_tool_error_parse", // Rule kind.tool_error.parse.
+    "The tool could not parse what it received (an error page or a changed format?): the call itself was fine; if it fails again, try another source.",
+  ],
+]);
+
+/**
  * gRPC's status codes (numbers fixed by the gRPC spec), each with its category
  * and rule, as the sidecar's rules grpc.* read them alone
  * (src/defaults/rules.toml; a test fails when the two drift apart):
@@ -183,20 +282,27 @@ export const GRPC_CODES: ReadonlyMap<number, readonly [pb.Category, string]> = n
 
 /**
  * The error codes the fallback knows, each with its category and rule, as the
- * sidecar's rules list them (src/defaults/rules.toml: the source of truth; a
- * test fails when the two drift apart), spelled as there. Providers' codes
- * that change what to do: a quota is not retried but escalated, an input too
- * long or filtered is replanned, an overloaded server is retried with backoff
- * and an error inside it once (rules code.insufficient_quota,
- * code.context_length, code.content_filter, code.overloaded and
- * code.internal); and the errno names, Node's DNS codes, undici's and TLS
- * codes of a timeout or a failed connection (rules code.timeout and
- * code.network). Matched as the sidecar matches a code: trimmed, ASCII case
- * aside (see {@link errorCode}). As on the sidecar, a code wins over an
- * exception type, a gRPC code and the HTTP status: OpenAI sends
- * insufficient_quota with a 429, Anthropic overloaded_error with a 529 (its
- * SDKs read the body, so a 500 with that type is overloaded too), and a 503
- * whose connection was reset (ECONNRESET) is a network failure.
+ * sidecar's rules that read a code alone list them (src/defaults/rules.toml:
+ * the source of truth; a test fails when the two drift apart), spelled as
+ * there, one table per rule. Providers' codes that change what to do: a quota
+ * is not retried but escalated, an input too long or filtered is replanned, an
+ * overloaded server is retried with backoff and an error inside it once (rules
+ * code.insufficient_quota, code.context_length, code.content_filter,
+ * code.overloaded and code.internal); the errno names, Node's DNS codes,
+ * undici's and TLS codes of a timeout or a failed connection (rules
+ * code.timeout and code.network); then the rules code.rate_limit, code.auth,
+ * code.permission, code.not_found, code.validation, code.conflict,
+ * code.quota_disk, code.cancelled and the MCP JSON-RPC codes (code.mcp.*).
+ * The rules that also read the message's words (code.validation.quota,
+ * code.validation.context_length) are not here: the fallback reads no words,
+ * so Anthropic's 400 invalid_request_error about a credit balance is
+ * validation here where the sidecar finds a quota. Matched as the sidecar
+ * matches a code: trimmed, ASCII case aside (see {@link errorCode}). As on the
+ * sidecar, a code wins over an exception type, a gRPC code, the HTTP status
+ * and an exit code: OpenAI sends insufficient_quota with a 429, Anthropic
+ * overloaded_error with a 529 (its SDKs read the body, so a 500 with that type
+ * is overloaded too), and a 503 whose connection was reset (ECONNRESET) is a
+ * network failure.
  * @internal Exported for that test only.
  */
 export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
@@ -265,6 +371,117 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "ERR_SOCKET_CONNECTION_TIMEOUT",
     "EPROTO",
   ].map((code) => [code, [C.CATEGORY_NETWORK, "fallback.code_network"]] as const),
+  // Rule code.rate_limit: the providers' and clouds' throttling codes (and a bare "429").
+  ...[
+    "rate_limit_exceeded",
+    "rate_limit_error",
+    "RateLimitExceeded",
+    "ThrottlingException",
+    "Throttling",
+    "ProvisionedThroughputExceededException",
+    "TooManyRequests",
+    "TooManyRequestsException",
+    "SlowDown",
+    "RequestLimitExceeded",
+    "ratelimited",
+    "rate_limited",
+    "429",
+  ].map((code) => [code, [C.CATEGORY_RATE_LIMITED, "fallback.code_rate_limit"]] as const),
+  // Rule code.auth: bad, missing or expired credentials.
+  ...[
+    "invalid_api_key",
+    "authentication_error",
+    "invalid_auth",
+    "not_authed",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "token_expired",
+    "unauthorized",
+    "UNAUTHENTICATED",
+    "bad_credentials",
+  ].map((code) => [code, [C.CATEGORY_AUTH, "fallback.code_auth"]] as const),
+  // Rule code.permission: the caller is known but not allowed (EACCES and EPERM among them).
+  ...[
+    "permission_error",
+    "AccessDenied",
+    "AccessDeniedException",
+    "Forbidden",
+    "insufficient_permissions",
+    "missing_scope",
+    "not_allowed_token_type",
+    "PERMISSION_DENIED",
+    "EACCES",
+    "EPERM",
+  ].map((code) => [code, [C.CATEGORY_PERMISSION_DENIED, "fallback.code_permission"]] as const),
+  // Rule code.not_found: a model, key, bucket, file or module that is not there.
+  ...[
+    "model_not_found",
+    "not_found_error",
+    "NoSuchKey",
+    "NoSuchBucket",
+    "ResourceNotFoundException",
+    "NotFound",
+    "channel_not_found",
+    "resource_missing",
+    "ENOENT",
+    "ENOTDIR",
+    "EISDIR",
+    "NOT_FOUND",
+    "MODULE_NOT_FOUND",
+    "ERR_MODULE_NOT_FOUND",
+  ].map((code) => [code, [C.CATEGORY_NOT_FOUND, "fallback.code_not_found"]] as const),
+  // Rule code.validation: arguments the API refused. Its refinements by words (code.validation.quota,
+  // code.validation.context_length) read the message, which the fallback does not: not here.
+  ...[
+    "invalid_request_error",
+    "invalid_request",
+    "ValidationException",
+    "ValidationError",
+    "invalid_arguments",
+    "invalid_parameter",
+    "parameter_invalid",
+    "InvalidParameterValue",
+    "invalid_type",
+    "EINVAL",
+    "ERR_INVALID_ARG_TYPE",
+    "ERR_INVALID_ARG_VALUE",
+    "ERR_INVALID_URL",
+    "INVALID_ARGUMENT",
+    "MissingParameter",
+    "card_declined",
+    "expired_card",
+    "incorrect_cvc",
+    "incorrect_number",
+  ].map((code) => [code, [C.CATEGORY_VALIDATION, "fallback.code_validation"]] as const),
+  // Rule code.conflict: what already exists or changed under the caller.
+  ...[
+    "ConditionalCheckFailedException",
+    "ResourceInUseException",
+    "BucketAlreadyExists",
+    "BucketAlreadyOwnedByYou",
+    "already_exists",
+    "ConflictException",
+    "EEXIST",
+    "ENOTEMPTY",
+    "ALREADY_EXISTS",
+    "name_taken",
+  ].map((code) => [code, [C.CATEGORY_CONFLICT, "fallback.code_conflict"]] as const),
+  // Rule code.quota_disk: a full disk or disk quota (its own suggestion: see RULE_SUGGESTIONS).
+  ...["ENOSPC", "EDQUOT"].map((code) => [code, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota_disk"]] as const),
+  // Rule code.cancelled: Node's AbortController and axios's codes, and the spellings of a cancellation.
+  ...["ABORT_ERR", "ERR_CANCELED", "CANCELLED", "canceled", "cancelled"].map(
+    (code) => [code, [C.CATEGORY_CANCELLED, "fallback.code_cancelled"]] as const,
+  ),
+  // Rules code.mcp.*: the JSON-RPC error codes of an MCP server, as text.
+  ["-32001", [C.CATEGORY_TIMEOUT, "fallback.code_mcp_timeout"]], // code.mcp.timeout
+  ["-32700", [C.CATEGORY_FORMAT, "fallback.code_mcp_parse"]], // code.mcp.parse
+  ...["-32600", "-32602"].map((code) => [code, [C.CATEGORY_VALIDATION, "fallback.code_mcp_invalid"]] as const), // code.mcp.invalid
+  ["-32601", [C.CATEGORY_NOT_FOUND, "fallback.code_mcp_method"]], // code.mcp.method
+  ["-32603", [C.CATEGORY_INTERNAL, "fallback.code_mcp_internal"]], // code.mcp.internal
 ]);
 
 /** {@link ERROR_CODES} by the code in ASCII lower case, as the sidecar indexes its rules' codes. */
@@ -286,15 +503,37 @@ export function errorCode(code: string): readonly [pb.Category, string] | undefi
 }
 
 /**
- * The exception types of a timeout or a failed connection, as the sidecar's
- * rules exception.timeout and exception.network list them
- * (src/defaults/rules.toml: the source of truth; a test fails when the two
+ * The exception types the sidecar's rules read alone (exception.cancelled to
+ * exception.internal), each with its category and rule, in the order of
+ * src/defaults/rules.toml (the source of truth; a test fails when the two
  * drift apart), spelled as there. Matched as the sidecar matches a type (see
- * {@link exceptionType}). As on the sidecar, a type wins over a gRPC code and
- * the HTTP status, and gives way to an error code.
+ * {@link exceptionType}). As on the sidecar, a type wins over a gRPC code, the
+ * HTTP status and an exit code, and gives way to the kind and an error code.
+ * The rules that also read words of the message (exception.typeerror.fetch,
+ * exception.rangeerror.stack, exception.valueerror.parse, ...) are not here:
+ * the fallback reads no words, so Node's fetch failure (a TypeError "fetch
+ * failed") is validation here where the sidecar finds network in its words,
+ * unless a code of its cause (ECONNREFUSED) says more. A parse error inside a
+ * tool (kind tool_error) is the sidecar's rule kind.tool_error.parse, not
+ * exception.format (see {@link TOOL_PARSE_TYPES}).
  * @internal Exported for that test only.
  */
 export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
+  // Rule exception.cancelled: asyncio's, Node's AbortError, the SDKs' user aborts, .NET's and Java's.
+  ...[
+    "CancelledError",
+    "asyncio.CancelledError",
+    "concurrent.futures.CancelledError",
+    "KeyboardInterrupt",
+    "AbortError",
+    "APIUserAbortError",
+    "ClientClosedRequestError",
+    "OperationCanceledException",
+    "TaskCanceledException",
+    "InterruptedException",
+    "CancellationException",
+  ].map((type) => [type, [C.CATEGORY_CANCELLED, "fallback.type_cancelled"]] as const),
+  // Rule exception.timeout.
   ...[
     "TimeoutError",
     "Timeout",
@@ -316,6 +555,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "asyncio.TimeoutError",
     "socket.timeout",
   ].map((type) => [type, [C.CATEGORY_TIMEOUT, "fallback.type_timeout"]] as const),
+  // Rule exception.network.
   ...[
     "ConnectionError",
     "ConnectError",
@@ -349,20 +589,208 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "ConnectionClosedError",
     "HttpRequestException",
   ].map((type) => [type, [C.CATEGORY_NETWORK, "fallback.type_connection"]] as const),
+  // Rule exception.rate_limited.
+  ...[
+    "RateLimitError",
+    "openai.RateLimitError",
+    "anthropic.RateLimitError",
+    "TooManyRequests",
+    "ThrottlingException",
+    "ResourceExhausted",
+  ].map((type) => [type, [C.CATEGORY_RATE_LIMITED, "fallback.type_rate_limited"]] as const),
+  // Rule exception.unavailable.
+  ...[
+    "ServiceUnavailableError",
+    "ServiceUnavailable",
+    "OverloadedError",
+    "BadGateway",
+    "GatewayTimeout",
+    "GatewayTimeoutError",
+  ].map((type) => [type, [C.CATEGORY_UNAVAILABLE, "fallback.type_unavailable"]] as const),
+  // Rule exception.auth.
+  ...[
+    "AuthenticationError",
+    "openai.AuthenticationError",
+    "anthropic.AuthenticationError",
+    "Unauthenticated",
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "CredentialRetrievalError",
+    "ExpiredTokenException",
+    "InvalidAuthenticationError",
+    "CredentialsError",
+    "IdentityTokenFileError",
+  ].map((type) => [type, [C.CATEGORY_AUTH, "fallback.type_auth"]] as const),
+  // Rule exception.permission.
+  ...[
+    "PermissionDeniedError",
+    "PermissionError",
+    "PermissionDenied",
+    "AccessDeniedException",
+    "Forbidden",
+    "SecurityException",
+    "UnauthorizedAccessException",
+    "AccessDeniedError",
+  ].map((type) => [type, [C.CATEGORY_PERMISSION_DENIED, "fallback.type_permission"]] as const),
+  // Rule exception.not_found.
+  ...[
+    "NotFoundError",
+    "FileNotFoundError",
+    "NotFound",
+    "NoSuchKey",
+    "ModuleNotFoundError",
+    "FileNotFoundException",
+    "NoSuchFileException",
+    "NoSuchElementException",
+    "ResourceNotFoundException",
+    "IsADirectoryError",
+    "NotADirectoryError",
+    "ProcessLookupError",
+    "LookupError",
+  ].map((type) => [type, [C.CATEGORY_NOT_FOUND, "fallback.type_not_found"]] as const),
+  // Rule exception.validation: JavaScript's TypeError and RangeError among them.
+  ...[
+    "ValueError",
+    "TypeError",
+    "KeyError",
+    "IndexError",
+    "AttributeError",
+    "AssertionError",
+    "ValidationError",
+    "pydantic.ValidationError",
+    "pydantic_core.ValidationError",
+    "UnprocessableEntityError",
+    "RequestHeaderFieldsTooLargeError",
+    "ZodError",
+    "InvalidArgument",
+    "IllegalArgumentException",
+    "IllegalStateException",
+    "NumberFormatException",
+    "ArgumentException",
+    "ArgumentNullException",
+    "ArgumentOutOfRangeException",
+    "FormatException",
+    "ParamValidationError",
+    "UnicodeDecodeError",
+    "UnicodeEncodeError",
+    "UndefinedError",
+    "TemplateSyntaxError",
+    "ZeroDivisionError",
+    "OverflowError",
+    "RangeError",
+    "jsonschema.exceptions.ValidationError",
+  ].map((type) => [type, [C.CATEGORY_VALIDATION, "fallback.type_validation"]] as const),
+  // Rule exception.format: JavaScript's SyntaxError (JSON.parse's) among them.
+  ...[
+    "JSONDecodeError",
+    "json.JSONDecodeError",
+    "json.decoder.JSONDecodeError",
+    "OutputParserException",
+    "langchain_core.exceptions.OutputParserException",
+    "SyntaxError",
+    "JsonParseException",
+    "JsonSyntaxException",
+    "MismatchedInputException",
+    "InvalidFormatException",
+    "JsonMappingException",
+    "JsonEOFException",
+    "YAMLError",
+    "ScannerError",
+    "ParserError",
+  ].map((type) => [type, [C.CATEGORY_FORMAT, "fallback.type_format"]] as const),
+  // Rule exception.conflict.
+  ...[
+    "UniqueViolation",
+    "IntegrityError",
+    "FileExistsError",
+    "ConflictError",
+    "PreconditionFailedError",
+    "ConcurrentModificationException",
+    "DuplicateKeyException",
+    "OptimisticLockException",
+    "StaleElementReferenceException",
+  ].map((type) => [type, [C.CATEGORY_CONFLICT, "fallback.type_conflict"]] as const),
+  // Rule exception.context_length.
+  ...[
+    "ContextWindowExceededError",
+    "ContextLengthExceededError",
+    "ContentTooLargeError",
+  ].map((type) => [type, [C.CATEGORY_CONTEXT_LENGTH, "fallback.type_context_length"]] as const),
+  // Rule exception.content_filter.
+  ...[
+    "ContentPolicyViolationError",
+    "ContentFilterFinishReasonError",
+    "BlockedPromptException",
+    "StopCandidateException",
+  ].map((type) => [type, [C.CATEGORY_CONTENT_FILTER, "fallback.type_content_filter"]] as const),
+  // Rule exception.quota: quotas, and memory or disk run out.
+  ...[
+    "QuotaExceededError",
+    "InsufficientQuotaError",
+    "PaymentRequiredError",
+    "MemoryError",
+    "OutOfMemoryError",
+    "DiskFullError",
+    "_ArrayMemoryError",
+    "OutOfMemoryException",
+  ].map((type) => [type, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.type_quota"]] as const),
+  // Rule exception.internal.
+  ...[
+    "RuntimeError",
+    "NotImplementedError",
+    "RecursionError",
+    "SystemError",
+    "NullPointerException",
+    "panic",
+    "InternalError",
+    "APIError",
+    "HTTPNotImplementedError",
+    "ArrayIndexOutOfBoundsException",
+    "IndexOutOfBoundsException",
+    "ClassCastException",
+  ].map((type) => [type, [C.CATEGORY_INTERNAL, "fallback.type_internal"]] as const),
 ]);
+
+/**
+ * The exception types of a parse error, as the sidecar's rule
+ * kind.tool_error.parse lists them (src/defaults/rules.toml; a test fails when
+ * the two drift apart): with kind tool_error (which `report` gives whatever a
+ * tool threw), what failed to parse came from elsewhere, an error page for
+ * JSON, and the call itself was fine: internal (kind 100 + type 60 outrank
+ * exception.format), with the rule's own suggestion.
+ * @internal Exported for that test only.
+ */
+export const TOOL_PARSE_TYPES: ReadonlySet<string> = new Set([
+  "JSONDecodeError",
+  "json.JSONDecodeError",
+  "json.decoder.JSONDecodeError",
+  "SyntaxError",
+  "JsonParseException",
+  "JsonSyntaxException",
+  "JsonEOFException",
+  "MismatchedInputException",
+]);
+
+/** An exception type trimmed as Rust's `str::trim` trims, and its last part after a `.` or `:`. */
+function typeNames(type: string): [string, string] {
+  const name = type.replace(RUST_TRIM, "");
+  return [name, name.slice(Math.max(name.lastIndexOf("."), name.lastIndexOf(":")) + 1)];
+}
 
 /**
  * The category and rule an exception type names, if any, matched as the
  * sidecar matches a rule's types: trimmed as Rust's `str::trim` trims, then
  * whole or by its last part after a `.` or `:` (`httpx.ReadTimeout`, Ruby's
- * `Net::ReadTimeout`), in its case. A name that no rule lists is no signal
- * there, whatever its words (undici's HeadersTimeoutError), nor here. A Map,
- * so that a type such as `constructor` finds nothing.
+ * `Net::ReadTimeout`), in its case. Where the two named different rules,
+ * the sidecar would take the one listed first; no name in rules.toml does (a
+ * test fails when one does), so the whole name is looked up first. A name
+ * that no rule lists is no signal there, whatever its words (undici's
+ * HeadersTimeoutError), nor here. A Map, so that a type such as `constructor`
+ * finds nothing.
  * @internal Exported for tests.
  */
 export function exceptionType(type: string): readonly [pb.Category, string] | undefined {
-  const name = type.replace(RUST_TRIM, "");
-  const last = name.slice(Math.max(name.lastIndexOf("."), name.lastIndexOf(":")) + 1);
+  const [name, last] = typeNames(type);
   return EXCEPTION_TYPES.get(name) ?? EXCEPTION_TYPES.get(last);
 }
 
@@ -455,7 +883,6 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
     }
     return v;
   }
-  const category = v.classification.category;
   plan(policy, v, o, input);
   // What the session breakers say over the category's plan, in the sidecar's order: their abort
   // always wins; a plan that ends the run (a user's cancel) stands over their escalation, which
@@ -477,14 +904,15 @@ export function decide(policy: Readonly<FallbackPolicy>, o: pb.Outcome, input: F
     // A retry whose failure trips a session breaker is not retried: promise no more than those left.
     v.retry.attemptsLeft = Math.min(v.retry.attemptsLeft, failuresBeforeATrip(policy, counts, limits));
   }
-  v.snippet = snippet(o, category, v.action);
+  v.snippet = snippet(o, v.classification, v.action);
   return v;
 }
 
 /** A failure's category, from the coarse signals, with its rule and suggestion. */
 function classification(o: pb.Outcome): pb.Classification {
   const [category, rule] = classifyCoarse(o);
-  return pb.Classification.create({ category, retryable: RETRYABLE.has(category), rule, suggestion: SUGGESTIONS.get(category) ?? "" });
+  const suggestion = RULE_SUGGESTIONS.get(rule) ?? SUGGESTIONS.get(category) ?? "";
+  return pb.Classification.create({ category, retryable: RETRYABLE.has(category), rule, suggestion });
 }
 
 /** What a failure's category alone says to do. */
@@ -578,19 +1006,23 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
 /**
  * Maps the structured signals a fallback can trust to a category and a rule id,
  * ranked as the sidecar scores its rules (src/classify.rs: kind 100, error code
- * 80, exception type 60, gRPC code 50, HTTP status 40), so that the strongest
- * signal wins: the outcome's kind (timeout, cancelled, unknown_tool,
- * no_tool_call, invalid_tool_call), then an error code (a provider's, a network
- * or timeout code), then an exception type the sidecar's rules list, then a
- * gRPC code, then the HTTP status. So a timeout with a 401 or with
+ * 80, exception type 60, gRPC code 50, one HTTP status 40, exit code 40, HTTP
+ * range 38), so that the strongest signal wins: the outcome's kind (timeout,
+ * cancelled, unknown_tool, no_tool_call, invalid_tool_call; tool_error with a
+ * parse error's type), then an error code of the sidecar's rules that read a
+ * code alone, then an exception type of its rules that read a type alone, then
+ * a gRPC code, then one HTTP status its rules http.400 to http.502 name, then
+ * an exit code (as strong as a status, which wins the tie as listed first in
+ * rules.toml), then the 4xx and 5xx ranges. So a timeout with a 401 or with
  * insufficient_quota is a timeout, server_error with a 503 internal,
- * ECONNRESET with a 503 network, httpx.ReadTimeout with a 401 a timeout, and a
- * RESOURCE_EXHAUSTED that speaks of billing, with a 429, a quota. An internal
- * error that only a gRPC code or a status says (gRPC INTERNAL, UNKNOWN or
- * DATA_LOSS, a 5xx other than an unavailable server's) is read at that
- * signal's rank, after the others of it: a 500 with ECONNRESET is network, a
- * gRPC INTERNAL with a 503 internal. As in the Python and Go fallbacks, a type
- * the sidecar's rules do not list is no signal, whatever its name says
+ * ECONNRESET with a 503 network, httpx.ReadTimeout with a 401 a timeout, a
+ * RESOURCE_EXHAUSTED that speaks of billing, with a 429, a quota, a 404 with
+ * exit code 127 not found by the status, and exit code 137 with a 418 a quota
+ * by the exit code. An internal error that only a gRPC code or a status says
+ * (gRPC INTERNAL, UNKNOWN or DATA_LOSS, a 5xx other than an unavailable
+ * server's) is read at that signal's rank: a 500 with ECONNRESET is network,
+ * a gRPC INTERNAL with a 503 internal. As in the Python and Go fallbacks, a
+ * type the sidecar's rules do not list is no signal, whatever its name says
  * (psycopg's ConnectionTimeout): the sidecar may find timeout or connection
  * words in the message, which the fallback reads only for RESOURCE_EXHAUSTED.
  */
@@ -602,6 +1034,10 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL) return [C.CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL || o.kind === pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL) {
     return [C.CATEGORY_FORMAT, "fallback.kind_format"];
+  }
+  // A parse error a tool hit (kind and type, 160 on the sidecar: rule kind.tool_error.parse), not the model's.
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR && typeNames(o.exceptionType).some((n) => TOOL_PARSE_TYPES.has(n))) {
+    return [C.CATEGORY_INTERNAL, "fallback.kind_tool_error_parse"];
   }
   const code = errorCode(o.code);
   if (code !== undefined) return [...code];
@@ -618,13 +1054,13 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   }
   const grpc = o.grpcCode === undefined ? undefined : GRPC_CODES.get(o.grpcCode);
   if (grpc !== undefined) return [...grpc];
-  const s = o.httpStatus;
-  if (s === 401) return [C.CATEGORY_AUTH, "fallback.http_401"];
-  if (s === 403) return [C.CATEGORY_PERMISSION_DENIED, "fallback.http_403"];
-  if (s === 429) return [C.CATEGORY_RATE_LIMITED, "fallback.http_429"];
-  if (s === 408) return [C.CATEGORY_TIMEOUT, "fallback.http_408"];
-  if (UNAVAILABLE_STATUSES.has(s)) return [C.CATEGORY_UNAVAILABLE, "fallback.http_502"];
-  if (s >= 500 && s <= 599) return [C.CATEGORY_INTERNAL, "fallback.http_5xx"];
+  // One status and an exit code tie (40): the HTTP rules are listed first. Both beat a range (38).
+  const status = HTTP_STATUSES.get(o.httpStatus);
+  if (status !== undefined) return [...status];
+  const exit = o.exitCode === undefined ? undefined : EXIT_CODES.get(o.exitCode);
+  if (exit !== undefined) return [...exit];
+  const range = HTTP_RANGES.find(([lo, hi]) => o.httpStatus >= lo && o.httpStatus <= hi);
+  if (range !== undefined) return [range[2], range[3]];
   return [C.CATEGORY_UNKNOWN, "fallback.default"];
 }
 
@@ -741,14 +1177,14 @@ export function shownMessage(message: string): string {
 }
 
 /** The fallback's `<error>` block for the LLM's next turn, then what to make of it. */
-function snippet(o: pb.Outcome, category: pb.Category, action: pb.Action): string {
+function snippet(o: pb.Outcome, c: pb.Classification, action: pb.Action): string {
   const block = errorBlock({
     tool: o.tool,
-    category,
+    category: c.category,
     type: errorType(o),
     message: shownMessage(o.message),
     count: 1,
-    suggestion: SUGGESTIONS.get(category) ?? "",
+    suggestion: c.suggestion,
   });
   return `${block}\n${INSTRUCTIONS.get(action) ?? ""}`;
 }

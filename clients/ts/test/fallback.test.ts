@@ -24,8 +24,13 @@ import {
   fallbackPolicy,
   GRPC_CODES,
   GRPC_QUOTA_WORDS,
+  EXIT_CODES,
+  HTTP_RANGES,
+  HTTP_STATUSES,
   providerDelayMs,
+  RULE_SUGGESTIONS,
   SUGGESTIONS,
+  TOOL_PARSE_TYPES,
   UNAVAILABLE_STATUSES,
   type FallbackPolicy,
 } from "../src/fallback.js";
@@ -126,10 +131,37 @@ const FALLBACK_RULES = new Map([
   ["code.insufficient_quota", "fallback.code_quota"],
   ["code.context_length", "fallback.code_context_length"],
   ["code.content_filter", "fallback.code_content_filter"],
+  ["kind.tool_error.parse", "fallback.kind_tool_error_parse"],
   ["code.timeout", "fallback.code_etimedout"],
   ["code.network", "fallback.code_network"],
+  ["code.rate_limit", "fallback.code_rate_limit"],
+  ["code.auth", "fallback.code_auth"],
+  ["code.permission", "fallback.code_permission"],
+  ["code.not_found", "fallback.code_not_found"],
+  ["code.validation", "fallback.code_validation"],
+  ["code.conflict", "fallback.code_conflict"],
+  ["code.quota_disk", "fallback.code_quota_disk"],
+  ["code.cancelled", "fallback.code_cancelled"],
+  ["code.mcp.timeout", "fallback.code_mcp_timeout"],
+  ["code.mcp.parse", "fallback.code_mcp_parse"],
+  ["code.mcp.invalid", "fallback.code_mcp_invalid"],
+  ["code.mcp.method", "fallback.code_mcp_method"],
+  ["code.mcp.internal", "fallback.code_mcp_internal"],
+  ["exception.cancelled", "fallback.type_cancelled"],
   ["exception.timeout", "fallback.type_timeout"],
   ["exception.network", "fallback.type_connection"],
+  ["exception.rate_limited", "fallback.type_rate_limited"],
+  ["exception.unavailable", "fallback.type_unavailable"],
+  ["exception.auth", "fallback.type_auth"],
+  ["exception.permission", "fallback.type_permission"],
+  ["exception.not_found", "fallback.type_not_found"],
+  ["exception.validation", "fallback.type_validation"],
+  ["exception.format", "fallback.type_format"],
+  ["exception.conflict", "fallback.type_conflict"],
+  ["exception.context_length", "fallback.type_context_length"],
+  ["exception.content_filter", "fallback.type_content_filter"],
+  ["exception.quota", "fallback.type_quota"],
+  ["exception.internal", "fallback.type_internal"],
   ["grpc.cancelled", "fallback.grpc_cancelled"],
   ["grpc.deadline", "fallback.grpc_deadline_exceeded"],
   ["grpc.permission_denied", "fallback.grpc_permission_denied"],
@@ -141,13 +173,28 @@ const FALLBACK_RULES = new Map([
   ["grpc.not_found", "fallback.grpc_not_found"],
   ["grpc.invalid_argument", "fallback.grpc_invalid_argument"],
   ["grpc.conflict", "fallback.grpc_conflict"],
+  ["http.400", "fallback.http_400"],
   ["http.401", "fallback.http_401"],
+  ["http.402", "fallback.http_402"],
   ["http.403", "fallback.http_403"],
+  ["http.404", "fallback.http_404"],
+  ["http.405", "fallback.http_405"],
   ["http.408", "fallback.http_408"],
+  ["http.409", "fallback.http_409"],
+  ["http.413", "fallback.http_413"],
   ["http.429", "fallback.http_429"],
+  ["http.451", "fallback.http_451"],
+  ["http.499", "fallback.http_499"],
   ["http.502", "fallback.http_502"],
+  // The id the fallback gave the 500 group before it read the other statuses.
   ["http.500", "fallback.http_5xx"],
+  ["http.4xx", "fallback.http_4xx"],
   ["http.5xx", "fallback.http_5xx"],
+  ["exit.124", "fallback.exit_124"],
+  ["exit.126", "fallback.exit_126"],
+  ["exit.127", "fallback.exit_127"],
+  ["exit.130", "fallback.exit_130"],
+  ["exit.137", "fallback.exit_137"],
   ["default.unknown", "fallback.default"],
 ]);
 
@@ -400,7 +447,50 @@ const CASES: Case[] = [
     outcome: { tool: "llm", kind: pb.OutcomeKind.OUTCOME_KIND_TIMEOUT, httpStatus: 401 },
     random: 0.5, action: "retry", category: "timeout", retryable: true, delayMs: 1000,
   },
-  { name: "404 is not a coarse signal: recover", outcome: { tool: "fetch", httpStatus: 404 }, action: "recover", category: "unknown" },
+  { name: "404 is not found: recover", outcome: { tool: "fetch", httpStatus: 404 }, action: "recover", category: "not_found" },
+  { name: "an exit code no rule names is no signal: recover", outcome: { tool: "sh", exitCode: 2 }, action: "recover", category: "unknown" },
+  {
+    name: "a 409 is a conflict: recover",
+    outcome: { tool: "repo", httpStatus: 409, message: "Reference already exists" },
+    action: "recover", category: "conflict",
+  },
+  { name: "ValueError is validation: recover", outcome: { tool: "calc", exceptionType: "ValueError" }, action: "recover", category: "validation" },
+  {
+    name: "ENOSPC is a quota: escalated",
+    outcome: { tool: "write", code: "ENOSPC" },
+    action: "escalate", category: "quota_exceeded", reason: "category_policy",
+  },
+  {
+    name: "exit code 130 is a cancellation: abort",
+    outcome: { tool: "sh", exitCode: 130 },
+    action: "abort", category: "cancelled", reason: "category_policy",
+  },
+  {
+    name: "exit code 124 with a 404 is not found, by the status",
+    outcome: { tool: "sh", exitCode: 124, httpStatus: 404 },
+    action: "recover", category: "not_found",
+  },
+  {
+    name: "exit code 124 with a 418 is a timeout, by the exit code over the range: retried",
+    outcome: { tool: "sh", exitCode: 124, httpStatus: 418 },
+    random: 0.5, action: "retry", category: "timeout", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "a 413 replans",
+    outcome: { tool: "llm", httpStatus: 413 },
+    action: "replan", category: "context_length",
+  },
+  {
+    // JSON.parse of an HTML error page inside a tool: rule kind.tool_error.parse, retried once.
+    name: "a tool's SyntaxError is internal: retried once",
+    outcome: { tool: "fetch", kind: pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR, exceptionType: "SyntaxError", message: "Unexpected token '<', \"<html>\" is not valid JSON" },
+    random: 0.5, action: "retry", category: "internal", retryable: true, delayMs: 1000,
+  },
+  {
+    name: "a SyntaxError of no kind is a format error: recover",
+    outcome: { tool: "fetch", exceptionType: "SyntaxError" },
+    action: "recover", category: "format",
+  },
   {
     name: "an unknown tool is reclassified, as the sidecar does",
     outcome: { tool: "serch", kind: pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL, message: "Tool serch not found" },
@@ -532,10 +622,19 @@ describe("fallback policy", () => {
     });
 
     it("leaves out an unknown category, which has no suggestion either", () => {
-      const got = snippetOf({ tool: "fetch", httpStatus: 404, message: "Not Found" });
+      const got = snippetOf({ tool: "fetch", httpStatus: 304, message: "Not Modified" });
       assert.equal(
         got,
-        '<error tool="fetch">\nHTTP 404: Not Found\n</error>\nDo not repeat the same call unchanged: check the arguments or choose another approach.',
+        '<error tool="fetch">\nHTTP 304: Not Modified\n</error>\nDo not repeat the same call unchanged: check the arguments or choose another approach.',
+      );
+    });
+
+    it("gives a rule's own suggestion over its category's, as the sidecar", () => {
+      assert.equal(
+        snippetOf({ tool: "sh", exitCode: 137, message: "Killed" }),
+        '<error tool="sh" type="quota_exceeded">\nexit 137: Killed\n' +
+          "suggestion: The process was killed (out of memory?): use a smaller input or ask for more memory.\n</error>\n" +
+          "This needs a human: stop and report the error.",
       );
     });
 
@@ -601,31 +700,207 @@ describe("fallback policy", () => {
 
   it("knows the same error codes and exception types as the sidecar's default rules", () => {
     const rules = sidecarRules();
-    for (const [id, category] of [
+    // Each table the fallback holds against its rule's list and category, by the fallback's rule id.
+    const table = <K,>(map: ReadonlyMap<K, readonly [pb.Category, string]>, id: string): [K[], Set<string>] => {
+      const ours = [...map].filter(([, [, r]]) => r === FALLBACK_RULES.get(id));
+      return [ours.map(([k]) => k), new Set(ours.map(([, [c]]) => categoryName(c)))];
+    };
+    const codeRules: [string, string][] = [
       ["code.insufficient_quota", "quota_exceeded"],
+      ["code.rate_limit", "rate_limited"],
       ["code.context_length", "context_length"],
       ["code.content_filter", "content_filter"],
+      ["code.auth", "auth"],
+      ["code.permission", "permission_denied"],
+      ["code.not_found", "not_found"],
+      ["code.validation", "validation"],
+      ["code.conflict", "conflict"],
       ["code.overloaded", "unavailable"],
       ["code.internal", "internal"],
       ["code.timeout", "timeout"],
       ["code.network", "network"],
-    ] as const) {
+      ["code.quota_disk", "quota_exceeded"],
+      ["code.cancelled", "cancelled"],
+      ["code.mcp.timeout", "timeout"],
+      ["code.mcp.parse", "format"],
+      ["code.mcp.invalid", "validation"],
+      ["code.mcp.method", "not_found"],
+      ["code.mcp.internal", "internal"],
+    ];
+    for (const [id, category] of codeRules) {
       const rule = rules.get(id);
       assert.ok(rule?.codes !== undefined, `no rule ${id} with a code list in rules.toml: has its format changed?`);
       assert.equal(rule.category, category, id);
-      const ours = [...ERROR_CODES].filter(([, [c]]) => categoryName(c) === category).map(([code]) => code);
+      const [ours, categories] = table(ERROR_CODES, id);
       // A set: code.network lists ECONNREFUSED twice.
       assert.deepEqual(ours.sort(), [...new Set(rule.codes)].sort(), id);
+      assert.deepEqual([...categories], [category], id);
     }
-    for (const [id, category] of [
+    assert.equal(ERROR_CODES.size, new Set(codeRules.flatMap(([id]) => rules.get(id)?.codes ?? [])).size, "a code of no rule above");
+    const typeRules: [string, string][] = [
+      ["exception.cancelled", "cancelled"],
       ["exception.timeout", "timeout"],
       ["exception.network", "network"],
-    ] as const) {
+      ["exception.rate_limited", "rate_limited"],
+      ["exception.unavailable", "unavailable"],
+      ["exception.auth", "auth"],
+      ["exception.permission", "permission_denied"],
+      ["exception.not_found", "not_found"],
+      ["exception.validation", "validation"],
+      ["exception.format", "format"],
+      ["exception.conflict", "conflict"],
+      ["exception.context_length", "context_length"],
+      ["exception.content_filter", "content_filter"],
+      ["exception.quota", "quota_exceeded"],
+      ["exception.internal", "internal"],
+    ];
+    for (const [id, category] of typeRules) {
       const rule = rules.get(id);
       assert.ok(rule?.exceptions !== undefined, `no rule ${id} with an exception list in rules.toml: has its format changed?`);
       assert.equal(rule.category, category, id);
-      const ours = [...EXCEPTION_TYPES].filter(([, [c]]) => categoryName(c) === category).map(([type]) => type);
+      const [ours, categories] = table(EXCEPTION_TYPES, id);
       assert.deepEqual(ours.sort(), [...new Set(rule.exceptions)].sort(), id);
+      assert.deepEqual([...categories], [category], id);
+    }
+    assert.equal(EXCEPTION_TYPES.size, new Set(typeRules.flatMap(([id]) => rules.get(id)?.exceptions ?? [])).size, "a type of no rule above");
+    // The fallback looks a type's whole name up before its last part; the sidecar takes the rule listed first of
+    // those the two name. They agree while no listed name's last part is listed under another rule.
+    for (const [type, [, rule]] of EXCEPTION_TYPES) {
+      const last = type.slice(Math.max(type.lastIndexOf("."), type.lastIndexOf(":")) + 1);
+      const other = EXCEPTION_TYPES.get(last)?.[1];
+      assert.ok(other === undefined || other === rule, `${type} is in ${rule}, ${last} in ${other}`);
+    }
+    // A parse error inside a tool: rule kind.tool_error.parse, kind and type.
+    const parse = rules.get("kind.tool_error.parse");
+    assert.deepEqual([parse?.kinds, parse?.category, parse?.codes, parse?.messages], [["tool_error"], "internal", undefined, undefined]);
+    assert.deepEqual([...TOOL_PARSE_TYPES].sort(), [...(parse?.exceptions ?? [])].sort());
+  });
+
+  it("reads the HTTP statuses, ranges and exit codes of the sidecar's default rules", () => {
+    const rules = sidecarRules();
+    // Every HTTP status rule that reads the status alone, one status of each its own table's, and the two ranges.
+    const statuses = new Map<number, [string, string]>();
+    const ranges: [number, number, string, string][] = [];
+    for (const rule of rules.values()) {
+      if (rule.httpStatus === undefined || rule.messages !== undefined) continue;
+      assert.deepEqual(Object.keys(rule).sort(), ["category", "httpStatus", "id"], rule.id);
+      const ours = FALLBACK_RULES.get(rule.id ?? "") ?? `(sidecar rule ${rule.id})`;
+      for (const s of rule.httpStatus) {
+        if (typeof s === "number") {
+          assert.ok(!statuses.has(s), `HTTP ${s} in two rules`);
+          statuses.set(s, [rule.category ?? "", ours]);
+        } else {
+          const [lo, hi] = s.split("-").map(Number) as [number, number];
+          ranges.push([lo, hi, rule.category ?? "", ours]);
+        }
+      }
+    }
+    assert.ok(statuses.size > 0 && ranges.length > 0, "no HTTP rule read from rules.toml: has its format changed?");
+    assert.deepEqual(new Map([...HTTP_STATUSES].map(([s, [c, r]]) => [s, [categoryName(c), r]])), statuses);
+    assert.deepEqual(HTTP_RANGES.map(([lo, hi, c, r]) => [lo, hi, categoryName(c), r]), ranges);
+    // Every rule named by its first status, the 500 group aside (its id from before).
+    for (const [id, ours] of FALLBACK_RULES) {
+      const first = rules.get(id)?.httpStatus?.[0];
+      if (id.startsWith("http.") && typeof first === "number" && id !== "http.500") assert.equal(ours, `fallback.http_${first}`, id);
+    }
+    // Every status from 100 to 599 alone, as one status, else by range, else none.
+    for (let s = 100; s <= 599; s++) {
+      const range = ranges.find(([lo, hi]) => s >= lo && s <= hi);
+      const want = statuses.get(s) ?? (range === undefined ? ["unknown", "fallback.default"] : [range[2], range[3]]);
+      const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", httpStatus: s }));
+      assert.deepEqual([categoryName(c), r], want, `HTTP ${s}`);
+    }
+    const exits = new Map<number, [string, string]>();
+    for (const rule of rules.values()) {
+      if (rule.exitCodes === undefined) continue;
+      assert.deepEqual(Object.keys(rule).filter((k) => k !== "suggestion").sort(), ["category", "exitCodes", "id"], rule.id);
+      for (const code of rule.exitCodes) exits.set(code, [rule.category ?? "", FALLBACK_RULES.get(rule.id ?? "") ?? `(sidecar rule ${rule.id})`]);
+    }
+    assert.ok(exits.size > 0, "no exit code rule read from rules.toml: has its format changed?");
+    assert.deepEqual(new Map([...EXIT_CODES].map(([n, [c, r]]) => [n, [categoryName(c), r]])), exits);
+  });
+
+  it("mirrors every rule of the sidecar that reads one structured signal alone, and their own suggestions", () => {
+    // A new rule in rules.toml that reads a code, a type, a gRPC code, a status or an exit code alone fails here until
+    // the fallback reads it too (or says here why not).
+    const rules = sidecarRules();
+    const signals = ["codes", "exceptions", "grpcCodes", "httpStatus", "exitCodes", "kinds"] as const;
+    for (const rule of rules.values()) {
+      const named = signals.filter((k) => rule[k] !== undefined);
+      if (named.length !== 1 || rule.messages !== undefined) continue;
+      // Read as one rule, fallback.kind_format, with format's suggestion where the sidecar gives each its own.
+      if (rule.id === "kind.no_tool_call" || rule.id === "kind.invalid_tool_call") continue;
+      assert.ok(FALLBACK_RULES.has(rule.id ?? ""), `the fallback does not read rule ${rule.id}`);
+    }
+    // A rule's own suggestion, as the sidecar gives it over its category's.
+    const own = new Map<string, string>();
+    for (const [id, ours] of FALLBACK_RULES) {
+      const text = rules.get(id)?.suggestion;
+      if (text !== undefined) own.set(ours, text);
+    }
+    assert.deepEqual(RULE_SUGGESTIONS, own);
+    for (const [outcome, rule] of [
+      [{ code: "ENOSPC" }, "fallback.code_quota_disk"],
+      [{ exitCode: 137, httpStatus: 418 }, "fallback.exit_137"],
+      [{ kind: pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR, exceptionType: "SyntaxError" }, "fallback.kind_tool_error_parse"],
+    ] as const) {
+      const v = decide(DEFAULT_FALLBACK_POLICY, pb.Outcome.fromPartial({ tool: "t", ...outcome }), { consecutive: 1, nowMs: NOW, random: 0.5 });
+      assert.equal(v.classification?.rule, rule);
+      assert.equal(v.classification?.suggestion, RULE_SUGGESTIONS.get(rule));
+      assert.ok(v.snippet.includes(`\nsuggestion: ${RULE_SUGGESTIONS.get(rule) ?? "?"}\n`), v.snippet);
+    }
+  });
+
+  it("acts on every category it reaches as the sidecar's categories.toml says: retryable, retries, action", () => {
+    // This file runs as clients/ts/build/test/fallback.test.js; the config is the repository's src/defaults.
+    const toml = readFileSync(fileURLToPath(new URL("../../../../src/defaults/categories.toml", import.meta.url)), "utf8");
+    const sidecar = new Map<string, { retryable: boolean; maxRetries: number; action: string }>();
+    let section = "";
+    for (const line of toml.split("\n").map((l) => l.trim())) {
+      const header = /^\[(\w+)\]$/.exec(line);
+      if (header !== null) {
+        section = header[1] ?? "";
+        sidecar.set(section, { retryable: false, maxRetries: 0, action: "" });
+      }
+      const entry = sidecar.get(section);
+      const field = /^(retryable|max_retries|action)\s*=\s*(.+)$/.exec(line);
+      if (entry === undefined || field === null) continue;
+      if (field[1] === "retryable") entry.retryable = field[2] === "true";
+      if (field[1] === "max_retries") entry.maxRetries = Number(field[2]);
+      if (field[1] === "action") entry.action = JSON.parse(field[2] ?? "") as string;
+    }
+    // One outcome per table entry the fallback reads: every category it reaches, by every rule.
+    const outcomes: pb.DeepPartial<pb.Outcome>[] = [
+      ...[...ERROR_CODES.keys()].map((code) => ({ code })),
+      ...[...EXCEPTION_TYPES.keys()].map((exceptionType) => ({ exceptionType })),
+      ...[...GRPC_CODES.keys(), 8].map((grpcCode) => ({ grpcCode })),
+      ...[...HTTP_STATUSES.keys()].map((httpStatus) => ({ httpStatus })),
+      ...HTTP_RANGES.map(([lo]) => ({ httpStatus: lo + 18 })),
+      ...[...EXIT_CODES.keys()].map((exitCode) => ({ exitCode })),
+    ];
+    const reached = new Set<string>();
+    // The breakers off, so that only the category's policy speaks.
+    const policy = fallbackPolicy({ maxConsecutiveFailures: 0, maxSessionErrors: 0, maxIdenticalErrors: 0 });
+    for (const fields of outcomes) {
+      const at = (attempt: number): pb.Verdict =>
+        decide(policy, pb.Outcome.fromPartial({ tool: "t", attempt, ...fields }), { consecutive: 1, nowMs: NOW, random: 0.5 });
+      const first = at(1);
+      const category = categoryName(first.classification?.category ?? 0);
+      reached.add(category);
+      const want = sidecar.get(category);
+      assert.ok(want !== undefined, `${category}: not in categories.toml`);
+      const what = `${JSON.stringify(fields)} (${category})`;
+      assert.equal(first.classification?.retryable, want.retryable, what);
+      if (want.retryable) {
+        // Retried up to max_retries, then the category's action.
+        for (let n = 1; n <= want.maxRetries; n++) assert.equal(actionName(at(n).action), "retry", `${what}, attempt ${n}`);
+        assert.equal(actionName(at(want.maxRetries + 1).action), want.action, `${what}, retries spent`);
+      } else {
+        assert.equal(actionName(first.action), want.action, what);
+      }
+    }
+    for (const category of ["cancelled", "format", "conflict", "not_found", "permission_denied", "quota_exceeded", "content_filter", "context_length"]) {
+      assert.ok(reached.has(category), `no table reaches ${category}`);
     }
   });
 
@@ -857,6 +1132,71 @@ describe("fallback policy", () => {
       { exception_type: "MyConnectionErrorWrapper" },
       { exception_type: "psycopg.errors.ConnectionTimeout" },
       { exception_type: "grpc.FutureTimeoutError" },
+    );
+    assertDecidesAsSidecar(cases);
+  });
+
+  it("classifies and acts as the sidecar on every code, type, status and exit code it reads, each alone (rebound replay)", () => {
+    const cases: Record<string, unknown>[] = [
+      ...[...ERROR_CODES.keys()].map((code) => ({ code })),
+      // Trimmed and ASCII case aside, as the sidecar matches a code.
+      ...["Rate_Limit_Exceeded", " enoent\n", "abort_err", "\u00A0-32601\u0085", "eexist", "Enospc"].map((code) => ({ code })),
+      ...[...EXCEPTION_TYPES.keys()].map((exception_type) => ({ exception_type })),
+      // By the last part after a dot or ::, trimmed, in its case; a type no rule lists is no signal.
+      ...[
+        "builtins.ValueError", "Foo::TypeError", " botocore.exceptions.NoCredentialsError\t", "sqlalchemy.exc.IntegrityError",
+        "litellm.ContextWindowExceededError", "valueerror", "TYPEERROR", "DOMException", "Error", "ValueErrorWrapper",
+      ].map((exception_type) => ({ exception_type })),
+      // Every status a tool can report, and exit codes with a rule and without.
+      ...Array.from({ length: 500 }, (_, i) => ({ http_status: 100 + i })),
+      ...[...EXIT_CODES.keys(), 0, 1, 2, 125, 128, 139, 255, -1].map((exit_code) => ({ exit_code })),
+      // A parse error inside a tool (kind tool_error), or of another kind, or of none.
+      ...[...TOOL_PARSE_TYPES, "pkg.SyntaxError", "Foo::JsonParseException"].map((exception_type) => ({ kind: "tool_error", exception_type })),
+      { kind: "provider_error", exception_type: "SyntaxError" },
+      { kind: "tool_error", exception_type: "OutputParserException" },
+      { kind: "tool_error", exception_type: "ValueError" },
+      { kind: "tool_error" },
+    ];
+    assertDecidesAsSidecar(cases);
+  });
+
+  it("ranks the signals it reads as the sidecar scores them, two at a time across ranks (rebound replay)", () => {
+    // One value of each rule the fallback reads, at each rank: kind 100, code 80, type 60, gRPC code 50, one HTTP
+    // status 40, exit code 40 (the status wins the tie, listed first), HTTP range 38. Every pair of two ranks.
+    const signals: Record<string, Record<string, unknown>[]> = {
+      kind: ["timeout", "cancelled", "unknown_tool", "tool_error", "provider_error"].map((kind) => ({ kind })),
+      code: [
+        "insufficient_quota", "rate_limit_exceeded", "invalid_api_key", "EACCES", "ENOENT", "invalid_request_error", "EEXIST",
+        "ENOSPC", "ABORT_ERR", "-32001", "-32700", "-32602", "-32601", "-32603", "ECONNRESET",
+      ].map((code) => ({ code })),
+      type: [
+        "asyncio.CancelledError", "AbortError", "openai.RateLimitError", "OverloadedError", "anthropic.AuthenticationError",
+        "PermissionError", "FileNotFoundError", "ValueError", "TypeError", "RangeError", "SyntaxError", "json.JSONDecodeError",
+        "IntegrityError", "ContextWindowExceededError", "ContentPolicyViolationError", "MemoryError", "RuntimeError", "httpx.ReadTimeout",
+      ].map((exception_type) => ({ exception_type })),
+      grpc: [5, 8, 14, 16].map((grpc_code) => ({ grpc_code })),
+      status: [400, 401, 402, 403, 404, 405, 407, 408, 409, 413, 429, 451, 499, 500, 503].map((http_status) => ({ http_status })),
+      exit: [124, 126, 127, 130, 137, 143, 1].map((exit_code) => ({ exit_code })),
+      range: [418, 444, 599].map((http_status) => ({ http_status })),
+    };
+    const cases: Record<string, unknown>[] = [];
+    const ranks = Object.keys(signals);
+    ranks.forEach((a, i) => {
+      for (const b of ranks.slice(i + 1)) {
+        // One outcome has one HTTP status.
+        if (a === "status" && b === "range") continue;
+        for (const x of signals[a] ?? []) for (const y of signals[b] ?? []) cases.push({ ...x, ...y });
+      }
+    });
+    // A parse error in a tool over a code, and three and four signals at once.
+    cases.push(
+      { kind: "tool_error", exception_type: "SyntaxError", code: "ENOENT" },
+      { kind: "tool_error", exception_type: "SyntaxError", http_status: 404, exit_code: 127 },
+      { code: "EEXIST", exception_type: "ValueError", http_status: 404, exit_code: 137 },
+      { exception_type: "ValueError", grpc_code: 5, http_status: 409, exit_code: 130 },
+      { grpc_code: 16, http_status: 418, exit_code: 124 },
+      { exception_type: "MyOwnError", http_status: 418, exit_code: 126 },
+      { code: "ENOTCONN", exception_type: "MyOwnError", http_status: 444, exit_code: 2 },
     );
     assertDecidesAsSidecar(cases);
   });
