@@ -71,26 +71,15 @@ async def report_async(address: str, session_id: str, o: pb.Outcome) -> Verdict:
         return await session.report_outcome(o)
 
 
-# Cases whose `fallback` expectation (written for every client's fallback) says a signal this one
-# now reads (HTTP 404 and 409, the ValueError type, exit code 127): it answers them as the sidecar
-# does. Their names can go when the shared vectors drop those expectations.
-OUTGROWN = {"not-found-404", "value-error", "conflict-409", "command-not-found"}
-
-
-def test_the_outgrown_cases_are_there() -> None:
-    assert OUTGROWN <= {case.values[0]["name"] for case in load()}
-
-
 @pytest.mark.parametrize("case", load())
 def test_vector_through_the_fallback(case: dict[str, Any]) -> None:
     """The case through the local fallback alone: its `fallback` expectation where the case has one
-    (the fallback reads fewer signals than the sidecar) and this fallback has not outgrown it, else
-    the sidecar's. Both ends of the jitter."""
+    (the fallback reads fewer signals than the sidecar), else the sidecar's. Both ends of the jitter."""
     fields = dict(case["outcome"])
     if "kind" in fields:
         fields["kind"] = "OUTCOME_KIND_" + fields["kind"].upper()
     o = json_format.ParseDict(fields, pb.Outcome())
-    expect = case["expect"] if case["name"] in OUTGROWN else case.get("fallback", case["expect"])
+    expect = case.get("fallback", case["expect"])
     for random in (0.0, 0.999999):
         v = Verdict(FallbackPolicy().decide(o, 0 if o.ok else 1, now=1_700_000_000.0, random=random), fallback=True)
         assert (v.action.label, v.category.label, v.retryable) == (
