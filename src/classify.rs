@@ -1078,6 +1078,16 @@ mod tests {
     }
 
     #[test]
+    fn a_socket_the_peer_closed_is_a_network_failure() {
+        // Python 3.11's socket.getpeername() on a socket that is not connected (the Python
+        // client sends the errno name as the code): retried with a new connection.
+        let c = classifier();
+        let o = Outcome { code: "ENOTCONN".into(), ..failure("[Errno 107] Transport endpoint is not connected") };
+        let classification = c.classify(&o);
+        assert_eq!((classification.category, &*classification.rule), (Category::Network, "code.network"));
+    }
+
+    #[test]
     fn command_line_tools_and_servers_are_read_by_their_own_words() {
         // As redis-server 7, git, make, npm, the sqlite3 shell, curl and jq print them
         // (tests/data/classification/real/tool_cases.py).

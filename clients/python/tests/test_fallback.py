@@ -1160,6 +1160,9 @@ def test_codes_rank_as_the_sidecar_scores_them() -> None:
         {"code": "econnre\u017fet", "http_status": 503, "message": m},
         {"code": "et\u0131medout", "http_status": 401, "message": m},
         # An errno name the sidecar's rules do not name is no signal.
+        {"code": "ENOTSOCK", "message": m},
+        {"code": "ENOTSOCK", "http_status": 503, "message": m},
+        # ENOTCONN: a socket the peer closed, retried with a new connection.
         {"code": "ENOTCONN", "message": m},
         {"code": "ENOTCONN", "http_status": 503, "message": m},
     ])

@@ -355,6 +355,7 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "ECONNRESET",
     "ECONNABORTED",
     "EPIPE",
+    "ENOTCONN",
     "ENOTFOUND",
     "EAI_AGAIN",
     "EHOSTUNREACH",

@@ -943,7 +943,7 @@ describe("fallback policy", () => {
     }
     // Not what the sidecar trims or folds (U+FEFF is no White_Space to Rust; the Kelvin sign is no
     // ASCII k), nor an object's own keys, nor a code it has no rule for.
-    for (const code of ["\uFEFFserver_error", "\uFEFFECONNRESET", "max_to\u212Aens_exceeded", "sa\u017Fety", "constructor", "__proto__", "toString", "hasOwnProperty", "", "ENOTCONN"]) {
+    for (const code of ["\uFEFFserver_error", "\uFEFFECONNRESET", "max_to\u212Aens_exceeded", "sa\u017Fety", "constructor", "__proto__", "toString", "hasOwnProperty", "", "ENOTSOCK"]) {
       assert.equal(errorCode(code), undefined, JSON.stringify(code));
     }
     const [category, rule] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", code: "__proto__", httpStatus: 503 }));
@@ -1076,6 +1076,9 @@ describe("fallback policy", () => {
       { code: "ECONNABORTED", http_status: 408 },
       { code: "timeout", http_status: 503 },
       // No rule on the sidecar.
+      { code: "ENOTSOCK" },
+      { code: "ENOTSOCK", http_status: 503 },
+      // A socket the peer closed: network, retried with a new connection.
       { code: "ENOTCONN" },
       { code: "ENOTCONN", http_status: 503 },
       // The kind outranks a code and the HTTP status on the sidecar (100 over 80 and 40).
