@@ -500,10 +500,7 @@ var grpcClasses = map[int32]codeClass{
 // Left out: the rules that also read the message's words
 // (http.400.context_length, http.4xx.quota_words...), so a 429 whose words
 // say the quota is used up is a rate limit here.
-var httpStatusRules = []struct {
-	class    codeClass
-	statuses []int32
-}{
+var httpStatusRules = []numberRule{
 	// http.400
 	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.http_400"}, []int32{400, 422}},
 	// http.401
@@ -536,19 +533,29 @@ var httpStatusRules = []struct {
 		[]int32{502, 503, 504, 520, 521, 522, 523, 524, 529}},
 }
 
-// httpStatusClasses are httpStatusRules by status, each status the first
-// rule's that names it.
-var httpStatusClasses = func() map[int32]codeClass {
+// numberRule is one rule of the sidecar that reads numbers (HTTP statuses or
+// exit codes) and nothing else.
+type numberRule struct {
+	class  codeClass
+	values []int32
+}
+
+// byFirstRule is rules by value, each value the first rule's that names it,
+// as on the sidecar (equal scores go to the rule listed first).
+func byFirstRule(rules []numberRule) map[int32]codeClass {
 	table := map[int32]codeClass{}
-	for _, rule := range httpStatusRules {
-		for _, s := range rule.statuses {
-			if _, ok := table[s]; !ok {
-				table[s] = rule.class
+	for _, rule := range rules {
+		for _, v := range rule.values {
+			if _, ok := table[v]; !ok {
+				table[v] = rule.class
 			}
 		}
 	}
 	return table
-}()
+}
+
+// httpStatusClasses are httpStatusRules by status.
+var httpStatusClasses = byFirstRule(httpStatusRules)
 
 // httpRangeRules are the sidecar's rules http.4xx and http.5xx, which read a
 // range of statuses and nothing else (TestHTTPStatusesMatchSidecarRules checks
@@ -576,10 +583,7 @@ var httpRangeRules = []struct {
 // used-up quota (escalated, with the rule's own suggestion). The Go client
 // reports an *exec.ExitError's exit code (none for a command killed by a
 // signal, which Go reports as -1), or WithExitCode's.
-var exitRules = []struct {
-	class codeClass
-	codes []int32
-}{
+var exitRules = []numberRule{
 	// exit.124
 	{codeClass{category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.exit_124"}, []int32{124}},
 	// exit.126
@@ -593,18 +597,8 @@ var exitRules = []struct {
 		suggestion: "The process was killed (out of memory?): use a smaller input or ask for more memory."}, []int32{137}},
 }
 
-// exitClasses are exitRules by exit code, each code the first rule's that names it.
-var exitClasses = func() map[int32]codeClass {
-	table := map[int32]codeClass{}
-	for _, rule := range exitRules {
-		for _, c := range rule.codes {
-			if _, ok := table[c]; !ok {
-				table[c] = rule.class
-			}
-		}
-	}
-	return table
-}()
+// exitClasses are exitRules by exit code.
+var exitClasses = byFirstRule(exitRules)
 
 // grpcResourceExhausted is gRPC's RESOURCE_EXHAUSTED: a rate limit (retried
 // with backoff), as the sidecar's rule grpc.resource_exhausted says, unless

@@ -702,8 +702,8 @@ func TestHTTPStatusesMatchSidecarRules(t *testing.T) {
 				one[int32(n)] = id
 			}
 		}
-		if !slices.Equal(httpStatusRules[i].statuses, theirs) {
-			t.Errorf("%s: the fallback's statuses = %v, want the rule's %v", id, httpStatusRules[i].statuses, theirs)
+		if !slices.Equal(httpStatusRules[i].values, theirs) {
+			t.Errorf("%s: the fallback's statuses = %v, want the rule's %v", id, httpStatusRules[i].values, theirs)
 		}
 	}
 	type span struct {
@@ -757,8 +757,8 @@ func TestExitCodesMatchSidecarRules(t *testing.T) {
 	for i, id := range ids {
 		r := rules[id]
 		checkSidecarClass(t, id, r, exitRules[i].class)
-		if !slices.Equal(exitRules[i].codes, r.exitCodes) {
-			t.Errorf("%s: the fallback's exit codes = %v, want the rule's %v", id, exitRules[i].codes, r.exitCodes)
+		if !slices.Equal(exitRules[i].values, r.exitCodes) {
+			t.Errorf("%s: the fallback's exit codes = %v, want the rule's %v", id, exitRules[i].values, r.exitCodes)
 		}
 		for _, c := range r.exitCodes {
 			if _, ok := want[c]; !ok {
