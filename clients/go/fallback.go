@@ -448,6 +448,15 @@ var toolErrorParseTypes = map[string]bool{
 	"JsonParseException": true, "JsonSyntaxException": true, "JsonEOFException": true, "MismatchedInputException": true,
 }
 
+// noToolCall and invalidToolCall are what kind.no_tool_call and
+// kind.invalid_tool_call say, each with the rule's own suggestion.
+var (
+	noToolCall = codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.kind_no_tool_call",
+		suggestion: "Respond with a tool call in the required format."}
+	invalidToolCall = codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.kind_invalid_tool_call",
+		suggestion: "Make the tool call's arguments valid JSON that matches the tool's schema."}
+)
+
 // toolErrorParse is what kind.tool_error.parse says, with the rule's own suggestion.
 var toolErrorParse = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.kind_tool_error_parse",
 	suggestion: "The tool could not parse what it received (an error page or a changed format?): " +
@@ -843,8 +852,10 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 		return codeClass{category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.kind_cancelled"}
 	case KindUnknownTool:
 		return codeClass{category: reboundpb.Category_CATEGORY_UNKNOWN_TOOL, rule: "fallback.kind_unknown_tool"}
-	case KindNoToolCall, KindInvalidToolCall:
-		return codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.kind_format"}
+	case KindNoToolCall:
+		return noToolCall
+	case KindInvalidToolCall:
+		return invalidToolCall
 	}
 	if isToolErrorParse(o) {
 		return toolErrorParse

@@ -628,6 +628,19 @@ func TestExceptionTypesMatchSidecarRules(t *testing.T) {
 	}
 }
 
+// The format kinds are the sidecar's rules kind.no_tool_call and
+// kind.invalid_tool_call: format, each with the rule's own suggestion.
+func TestFormatKindsMatchSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	for id, class := range map[string]codeClass{"kind.no_tool_call": noToolCall, "kind.invalid_tool_call": invalidToolCall} {
+		r, ok := rules[id]
+		if !ok {
+			t.Fatalf("%s: no rule %s", path, id)
+		}
+		checkSidecarClass(t, id, r, class)
+	}
+}
+
 // A parse error inside a tool that ran is the sidecar's rule kind.tool_error.parse:
 // the same types, read the same way, internal, with the rule's suggestion, over any
 // other signal; the same types without the kind tool_error are format errors.
@@ -1062,6 +1075,9 @@ func TestProviderCodesAndResourceExhaustedDecideLikeTheSidecar(t *testing.T) {
 		{"kind": "cancelled", "code": "overloaded_error"},
 		{"kind": "timeout", "code": "server_error"},
 		{"kind": "unknown_tool", "http_status": 429},
+		// The format kinds, each with its rule's own suggestion.
+		{"kind": "no_tool_call"},
+		{"kind": "invalid_tool_call", "http_status": 400, "exception_type": "json.JSONDecodeError"},
 	}
 	decidesLikeTheSidecar(t, outcomes)
 }
@@ -1231,8 +1247,6 @@ var fallbackRuleNames = map[string]string{
 	"exception.network":       "fallback.type_connection",
 	"grpc.deadline":           "fallback.grpc_deadline_exceeded",
 	"http.500":                "fallback.http_5xx",
-	"kind.no_tool_call":       "fallback.kind_format",
-	"kind.invalid_tool_call":  "fallback.kind_format",
 	"default.unknown":         "fallback.default",
 }
 

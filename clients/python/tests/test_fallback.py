@@ -441,7 +441,12 @@ def test_exit_codes_are_the_sidecars() -> None:
 MIRRORED = {
     rule: ours_id
     for rule, _, ours_id in PORTED_CODE_RULES + PORTED_EXCEPTION_RULES + PORTED_STATUS_RULES + PORTED_RANGE_RULES
-    + PORTED_EXIT_RULES + [("kind.tool_error.parse", Category.INTERNAL, "fallback.kind_tool_error_parse")]
+    + PORTED_EXIT_RULES
+    + [
+        ("kind.no_tool_call", Category.FORMAT, "fallback.kind_no_tool_call"),
+        ("kind.invalid_tool_call", Category.FORMAT, "fallback.kind_invalid_tool_call"),
+        ("kind.tool_error.parse", Category.INTERNAL, "fallback.kind_tool_error_parse"),
+    ]
 }
 """The fallback's rule id for each of the sidecar's rules it carries."""
 
@@ -450,8 +455,13 @@ def test_rule_suggestions_are_the_sidecars() -> None:
     # A carried rule's own suggestion is the fallback's for its rule id, and only those.
     own = {MIRRORED[r["id"]]: r["suggestion"] for r in RULES if r["id"] in MIRRORED and "suggestion" in r}
     assert own == _RULE_SUGGESTIONS
-    assert set(own) == {"fallback.code_quota_disk", "fallback.exit_137", "fallback.kind_tool_error_parse"}
+    assert set(own) == {
+        "fallback.kind_no_tool_call", "fallback.kind_invalid_tool_call", "fallback.code_quota_disk", "fallback.exit_137",
+        "fallback.kind_tool_error_parse",
+    }
     own_cases: list[tuple[dict[str, Any], str]] = [
+        ({"kind": Kind.NO_TOOL_CALL}, "fallback.kind_no_tool_call"),
+        ({"kind": Kind.INVALID_TOOL_CALL, "http_status": 400}, "fallback.kind_invalid_tool_call"),
         ({"code": "ENOSPC"}, "fallback.code_quota_disk"),
         ({"exit_code": 137}, "fallback.exit_137"),
         ({"kind": Kind.TOOL_ERROR, "exception_type": "json.JSONDecodeError"}, "fallback.kind_tool_error_parse"),
@@ -694,8 +704,8 @@ def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
         ({"exit_code": 1}, Category.UNKNOWN, "fallback.default"),
         ({"exception_type": "ValueErrorWrapper"}, Category.UNKNOWN, "fallback.default"),
         ({"kind": Kind.UNKNOWN_TOOL}, Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"),
-        ({"kind": Kind.INVALID_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
-        ({"kind": Kind.NO_TOOL_CALL}, Category.FORMAT, "fallback.kind_format"),
+        ({"kind": Kind.INVALID_TOOL_CALL}, Category.FORMAT, "fallback.kind_invalid_tool_call"),
+        ({"kind": Kind.NO_TOOL_CALL}, Category.FORMAT, "fallback.kind_no_tool_call"),
         # The agent's kind outranks a provider code and an HTTP status, as on the sidecar.
         ({"kind": Kind.TIMEOUT, "http_status": 401}, Category.TIMEOUT, "fallback.kind_timeout"),
         ({"kind": Kind.TIMEOUT, "code": "insufficient_quota"}, Category.TIMEOUT, "fallback.kind_timeout"),
@@ -1061,11 +1071,6 @@ def replay(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return verdicts
 
 
-SUGGESTIONS_NOT_CARRIED = {"kind.no_tool_call", "kind.invalid_tool_call"}
-"""The sidecar's rules whose own suggestion the fallback does not give: both kinds answer under
-the one rule id fallback.kind_format, with the format category's suggestion."""
-
-
 def assert_as_the_sidecar_decides(cases: list[dict[str, Any]]) -> None:
     """Each failure (build_outcome's fields, `kind` as a Kind) gets the sidecar's category,
     action, retryable flag, retries left, breaker reason and suggestion from the fallback, and,
@@ -1083,8 +1088,7 @@ def assert_as_the_sidecar_decides(cases: list[dict[str, Any]]) -> None:
             theirs["breaker"]["reason"],
         )
         assert ours == want, (fields, theirs["rule"])
-        if theirs["rule"] not in SUGGESTIONS_NOT_CARRIED:
-            assert v.proto.classification.suggestion == theirs["suggestion"], (fields, theirs["rule"])
+        assert v.proto.classification.suggestion == theirs["suggestion"], (fields, theirs["rule"])
         if theirs["rule"] in MIRRORED:
             assert v.rule == MIRRORED[theirs["rule"]], (fields, theirs["rule"])
 

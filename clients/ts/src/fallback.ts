@@ -238,12 +238,14 @@ export const EXIT_CODES: ReadonlyMap<number, readonly [pb.Category, string]> = n
 /**
  * The suggestions the sidecar's rules carry of their own, over their
  * category's (src/defaults/rules.toml; a test fails when the two drift apart),
- * by the fallback's rule: a full disk and a killed process are quotas, but not
- * the caller's budget; a tool's parse error is internal, but nothing to do
- * with its arguments.
+ * by the fallback's rule: each format kind says what to fix; a full disk and a
+ * killed process are quotas, but not the caller's budget; a tool's parse error
+ * is internal, but nothing to do with its arguments.
  * @internal Exported for that test only.
  */
 export const RULE_SUGGESTIONS: ReadonlyMap<string, string> = new Map([
+  ["fallback.kind_no_tool_call", "Respond with a tool call in the required format."], // Rule kind.no_tool_call.
+  ["fallback.kind_invalid_tool_call", "Make the tool call's arguments valid JSON that matches the tool's schema."], // Rule kind.invalid_tool_call.
   ["fallback.code_quota_disk", "Free disk space or ask a human to raise the quota."], // Rule code.quota_disk.
   ["fallback.exit_137", "The process was killed (out of memory?): use a smaller input or ask for more memory."], // Rule exit.137.
   [
@@ -1033,9 +1035,8 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TIMEOUT) return [C.CATEGORY_TIMEOUT, "fallback.kind_timeout"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_CANCELLED) return [C.CATEGORY_CANCELLED, "fallback.kind_cancelled"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL) return [C.CATEGORY_UNKNOWN_TOOL, "fallback.kind_unknown_tool"];
-  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL || o.kind === pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL) {
-    return [C.CATEGORY_FORMAT, "fallback.kind_format"];
-  }
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL) return [C.CATEGORY_FORMAT, "fallback.kind_no_tool_call"];
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL) return [C.CATEGORY_FORMAT, "fallback.kind_invalid_tool_call"];
   // A parse error a tool hit (kind and type, 160 on the sidecar: rule kind.tool_error.parse), not the model's.
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR && typeNames(o.exceptionType).some((n) => TOOL_PARSE_TYPES.has(n))) {
     return [C.CATEGORY_INTERNAL, "fallback.kind_tool_error_parse"];

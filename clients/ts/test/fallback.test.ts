@@ -126,6 +126,8 @@ const FALLBACK_RULES = new Map([
   ["kind.timeout", "fallback.kind_timeout"],
   ["kind.cancelled", "fallback.kind_cancelled"],
   ["kind.unknown_tool", "fallback.kind_unknown_tool"],
+  ["kind.no_tool_call", "fallback.kind_no_tool_call"],
+  ["kind.invalid_tool_call", "fallback.kind_invalid_tool_call"],
   ["code.overloaded", "fallback.code_overloaded"],
   ["code.internal", "fallback.code_internal"],
   ["code.insufficient_quota", "fallback.code_quota"],
@@ -828,8 +830,6 @@ describe("fallback policy", () => {
     for (const rule of rules.values()) {
       const named = signals.filter((k) => rule[k] !== undefined);
       if (named.length !== 1 || rule.messages !== undefined) continue;
-      // Read as one rule, fallback.kind_format, with format's suggestion where the sidecar gives each its own.
-      if (rule.id === "kind.no_tool_call" || rule.id === "kind.invalid_tool_call") continue;
       assert.ok(FALLBACK_RULES.has(rule.id ?? ""), `the fallback does not read rule ${rule.id}`);
     }
     // A rule's own suggestion, as the sidecar gives it over its category's.
@@ -840,6 +840,8 @@ describe("fallback policy", () => {
     }
     assert.deepEqual(RULE_SUGGESTIONS, own);
     for (const [outcome, rule] of [
+      [{ kind: pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL }, "fallback.kind_no_tool_call"],
+      [{ kind: pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL, httpStatus: 400 }, "fallback.kind_invalid_tool_call"],
       [{ code: "ENOSPC" }, "fallback.code_quota_disk"],
       [{ exitCode: 137, httpStatus: 418 }, "fallback.exit_137"],
       [{ kind: pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR, exceptionType: "SyntaxError" }, "fallback.kind_tool_error_parse"],
@@ -1087,6 +1089,9 @@ describe("fallback policy", () => {
       { kind: "cancelled", code: "overloaded_error" },
       { kind: "timeout", code: "server_error" },
       { kind: "unknown_tool", http_status: 429 },
+      // The format kinds, each with its rule's own suggestion.
+      { kind: "no_tool_call" },
+      { kind: "invalid_tool_call", http_status: 400, exception_type: "json.JSONDecodeError" },
     ];
     assertDecidesAsSidecar(cases);
   });

@@ -462,10 +462,12 @@ _SUGGESTIONS = {
     Category.CANCELLED: "The run was cancelled.",
 }
 
-# The suggestions of the sidecar's rules that give their own (rules code.quota_disk, exit.137 and
-# kind.tool_error.parse), by the fallback's rule id: they replace the category's, as on the
-# sidecar (test_fallback checks for drift).
+# The suggestions of the sidecar's rules that give their own (rules kind.no_tool_call,
+# kind.invalid_tool_call, code.quota_disk, exit.137 and kind.tool_error.parse), by the fallback's
+# rule id: they replace the category's, as on the sidecar (test_fallback checks for drift).
 _RULE_SUGGESTIONS = {
+    "fallback.kind_no_tool_call": "Respond with a tool call in the required format.",
+    "fallback.kind_invalid_tool_call": "Make the tool call's arguments valid JSON that matches the tool's schema.",
     "fallback.code_quota_disk": "Free disk space or ask a human to raise the quota.",
     "fallback.exit_137": "The process was killed (out of memory?): use a smaller input or ask for more memory.",
     "fallback.kind_tool_error_parse": (
@@ -830,8 +832,10 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.CANCELLED, "fallback.kind_cancelled"
     if kind is Kind.UNKNOWN_TOOL:
         return Category.UNKNOWN_TOOL, "fallback.kind_unknown_tool"
-    if kind in (Kind.NO_TOOL_CALL, Kind.INVALID_TOOL_CALL):
-        return Category.FORMAT, "fallback.kind_format"
+    if kind is Kind.NO_TOOL_CALL:
+        return Category.FORMAT, "fallback.kind_no_tool_call"
+    if kind is Kind.INVALID_TOOL_CALL:
+        return Category.FORMAT, "fallback.kind_invalid_tool_call"
     if kind is Kind.TOOL_ERROR and not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(o.exception_type)):
         return Category.INTERNAL, "fallback.kind_tool_error_parse"
     by_code = _CODES.get(_code_key(o.code))
