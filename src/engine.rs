@@ -261,7 +261,7 @@ impl Engine {
     }
 
     fn new_session(&self, id: &str, now: u64) -> Session {
-        Session::new(now, DeclaredLimits::default(), Rng::for_session(self.settings.seed, id))
+        Session::new(now, Rng::for_session(self.settings.seed, id))
     }
 
     /// Sets the gauges of the sessions held and of their bytes.
@@ -347,8 +347,7 @@ impl Engine {
             now,
             || self.new_session(&req.session_id, now),
             |s| {
-                s.limits = declared;
-                s.setup = Some(Box::new(Setup::new(tools, req.profile.clone(), req.labels.clone())));
+                s.setup = Some(Box::new(Setup::new(declared, tools, req.profile.clone(), req.labels.clone())));
             },
         );
         self.count_evictions(&evictions);
@@ -533,7 +532,7 @@ impl Engine {
             let refusal = if s.state == SessionState::Stopped {
                 Some((Reason::SessionStopped, "the session was aborted; start a new one".to_string()))
             } else {
-                breaker::limit_reached(&counters, &s.limits.under(&policy.limits)).map(|reason| match reason {
+                breaker::limit_reached(&counters, &s.limits().under(&policy.limits)).map(|reason| match reason {
                     Reason::StepLimit => (reason, format!("the step limit is reached ({} steps)", s.steps)),
                     _ => (reason, format!("the cost limit is reached ({:.4} spent)", s.cost)),
                 })
@@ -987,7 +986,7 @@ fn decide(
         }
         let counters = Counters { steps: s.steps, cost: s.cost, ..Default::default() };
         let guard =
-            breaker::limit_reached(&counters, &s.limits.under(&policy.limits)).map(|reason| (Action::Abort, reason));
+            breaker::limit_reached(&counters, &s.limits().under(&policy.limits)).map(|reason| (Action::Abort, reason));
         let (action, reason) = settle(&mut verdict, policy, guard, (Action::Continue, None));
         if action == Action::Abort {
             s.state = SessionState::Stopped;
@@ -1045,7 +1044,7 @@ fn decide(
     // escalation: a user's cancel still ends the run, a revoked key still needs a human.
     let tool_open = gate.view.after == BreakerState::Open;
     let stands = matches!(planned.0, Action::Escalate | Action::Abort);
-    let guard = match breaker::on_failure(&counters, &s.limits.under(&policy.limits), &policy.limits) {
+    let guard = match breaker::on_failure(&counters, &s.limits().under(&policy.limits), &policy.limits) {
         Some(trip @ (Action::Abort, _)) => Some(trip),
         _ if planned.0 == Action::Abort => None,
         _ if tool_open && !stands => Some((Action::Reclassify, Reason::ToolBreakerOpen)),
@@ -1057,7 +1056,7 @@ fn decide(
     if let (Action::Retry, Some(mut plan)) = (action, plan) {
         if !policy.shadow {
             // A retry that fails and trips a session breaker is not retried: promise no more than those left.
-            let limits = s.limits.under(&policy.limits);
+            let limits = s.limits().under(&policy.limits);
             plan.attempts_left =
                 plan.attempts_left.min(breaker::failures_before_a_trip(&counters, &limits, &policy.limits));
         }

@@ -69,8 +69,6 @@ pub struct Session {
     pub created_ms: u64,
     /// When it was last used.
     pub last_seen_ms: u64,
-    /// The limits StartSession declared (the others are the policy's, read when needed).
-    pub limits: DeclaredLimits,
     /// What StartSession declared, if it was called (boxed: most sessions start with their first outcome).
     pub setup: Option<Box<Setup>>,
     /// Active, escalated or stopped.
@@ -111,9 +109,11 @@ pub struct Session {
     charged: usize,
 }
 
-/// What StartSession declared besides limits.
+/// What StartSession declared.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Setup {
+    /// The limits it declared (the others are the policy's, read when needed).
+    pub limits: DeclaredLimits,
     /// The agent's tools (shared with the sessions that declared the same list lately).
     pub tools: Arc<ToolList>,
     /// The policy profile named.
@@ -129,12 +129,17 @@ const STRING: usize = std::mem::size_of::<String>();
 impl Setup {
     /// A setup, with what it holds counted: each string by its length and the room its
     /// handle takes. The tool list is counted on its own, once however many share it.
-    pub fn new(tools: Arc<ToolList>, profile: String, labels: BTreeMap<String, String>) -> Setup {
+    pub fn new(
+        limits: DeclaredLimits,
+        tools: Arc<ToolList>,
+        profile: String,
+        labels: BTreeMap<String, String>,
+    ) -> Setup {
         // A label is two strings and its place in the map's node.
         let bytes = std::mem::size_of::<Setup>()
             + profile.len()
             + labels.iter().map(|(k, v)| 2 * STRING + 16 + k.len() + v.len()).sum::<usize>();
-        Setup { tools, profile, labels, bytes }
+        Setup { limits, tools, profile, labels, bytes }
     }
 }
 
@@ -180,11 +185,10 @@ impl Drop for ToolList {
 
 impl Session {
     /// A new session.
-    pub fn new(now_ms: u64, limits: DeclaredLimits, rng: Rng) -> Self {
+    pub fn new(now_ms: u64, rng: Rng) -> Self {
         Session {
             created_ms: now_ms,
             last_seen_ms: now_ms,
-            limits,
             setup: None,
             state: SessionState::Active,
             steps: 0,
@@ -248,6 +252,11 @@ impl Session {
                 self.errors_by_category.push((category, 1));
             }
         }
+    }
+
+    /// The limits StartSession declared (none if it was not called: the policy's apply).
+    pub fn limits(&self) -> DeclaredLimits {
+        self.setup.as_ref().map_or_else(DeclaredLimits::default, |s| s.limits)
     }
 
     /// The agent's tools, as StartSession declared them (none if it was not called).
@@ -730,7 +739,7 @@ mod tests {
     use super::*;
 
     fn new_session(now: u64) -> Session {
-        Session::new(now, DeclaredLimits::default(), Rng::new(1))
+        Session::new(now, Rng::new(1))
     }
 
     #[test]
@@ -786,7 +795,12 @@ mod tests {
     fn big_setup(n: usize, store: &SessionStore) -> Box<Setup> {
         let tools: Vec<String> = (0..1000).map(|i| format!("{n:05}-{i:04}-{}", "x".repeat(245))).collect();
         let labels = (0..64).map(|i| (format!("{n:05}-{i:02}-{}", "k".repeat(240)), "v".repeat(1024))).collect();
-        Box::new(Setup::new(Arc::new(ToolList::new(&tools, store.meter())), String::new(), labels))
+        Box::new(Setup::new(
+            DeclaredLimits::default(),
+            Arc::new(ToolList::new(&tools, store.meter())),
+            String::new(),
+            labels,
+        ))
     }
 
     #[test]
