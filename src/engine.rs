@@ -1044,7 +1044,8 @@ fn decide(
     // escalation: a user's cancel still ends the run, a revoked key still needs a human.
     let tool_open = gate.view.after == BreakerState::Open;
     let stands = matches!(planned.0, Action::Escalate | Action::Abort);
-    let guard = match breaker::on_failure(&counters, &s.limits().under(&policy.limits), &policy.limits) {
+    let limits = s.limits().under(&policy.limits);
+    let guard = match breaker::on_failure(&counters, &limits, &policy.limits) {
         Some(trip @ (Action::Abort, _)) => Some(trip),
         _ if planned.0 == Action::Abort => None,
         _ if tool_open && !stands => Some((Action::Reclassify, Reason::ToolBreakerOpen)),
@@ -1056,7 +1057,6 @@ fn decide(
     if let (Action::Retry, Some(mut plan)) = (action, plan) {
         if !policy.shadow {
             // A retry that fails and trips a session breaker is not retried: promise no more than those left.
-            let limits = s.limits().under(&policy.limits);
             plan.attempts_left =
                 plan.attempts_left.min(breaker::failures_before_a_trip(&counters, &limits, &policy.limits));
         }

@@ -153,16 +153,6 @@ const RETRYABLE = new Set<pb.Category>([
 const INTERNAL_MAX_RETRIES = 1;
 
 /**
- * The HTTP statuses of a server that is down, overloaded or behind a failing
- * gateway: unavailable, as the sidecar's rule http.502 says
- * (src/defaults/rules.toml; a test fails when the two drift apart). Every other
- * 5xx is an error inside the server: internal, as its rules http.500 and
- * http.5xx say.
- * @internal Exported for that test only.
- */
-export const UNAVAILABLE_STATUSES: ReadonlySet<number> = new Set([502, 503, 504, 520, 521, 522, 523, 524, 529]);
-
-/**
  * The HTTP statuses the sidecar's rules http.400 to http.502 read alone, each
  * with its category and rule (src/defaults/rules.toml; a test fails when the
  * two drift apart), the rule named by its first status: one table per rule,
@@ -202,8 +192,8 @@ export const HTTP_STATUSES: ReadonlyMap<number, readonly [pb.Category, string]> 
   [499, [C.CATEGORY_CANCELLED, "fallback.http_499"]],
   // Rule http.500 (the fallback's id as before: fallback.http_5xx).
   ...[500, 501, 505, 507, 508].map((s) => [s, [C.CATEGORY_INTERNAL, "fallback.http_5xx"]] as const),
-  // Rule http.502.
-  ...[...UNAVAILABLE_STATUSES].map((s) => [s, [C.CATEGORY_UNAVAILABLE, "fallback.http_502"]] as const),
+  // Rule http.502: a server that is down, overloaded or behind a failing gateway.
+  ...[502, 503, 504, 520, 521, 522, 523, 524, 529].map((s) => [s, [C.CATEGORY_UNAVAILABLE, "fallback.http_502"]] as const),
 ]);
 
 /**

@@ -31,7 +31,6 @@ import {
   RULE_SUGGESTIONS,
   SUGGESTIONS,
   TOOL_PARSE_TYPES,
-  UNAVAILABLE_STATUSES,
   type FallbackPolicy,
 } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
@@ -1215,13 +1214,14 @@ describe("fallback policy", () => {
     assert.equal(unavailable?.category, "unavailable");
     assert.equal(internal?.category, "internal");
     assert.deepEqual([rest?.category, rest?.httpStatus], ["internal", ["500-599"]]);
-    assert.deepEqual([...UNAVAILABLE_STATUSES].sort(), [...(unavailable?.httpStatus ?? [])].sort());
+    const unavailableStatuses = new Set([...HTTP_STATUSES].filter(([, [, r]]) => r === "fallback.http_502").map(([s]) => s));
+    assert.deepEqual([...unavailableStatuses].sort(), [...(unavailable?.httpStatus ?? [])].sort());
     for (let s = 500; s <= 599; s++) {
-      const want = UNAVAILABLE_STATUSES.has(s) ? ["unavailable", "fallback.http_502"] : ["internal", "fallback.http_5xx"];
+      const want = unavailableStatuses.has(s) ? ["unavailable", "fallback.http_502"] : ["internal", "fallback.http_5xx"];
       const [category, rule] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", httpStatus: s }));
       assert.deepEqual([categoryName(category), rule], want, `HTTP ${s}`);
     }
-    for (const s of internal?.httpStatus ?? []) assert.ok(!UNAVAILABLE_STATUSES.has(s as number), `HTTP ${s}`);
+    for (const s of internal?.httpStatus ?? []) assert.ok(!unavailableStatuses.has(s as number), `HTTP ${s}`);
     assert.equal(grpcInternal?.category, "internal");
     const numbers = (grpcInternal?.grpcCodes ?? []).map((name) => grpcStatus[name as keyof typeof grpcStatus]);
     assert.deepEqual([...numbers].sort((a, b) => a - b), [2, 13, 15]);
