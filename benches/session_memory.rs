@@ -139,7 +139,7 @@ fn main() {
     println!(
         "session memory: {with:.0} bytes per session with 3 errors and their 3 verdicts remembered (target <= 1024)"
     );
-    println!("session memory: {without:.0} bytes per session with 3 errors, no call_ids");
+    println!("session memory: {without:.0} bytes per session with 3 errors, no call_ids (target <= 1024)");
     println!(
         "session memory: {same:.0} bytes per session with 3 errors and their verdicts, the same 3 in every session"
     );

@@ -2,10 +2,11 @@
 //! program drives it over one pipelined `Observe` stream:
 //! - how long the binary takes from its start to its ready line (its config,
 //!   rules and patterns compiled, its sockets bound), and idle RSS right after;
-//! - bytes per session: `[sessions] capacity = 200000`, 100,000 sessions with
+//! - bytes per session: `[sessions] capacity = 250000`, 100,000 sessions with
 //!   3 stored errors each (3 real messages made distinct per session, 3 tools),
-//!   RSS after minus RSS before (a warmed-up connection), divided by 100,000
-//!   (target ≤ 1 KiB);
+//!   each with a call_id as the clients send them, RSS after minus RSS before (a
+//!   warmed-up connection), divided by 100,000 (target ≤ 1 KiB); then 100,000 more
+//!   without call_ids, the 3 stored errors alone;
 //! - RSS held flat past the cap: `capacity = 10000`, RSS after 10,000 sessions
 //!   and after 100,000 (target: at most 10 % more); readings up to 300,000
 //!   show whether any growth levels off.
@@ -118,8 +119,9 @@ impl Drop for Sidecar {
     }
 }
 
-/// The j-th failure of session `s`: three real messages, each made distinct per session.
-fn failure(run: &str, s: u64, j: u64) -> pb::Outcome {
+/// The j-th failure of session `s`: three real messages, each made distinct per session, with a
+/// call_id when `call_ids` (the sidecar then remembers each verdict for a repeat of the call).
+fn failure(run: &str, s: u64, j: u64, call_ids: bool) -> pb::Outcome {
     let (tool, message) = match j % 3 {
         0 => ("search", workload::URLLIB3.replace("q=rust", &format!("q=rust-{s}"))),
         1 => ("fetch_url", workload::RATE_LIMITED.replace("Used 29717", &format!("Used {}", 20_000 + s))),
@@ -127,7 +129,7 @@ fn failure(run: &str, s: u64, j: u64) -> pb::Outcome {
     };
     pb::Outcome {
         session_id: format!("{run}-{s}"),
-        call_id: format!("call-{j}"),
+        call_id: if call_ids { format!("call-{j}") } else { String::new() },
         tool: tool.into(),
         ok: false,
         message,
@@ -136,10 +138,10 @@ fn failure(run: &str, s: u64, j: u64) -> pb::Outcome {
 }
 
 /// Reports `ERRORS_PER_SESSION` failures for sessions `from..to` on one pipelined stream.
-async fn fill(sidecar: &Sidecar, run: &'static str, from: u64, to: u64) -> anyhow::Result<()> {
+async fn fill(sidecar: &Sidecar, run: &'static str, from: u64, to: u64, call_ids: bool) -> anyhow::Result<()> {
     let channel = client::connect(&sidecar.grpc).await?;
     let count = (to - from) * ERRORS_PER_SESSION;
-    let outcome = move |i: u64| failure(run, from + i / ERRORS_PER_SESSION, i % ERRORS_PER_SESSION);
+    let outcome = move |i: u64| failure(run, from + i / ERRORS_PER_SESSION, i % ERRORS_PER_SESSION, call_ids);
     let sent = client::pipeline(channel, count, outcome, Arc::new(Progress::default()), PHASE_LIMIT).await?;
     if sent != count {
         bail!("{sent} of {count} outcomes sent");
@@ -155,36 +157,43 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
 
     let started = Instant::now();
-    let sidecar = Sidecar::start(200_000)?;
+    let sidecar = Sidecar::start(250_000)?;
     let ready_ms = sidecar.ready_after.as_secs_f64() * 1000.0;
     let idle = sidecar.rss()?;
-    runtime.block_on(fill(&sidecar, "warm", 0, WARM_SESSIONS))?;
+    runtime.block_on(fill(&sidecar, "warm", 0, WARM_SESSIONS, true))?;
     let before = sidecar.rss()?;
-    runtime.block_on(fill(&sidecar, "run", 0, SESSIONS))?;
+    runtime.block_on(fill(&sidecar, "run", 0, SESSIONS, true))?;
     let after = sidecar.rss()?;
+    // Then as many again without call_ids: the 3 stored errors alone, no verdicts remembered.
+    runtime.block_on(fill(&sidecar, "plain", 0, SESSIONS, false))?;
+    let after_plain = sidecar.rss()?;
     let active = sidecar.gauge("rebound_sessions_active")?;
-    if active < (SESSIONS + WARM_SESSIONS) as f64 {
-        bail!("only {active} sessions active after reporting {} (evicted or expired?)", SESSIONS + WARM_SESSIONS);
+    if active < (2 * SESSIONS + WARM_SESSIONS) as f64 {
+        bail!("only {active} sessions active after reporting {} (evicted or expired?)", 2 * SESSIONS + WARM_SESSIONS);
     }
     let per_session = after.saturating_sub(before) as f64 / SESSIONS as f64;
+    let per_session_plain = after_plain.saturating_sub(after) as f64 / SESSIONS as f64;
     drop(sidecar);
-    println!("Sidecar memory (VmRSS), capacity 200,000:");
+    println!("Sidecar memory (VmRSS), capacity 250,000:");
     println!("  start to ready: {ready_ms:.1} ms");
-    println!("  idle: {:.1} MiB; before: {:.1} MiB; after {SESSIONS} sessions x {ERRORS_PER_SESSION} errors: {:.1} MiB ({active} active)", mib(idle), mib(before), mib(after));
-    println!("  per session: {per_session:.0} bytes (target <= 1024)");
+    println!("  idle: {:.1} MiB; before: {:.1} MiB; after {SESSIONS} sessions x {ERRORS_PER_SESSION} errors: {:.1} MiB; after {SESSIONS} more without call_ids: {:.1} MiB ({active} active)", mib(idle), mib(before), mib(after), mib(after_plain));
+    println!(
+        "  per session: {per_session:.0} bytes with call_ids, {per_session_plain:.0} bytes without (target <= 1024)"
+    );
     println!("@result start_to_ready_ms {ready_ms:.1}");
     println!("@result rss_idle_bytes {idle}");
     println!("@result bytes_per_session {per_session:.0}");
+    println!("@result bytes_per_session_no_call_ids {per_session_plain:.0}");
 
     let cap = 10_000;
     let sidecar = Sidecar::start(cap as usize)?;
-    runtime.block_on(fill(&sidecar, "cap", 0, cap))?;
+    runtime.block_on(fill(&sidecar, "cap", 0, cap, true))?;
     let at_cap = sidecar.rss()?;
     // Readings on the way show whether growth past the cap levels off (allocator) or keeps on (a leak).
     let mut done = cap;
     let mut past_cap = at_cap;
     for upto in [2 * cap, 5 * cap, SESSIONS, 2 * SESSIONS, 3 * SESSIONS] {
-        runtime.block_on(fill(&sidecar, "cap", done, upto))?;
+        runtime.block_on(fill(&sidecar, "cap", done, upto, true))?;
         done = upto;
         let rss = sidecar.rss()?;
         println!("  capacity {cap}: RSS after {upto} sessions: {:.1} MiB", mib(rss));

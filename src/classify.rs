@@ -11,11 +11,11 @@
 
 use crate::message_patterns::MessagePatterns;
 use crate::model::{Action, Category, Outcome, OutcomeKind};
+use arcstr::ArcStr;
 use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// The default rules, shipped inside the binary.
 pub const DEFAULT_RULES: &str = include_str!("defaults/rules.toml");
@@ -155,7 +155,7 @@ pub struct CategoryDefaults {
     /// Whether failures of the category may succeed on retry.
     pub retryable: bool,
     /// The suggestion shown when the rule has none (shared with every classification that shows it).
-    pub suggestion: Arc<str>,
+    pub suggestion: ArcStr,
 }
 
 #[derive(Clone, Debug)]
@@ -167,7 +167,7 @@ enum StatusMatch {
 #[derive(Clone, Debug)]
 struct Rule {
     /// Shared with every classification it decides, which copies no text.
-    id: Arc<str>,
+    id: ArcStr,
     kind: Vec<OutcomeKind>,
     code: Vec<String>,
     exception: Vec<String>,
@@ -179,7 +179,7 @@ struct Rule {
     category: Category,
     retryable: Option<bool>,
     action: Option<Action>,
-    suggestion: Option<Arc<str>>,
+    suggestion: Option<ArcStr>,
     priority: Option<i32>,
 }
 
@@ -239,7 +239,7 @@ pub struct Classifier {
     categories: BTreeMap<Category, CategoryDefaults>,
     text_limit: usize,
     /// [`NO_MATCH_RULE`], shared like the rules' ids.
-    no_match: Arc<str>,
+    no_match: ArcStr,
 }
 
 /// Rules by the value of the first structured signal each names.
@@ -411,7 +411,7 @@ impl Classifier {
             category,
             retryable: retryable.unwrap_or_else(|| defaults.is_some_and(|d| d.retryable)),
             rule: rule_id.clone(),
-            suggestion: suggestion.or(defaults.map(|d| &d.suggestion)).cloned().unwrap_or_else(|| Arc::from("")),
+            suggestion: suggestion.or(defaults.map(|d| &d.suggestion)).cloned().unwrap_or_default(),
             action,
         }
     }
@@ -778,7 +778,7 @@ fn compile_rule(spec: &RuleSpec) -> Result<Rule, RuleError> {
         category,
         retryable: spec.retryable,
         action: spec.action,
-        suggestion: spec.suggestion.as_deref().map(Arc::from),
+        suggestion: spec.suggestion.as_deref().map(ArcStr::from),
         priority: spec.priority,
     })
 }

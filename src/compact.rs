@@ -6,9 +6,9 @@
 
 use crate::model::Category;
 use crate::redact::redact;
+use arcstr::ArcStr;
 use std::borrow::Cow;
 use std::fmt::Write;
-use std::sync::Arc;
 
 /// Limits for snippets, validated with the rest of the policy.
 #[derive(Clone, Debug)]
@@ -304,9 +304,10 @@ pub struct Digest<'a> {
     /// the outcome's own text when it needs no exception type before it.
     pub headline: Cow<'a, str>,
     /// The headline redacted, folded and cut to the policy's length (shared with the session's history).
-    pub message: Arc<str>,
-    /// Where it happened (a collapsed stack trace), redacted and cut, or empty.
-    pub location: String,
+    pub message: ArcStr,
+    /// Where it happened (a collapsed stack trace), redacted and cut, or empty (shared with the
+    /// verdicts the session remembers).
+    pub location: ArcStr,
 }
 
 impl Digest<'_> {
@@ -322,8 +323,8 @@ pub fn digest<'a>(message: &'a str, exception_type: &str, detail: &str, policy: 
     let trace = crate::trace::collapse(if detail.is_empty() { message } else { detail }, policy.frames);
     let headline = headline_with(message, exception_type, detail, trace.as_ref());
     Digest {
-        message: Arc::from(clean(&headline, policy.message_chars).as_ref()),
-        location: trace.map(|t| clean_message(&t.location(), policy.message_chars)).unwrap_or_default(),
+        message: ArcStr::from(clean(&headline, policy.message_chars).as_ref()),
+        location: trace.map(|t| ArcStr::from(clean_message(&t.location(), policy.message_chars))).unwrap_or_default(),
         headline,
     }
 }

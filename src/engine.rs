@@ -19,6 +19,7 @@ use crate::rng::Rng;
 use crate::session::{
     Eviction, HistoryEntry, Remembered, Removal, Session, SessionStore, Setup, SnippetRecipe, ToolList,
 };
+use arcstr::ArcStr;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, Mutex, RwLock};
@@ -492,7 +493,7 @@ impl Engine {
         }
     }
 
-    fn record(&self, label: Arc<str>, v: &Verdict) {
+    fn record(&self, label: ArcStr, v: &Verdict) {
         let m = &self.metrics;
         // Only a retry the budget refused: with the bucket low, a failure may still be
         // answered otherwise first (an open breaker, a session limit).
@@ -1076,10 +1077,10 @@ fn decide(
         }
         _ => {}
     }
-    let suggestion: Arc<str> = if reason == Some(Reason::ToolBreakerOpen) {
+    let suggestion: ArcStr = if reason == Some(Reason::ToolBreakerOpen) {
         gate.open_notes.get(&o.tool, gate.view.open_until_ms.saturating_sub(now).div_ceil(1000))
     } else if category == Category::UnknownTool {
-        Arc::from(unknown_tool_suggestion(&o.tool, s.tools(), &j.analysis.classification.suggestion))
+        ArcStr::from(unknown_tool_suggestion(&o.tool, s.tools(), &j.analysis.classification.suggestion))
     } else {
         j.analysis.classification.suggestion.clone()
     };
@@ -1138,8 +1139,8 @@ fn decide(
         SnippetRecipe::Text(verdict.snippet.as_str().into())
     } else {
         SnippetRecipe::Block {
-            message: shortened.map_or(message, Arc::from),
-            location: j.analysis.digest.location.as_str().into(),
+            message: shortened.map_or(message, ArcStr::from),
+            location: j.analysis.digest.location.clone(),
             kind: o.kind,
             trim,
         }
@@ -1592,7 +1593,7 @@ mod tests {
             if i % 5 == 0 {
                 e.report(&Outcome { call_id: format!("ok{i}"), ..ok("s", "tool1") }).unwrap();
             }
-            let exact = e.sessions.with_existing("s", e.clock.now_ms(), |s| s.held_sums_are_exact()).unwrap();
+            let exact = e.sessions.with_existing("s", e.clock.now_ms(), |s| s.held_bytes_are_exact()).unwrap();
             assert!(exact, "after outcome {i}");
         }
         let escalated = e.sessions.with_existing("s", e.clock.now_ms(), |s| {
@@ -1846,7 +1847,7 @@ mod tests {
     }
 
     /// The shared text a session holds for `tool`: its counters' name and its errors' suggestions.
-    fn held(e: &Engine, session: &str, tool: &str) -> (Arc<str>, Vec<Arc<str>>) {
+    fn held(e: &Engine, session: &str, tool: &str) -> (ArcStr, Vec<ArcStr>) {
         let now = e.clock.now_ms();
         e.sessions
             .with_existing(session, now, |s| {
@@ -1906,12 +1907,12 @@ mod tests {
         }
         let (a, _) = held(&e, "a", "search");
         let (b, _) = held(&e, "b", "search");
-        assert!(Arc::ptr_eq(&a, &b), "one copy of the labelled tool's name");
+        assert!(ArcStr::ptr_eq(&a, &b), "one copy of the labelled tool's name");
         // Past the cap of one label, `fetch` is counted as `_other`: each session names it itself.
         let (a, _) = held(&e, "a", "fetch");
         let (b, _) = held(&e, "b", "fetch");
         assert_eq!((&*a, &*b), ("fetch", "fetch"));
-        assert!(!Arc::ptr_eq(&a, &b));
+        assert!(!ArcStr::ptr_eq(&a, &b));
     }
 
     #[test]
@@ -1927,12 +1928,12 @@ mod tests {
         let (_, x) = held(&e, "x", "search");
         let (_, y) = held(&e, "y", "search");
         assert!(x[0].contains("for about 30s"), "{}", x[0]);
-        assert!(Arc::ptr_eq(&x[0], &y[0]), "one copy per tool and second");
+        assert!(ArcStr::ptr_eq(&x[0], &y[0]), "one copy per tool and second");
         clock.advance(10_500);
         let v = e.report(&unavailable("z")).unwrap();
         assert!(v.snippet.contains("Tool `search` is unavailable for about 20s"), "{}", v.snippet);
         let (_, z) = held(&e, "z", "search");
-        assert!(!Arc::ptr_eq(&x[0], &z[0]));
+        assert!(!ArcStr::ptr_eq(&x[0], &z[0]));
     }
 
     #[test]

@@ -6,8 +6,9 @@ use crate::model::{Action, Category, Reason};
 use metrics::{Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 // Hot-path maps hash with foldhash (seeded per process): std's SipHash cost more than the lookups.
+use arcstr::ArcStr;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 
 /// Outcomes by tool, category and action.
 pub const OUTCOMES_TOTAL: &str = "rebound_outcomes_total";
@@ -151,7 +152,7 @@ fn describe() {
 }
 
 /// An outcome counter's labels: tool, category (none for a success), action.
-type OutcomeKey = (Arc<str>, Option<Category>, Action);
+type OutcomeKey = (ArcStr, Option<Category>, Action);
 
 /// Counters registered with the recorder the first time their labels are seen,
 /// then kept: registering builds a key and allocates, incrementing a kept one does not.
@@ -179,9 +180,9 @@ impl<K: std::hash::Hash + Eq> Counters<K> {
 #[derive(Debug)]
 pub struct Metrics {
     tool_cap: usize,
-    tools: RwLock<HashSet<Arc<str>>>,
+    tools: RwLock<HashSet<ArcStr>>,
     /// The label of every tool past the cap.
-    other_tool: Arc<str>,
+    other_tool: ArcStr,
     outcomes: Counters<OutcomeKey>,
     escalations: HashMap<Reason, Counter>,
     evicted_idle: Counter,
@@ -198,11 +199,11 @@ pub struct Metrics {
     reload_error: Counter,
     reload_successful: Gauge,
     rpc: HashMap<&'static str, Histogram>,
-    admits: Counters<(Arc<str>, &'static str)>,
+    admits: Counters<(ArcStr, &'static str)>,
     shadowed: Counters<(Action, Reason)>,
-    budget_exhausted: Counters<Arc<str>>,
+    budget_exhausted: Counters<ArcStr>,
     /// The breaker-state gauge of every tool label it was set for, so that all can be closed at once.
-    breaker_states: Mutex<HashMap<Arc<str>, Gauge>>,
+    breaker_states: Mutex<HashMap<ArcStr, Gauge>>,
 }
 
 /// The RPC methods timed in `rebound_rpc_duration_seconds`.
@@ -214,7 +215,7 @@ impl Metrics {
         Metrics {
             tool_cap,
             tools: RwLock::new(HashSet::new()),
-            other_tool: Arc::from(OTHER_TOOL),
+            other_tool: ArcStr::from(OTHER_TOOL),
             outcomes: Counters::new(),
             escalations: Reason::ALL
                 .iter()
@@ -249,13 +250,13 @@ impl Metrics {
     /// The tool's label if it already has one, else `_other`, taking no place under the cap: for
     /// a tool that does not exist (a name the agent's model made up), which would otherwise keep a
     /// place for good that a real tool seen later needs.
-    pub fn existing_tool_label(&self, tool: &str) -> Arc<str> {
+    pub fn existing_tool_label(&self, tool: &str) -> ArcStr {
         let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
         tools.get(tool).cloned().unwrap_or_else(|| self.other_tool.clone())
     }
 
     /// The tool's label: its name while under the cap, else `_other`.
-    pub fn tool_label(&self, tool: &str) -> Arc<str> {
+    pub fn tool_label(&self, tool: &str) -> ArcStr {
         if let Some(known) = self.tools.read().unwrap_or_else(|p| p.into_inner()).get(tool) {
             return known.clone();
         }
@@ -266,13 +267,13 @@ impl Metrics {
         if tools.len() >= self.tool_cap {
             return self.other_tool.clone();
         }
-        let label: Arc<str> = Arc::from(tool);
+        let label: ArcStr = ArcStr::from(tool);
         tools.insert(label.clone());
         label
     }
 
     /// Counts an outcome of the tool labelled `label` (from `tool_label`).
-    pub fn outcome(&self, label: Arc<str>, category: Option<Category>, action: Action) {
+    pub fn outcome(&self, label: ArcStr, category: Option<Category>, action: Action) {
         self.outcomes.increment((label, category, action), |(tool, category, action)| {
             metrics::counter!(
                 OUTCOMES_TOTAL,
@@ -389,7 +390,7 @@ impl Metrics {
     }
 
     /// Counts an Admit answer under `label` (see `Engine::admit` for which tools take their own).
-    pub fn admit(&self, label: Arc<str>, decision: &'static str) {
+    pub fn admit(&self, label: ArcStr, decision: &'static str) {
         self.admits.increment(
             (label, decision),
             |(tool, decision)| metrics::counter!(ADMIT_TOTAL, "tool" => tool.to_string(), "decision" => *decision),

@@ -276,9 +276,9 @@ pub struct Classification {
     /// Whether the same call may succeed if retried.
     pub retryable: bool,
     /// The id of the rule that decided (shared with the rule: no copy per outcome).
-    pub rule: std::sync::Arc<str>,
+    pub rule: arcstr::ArcStr,
     /// What to do about it (shared with the rule or category table, or made for this outcome).
-    pub suggestion: std::sync::Arc<str>,
+    pub suggestion: arcstr::ArcStr,
     /// An action the rule asks for instead of the category's default.
     #[serde(skip)]
     pub action: Option<Action>,
@@ -322,11 +322,11 @@ pub struct BreakerStatus {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ErrorRecord {
     /// The tool that failed.
-    pub tool: std::sync::Arc<str>,
+    pub tool: arcstr::ArcStr,
     /// Its category.
     pub category: Category,
     /// The message, redacted and cut (shared with the session's history).
-    pub message: std::sync::Arc<str>,
+    pub message: arcstr::ArcStr,
     /// How many times in a row.
     pub count: u32,
     /// Milliseconds since the session started.

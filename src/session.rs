@@ -8,6 +8,7 @@ use crate::model::{
     SessionSummary, Verdict,
 };
 use crate::rng::Rng;
+use arcstr::ArcStr;
 use lru::LruCache;
 use std::collections::{BTreeMap, VecDeque};
 use std::num::NonZeroUsize;
@@ -23,7 +24,7 @@ pub const TOOL_COUNTERS: usize = 1000;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolStats {
     /// The tool (shared with the session's history and remembered verdicts).
-    pub tool: Arc<str>,
+    pub tool: ArcStr,
     /// Failures since its last success.
     pub consecutive_failures: u32,
     /// Retries asked for since its last success.
@@ -36,13 +37,13 @@ pub struct ToolStats {
 #[derive(Clone, Debug, PartialEq)]
 pub struct HistoryEntry {
     /// The tool (shared with escalation reports).
-    pub tool: Arc<str>,
+    pub tool: ArcStr,
     /// Its category.
     pub category: Category,
     /// The cleaned message (shared with the remembered verdict that showed it).
-    pub message: Arc<str>,
+    pub message: ArcStr,
     /// The suggestion shown with it.
-    pub suggestion: Arc<str>,
+    pub suggestion: ArcStr,
     /// Fingerprint of the raw message.
     pub fingerprint: u64,
     /// Times in a row.
@@ -88,7 +89,7 @@ pub struct Session {
     /// Per-tool counters.
     pub tool_stats: Vec<ToolStats>,
     /// The last error's tool and fingerprint.
-    pub last_error: Option<(Arc<str>, u64)>,
+    pub last_error: Option<(ArcStr, u64)>,
     /// Identical errors in a row.
     pub identical: u32,
     /// Recent errors, oldest first.
@@ -99,12 +100,11 @@ pub struct Session {
     pub recent: VecDeque<Remembered>,
     /// Jitter source.
     pub rng: Rng,
-    /// The bytes of the tool names in `tool_stats` (kept as they change: a session may count a thousand).
-    tool_name_bytes: usize,
-    /// The bytes the history's entries point to (see [`HistoryEntry::held_bytes`]).
-    history_bytes: usize,
-    /// The bytes the remembered verdicts point to (see [`Remembered::held_bytes`]).
-    recent_bytes: usize,
+    /// The bytes the tool names in `tool_stats`, the history's entries and the remembered verdicts
+    /// point to (see [`HistoryEntry::held_bytes`] and [`Remembered::held_bytes`]): kept as they
+    /// change, since a session may count a thousand tools. One sum, not three: the session is the
+    /// store's entry, and 16 bytes less brings the entry to 256, an allocator size class.
+    held_bytes: usize,
     /// What the store's byte budget last counted for this session (see [`Session::weight`]).
     charged: usize,
 }
@@ -204,9 +204,7 @@ impl Session {
             dropped_unresolved: 0,
             recent: VecDeque::new(),
             rng,
-            tool_name_bytes: 0,
-            history_bytes: 0,
-            recent_bytes: 0,
+            held_bytes: 0,
             charged: 0,
         }
     }
@@ -225,20 +223,19 @@ impl Session {
             + self.setup.as_ref().map_or(0, |s| s.bytes)
             + self.errors_by_category.capacity() * std::mem::size_of::<(Category, u32)>()
             + self.tool_stats.capacity() * (std::mem::size_of::<ToolStats>() + 16)
-            + self.tool_name_bytes
             + self.history.capacity() * std::mem::size_of::<HistoryEntry>()
-            + self.history_bytes
             + self.recent.capacity() * std::mem::size_of::<Remembered>()
-            + self.recent_bytes
+            + self.held_bytes
     }
 
-    /// True when the sums kept as the session changes equal what its history and
-    /// remembered verdicts hold, counted afresh.
+    /// True when the sum kept as the session changes equals what its tool names, history
+    /// and remembered verdicts hold, counted afresh.
     #[cfg(test)]
-    pub(crate) fn held_sums_are_exact(&self) -> bool {
-        self.history_bytes == self.history.iter().map(HistoryEntry::held_bytes).sum::<usize>()
-            && self.recent_bytes == self.recent.iter().map(Remembered::held_bytes).sum::<usize>()
-            && self.tool_name_bytes == self.tool_stats.iter().map(|t| t.tool.len()).sum::<usize>()
+    pub(crate) fn held_bytes_are_exact(&self) -> bool {
+        self.held_bytes
+            == self.history.iter().map(HistoryEntry::held_bytes).sum::<usize>()
+                + self.recent.iter().map(Remembered::held_bytes).sum::<usize>()
+                + self.tool_stats.iter().map(|t| t.tool.len()).sum::<usize>()
     }
 
     /// Counts a failure of `category`.
@@ -274,23 +271,23 @@ impl Session {
 
     /// Gives the tool its counters, named by `name` (shared: the sessions of one
     /// sidecar use the same few tools), unless it has them.
-    pub fn know_tool(&mut self, name: &Arc<str>) {
+    pub fn know_tool(&mut self, name: &ArcStr) {
         if !self.tool_stats.iter().any(|t| t.tool == *name) {
             self.add_tool(name.clone());
         }
     }
 
-    fn add_tool(&mut self, name: Arc<str>) -> &mut ToolStats {
+    fn add_tool(&mut self, name: ArcStr) -> &mut ToolStats {
         if self.tool_stats.len() >= TOOL_COUNTERS {
             // Make room: a tool whose counters are as a new tool's loses nothing; failing that, the oldest goes.
             let idle =
                 self.tool_stats.iter().position(|t| (t.consecutive_failures, t.retries, t.last_delay_ms) == (0, 0, 0));
             let gone = self.tool_stats.remove(idle.unwrap_or(0));
-            self.tool_name_bytes -= gone.tool.len();
+            self.held_bytes -= gone.tool.len();
         } else if self.tool_stats.len() < 8 {
             self.tool_stats.reserve_exact(1);
         }
-        self.tool_name_bytes += name.len();
+        self.held_bytes += name.len();
         self.tool_stats.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
         self.tool_stats.last_mut().expect("just pushed")
     }
@@ -313,7 +310,7 @@ impl Session {
         }
         if self.recent.len() >= window {
             if let Some(old) = self.recent.pop_front() {
-                self.recent_bytes -= old.held_bytes();
+                self.held_bytes -= old.held_bytes();
             }
         }
         let tool = self.tool_mut(tool).tool.clone();
@@ -350,7 +347,7 @@ impl Session {
             snippet_tokens: verdict.snippet_tokens,
             details,
         };
-        self.recent_bytes += remembered.held_bytes();
+        self.held_bytes += remembered.held_bytes();
         self.recent.push_back(remembered);
     }
 
@@ -359,7 +356,7 @@ impl Session {
         if let Some(last) = self.history.back_mut() {
             if !last.resolved && last.tool == entry.tool && last.fingerprint == entry.fingerprint {
                 last.count += 1;
-                self.history_bytes = self.history_bytes - last.held_bytes() + entry.held_bytes();
+                self.held_bytes = self.held_bytes - last.held_bytes() + entry.held_bytes();
                 last.message = entry.message;
                 last.at_ms = entry.at_ms;
                 last.action = entry.action;
@@ -368,14 +365,14 @@ impl Session {
         }
         while self.history.len() >= capacity.max(1) {
             if let Some(old) = self.history.pop_front() {
-                self.history_bytes -= old.held_bytes();
+                self.held_bytes -= old.held_bytes();
                 if !old.resolved {
                     self.dropped_unresolved += old.count;
                 }
             }
         }
         self.history.reserve_exact(1);
-        self.history_bytes += entry.held_bytes();
+        self.held_bytes += entry.held_bytes();
         self.history.push_back(entry);
     }
 
@@ -410,9 +407,9 @@ pub enum SnippetRecipe {
     /// An `<error>` block, rendered again from the parts it was made of.
     Block {
         /// The message shown (the history's own text unless a budget shortened it).
-        message: Arc<str>,
-        /// The location line, or empty.
-        location: Box<str>,
+        message: ArcStr,
+        /// The location line, or empty (shared with the engine's analysis of the failure).
+        location: ArcStr,
         /// The outcome's kind, for the recovery instruction.
         kind: Option<OutcomeKind>,
         /// How much a token budget left out (see `engine::render_snippet`).
@@ -429,7 +426,7 @@ pub struct Remembered {
     /// session that sent it.
     call: u64,
     /// The tool (shared with the session's tool counters).
-    pub tool: Arc<str>,
+    pub tool: ArcStr,
     /// What to do.
     pub action: Action,
     /// The breakers' view.
@@ -443,7 +440,7 @@ pub struct Remembered {
     /// The snippet's length in tokens, when a snippet budget is set.
     pub snippet_tokens: u32,
     /// The rest, which a plain success's verdict does not have (boxed: most
-    /// calls succeed, and the window holds their verdicts in 72 bytes each).
+    /// calls succeed, and the window holds their verdicts in 64 bytes each).
     pub details: Option<Box<Details>>,
 }
 
@@ -454,7 +451,9 @@ impl Remembered {
         let Some(d) = &self.details else { return 0 };
         let snippet = match &d.snippet {
             SnippetRecipe::Text(text) => text.len(),
-            SnippetRecipe::Block { location, .. } => location.len(),
+            // Counted as if its own, like the history's message.
+            SnippetRecipe::Block { location, .. } if !location.is_empty() => 16 + location.len(),
+            SnippetRecipe::Block { .. } => 0,
         };
         let report = d.escalation.as_ref().map_or(0, |r| {
             std::mem::size_of::<EscalationReport>()
@@ -893,7 +892,7 @@ mod tests {
             tool: tool.into(),
             category: Category::Timeout,
             message: "m".into(),
-            suggestion: Arc::from(""),
+            suggestion: ArcStr::new(),
             fingerprint: fp,
             count: 1,
             at_ms: 0,
@@ -909,5 +908,19 @@ mod tests {
         assert_eq!(s.dropped_unresolved, 2);
         s.resolve("b");
         assert!(s.history[0].resolved);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn what_a_session_keeps_per_error_stays_as_small_as_measured() {
+        use std::mem::size_of;
+        // The store's entry is the session, its key and two list links: 256 bytes at most is one
+        // of jemalloc's size classes (272 took 320). Texts are single pointers (`ArcStr`), 8 bytes
+        // less each than `Arc<str>`: 1,651 to 1,406 bytes per session in `session_memory`.
+        assert!(size_of::<Session>() + size_of::<String>() + 16 <= 256, "{}", size_of::<Session>());
+        assert!(size_of::<HistoryEntry>() <= 48, "{}", size_of::<HistoryEntry>());
+        assert!(size_of::<Remembered>() <= 64, "{}", size_of::<Remembered>());
+        assert!(size_of::<Details>() <= 80, "{}", size_of::<Details>());
+        assert!(size_of::<ToolStats>() <= 24, "{}", size_of::<ToolStats>());
     }
 }
