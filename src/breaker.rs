@@ -7,6 +7,7 @@
 
 use crate::model::{Action, Reason};
 use crate::policy::Limits;
+use arcstr::ArcStr;
 
 /// A session's counters after the current outcome.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -542,7 +543,7 @@ impl ToolBreakers {
 pub struct OpenNotes(std::sync::Mutex<foldhash::HashMap<Box<str>, Note>>);
 
 /// The seconds a note says and the note.
-type Note = (u64, arcstr::ArcStr);
+type Note = (u64, ArcStr);
 
 impl OpenNotes {
     /// The most notes kept. Breakers come and go at the cap, so the tools ever seen open
@@ -551,7 +552,7 @@ impl OpenNotes {
     const MAX: usize = 1024;
 
     /// The note for `tool`, open for about `seconds` more.
-    pub fn get(&self, tool: &str, seconds: u64) -> arcstr::ArcStr {
+    pub fn get(&self, tool: &str, seconds: u64) -> ArcStr {
         let mut notes = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((said, note)) = notes.get_mut(tool) {
             if *said != seconds {
@@ -569,8 +570,8 @@ impl OpenNotes {
     }
 }
 
-fn open_note(tool: &str, seconds: u64) -> arcstr::ArcStr {
-    arcstr::ArcStr::from(format!(
+fn open_note(tool: &str, seconds: u64) -> ArcStr {
+    ArcStr::from(format!(
         "Tool `{}` is unavailable for about {seconds}s (circuit open): use another tool.",
         crate::compact::cut(tool, 100)
     ))
@@ -671,7 +672,7 @@ mod tool_tests {
     fn open_notes_are_shared_while_they_say_the_same_and_bounded_in_number() {
         let notes = OpenNotes::default();
         let a = notes.get("search", 30);
-        assert!(arcstr::ArcStr::ptr_eq(&a, &notes.get("search", 30)));
+        assert!(ArcStr::ptr_eq(&a, &notes.get("search", 30)));
         assert!(notes.get("search", 29).contains("about 29s"));
         for i in 0..10_000 {
             notes.get(&format!("junk-{i}"), 30);

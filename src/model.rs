@@ -4,6 +4,7 @@
 //! an `as_str()` that is also its name in config files, replay JSON and metric
 //! labels, so the three never drift apart.
 
+use arcstr::ArcStr;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -276,9 +277,9 @@ pub struct Classification {
     /// Whether the same call may succeed if retried.
     pub retryable: bool,
     /// The id of the rule that decided (shared with the rule: no copy per outcome).
-    pub rule: arcstr::ArcStr,
+    pub rule: ArcStr,
     /// What to do about it (shared with the rule or category table, or made for this outcome).
-    pub suggestion: arcstr::ArcStr,
+    pub suggestion: ArcStr,
     /// An action the rule asks for instead of the category's default.
     #[serde(skip)]
     pub action: Option<Action>,
@@ -322,11 +323,11 @@ pub struct BreakerStatus {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ErrorRecord {
     /// The tool that failed.
-    pub tool: arcstr::ArcStr,
+    pub tool: ArcStr,
     /// Its category.
     pub category: Category,
     /// The message, redacted and cut (shared with the session's history).
-    pub message: arcstr::ArcStr,
+    pub message: ArcStr,
     /// How many times in a row.
     pub count: u32,
     /// Milliseconds since the session started.
