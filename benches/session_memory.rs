@@ -1,13 +1,17 @@
 //! Heap bytes per session, counted by a counting allocator: 100,000 sessions
-//! with 3 stored errors each (3 real messages, each made distinct per session as
-//! `sidecar_memory` makes them, each with a call_id, so the idempotency window
-//! holds their verdicts too), through `Engine::report` as the server would drive
-//! it. Target: ≤ 1 KiB per session. Also: without call_ids, with the same 3
-//! messages in every session (an outage every run meets: the sessions share the
-//! engine's analysis of each, see `rebound::analysis`), at the default limits, and
-//! a typical run (16 calls, 4 failing). The real
-//! binary's RSS is measured by `bench/run`; this counts only what the
-//! sessions hold, so it is exact and repeatable.
+//! with 3 stored errors each (the 3 real messages `sidecar_memory` sends, each
+//! made distinct per session as it makes them, so this count and that binary's
+//! RSS compare), each with a call_id, so the idempotency window holds their
+//! verdicts too, through `Engine::report` as the server would drive it. Target:
+//! ≤ 1 KiB per session. Also: without call_ids, with the same 3 messages in every
+//! session (an outage every run meets: the sessions share the engine's analysis of
+//! each, see `rebound::analysis`), and, for sizing, runs that meet a mix with an
+//! error no retry fixes (so they escalate): at the default limits, and a typical
+//! run (16 calls, 4 failing). The real binary's RSS is measured by `bench/run`;
+//! this counts only what the sessions hold, so it is exact and repeatable.
+
+#[path = "support/workload.rs"]
+mod workload;
 
 use rebound::clock::SystemClock;
 use rebound::config::Config;
@@ -43,24 +47,58 @@ static ALLOCATOR: Counting = Counting;
 
 const SESSIONS: usize = 100_000;
 
+/// Which failures the sessions report.
+#[derive(Clone, Copy, PartialEq)]
+enum Messages {
+    /// The three `sidecar_memory` sends, each session's own (`workload::stored_error`): near
+    /// the 200 characters a stored message is cut to, so this heap count and that RSS compare.
+    Sidecar,
+    /// The same three in every session (session 0's): an outage every run meets.
+    Shared,
+    /// A mix with a shorter timeout and a database error no retry fixes, each session's own:
+    /// runs at their limits escalate, and an escalation's verdict carries its report.
+    Mixed,
+}
+
 /// Real messages: requests/urllib3, the OpenAI SDK, and psycopg2.
-const MESSAGES: [&str; 3] = [
+const MIXED: [&str; 3] = [
     "HTTPSConnectionPool(host='api.example.com', port=443): Read timed out. (read timeout=30)",
     "Error code: 429 - {'error': {'message': 'Rate limit reached for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Used 29867, Requested 1205. Please try again in 2.144s.', 'type': 'tokens', 'code': 'rate_limit_exceeded'}}",
     "psycopg2.errors.UndefinedTable: relation \"orders_2024\" does not exist\nLINE 1: SELECT * FROM orders_2024 WHERE id = 42",
 ];
 
+/// Session `session`'s `i`-th failure, before any numbering past the first round: tool, message
+/// and HTTP status.
+fn failure(messages: Messages, session: usize, i: usize) -> (&'static str, String, Option<u16>) {
+    let m = i % 3;
+    match messages {
+        Messages::Sidecar | Messages::Shared => {
+            let s = if messages == Messages::Shared { 0 } else { session as u64 };
+            let (tool, message) = workload::stored_error(s, i as u64);
+            (tool, message, None)
+        }
+        Messages::Mixed => {
+            // A number in each changed, so that no two sessions share one.
+            let message = match m {
+                0 => MIXED[m].replace("example", &format!("{session:07}")),
+                1 => MIXED[m].replace("Used 29867", &format!("Used {session}")),
+                _ => MIXED[m].replace("orders_2024", &format!("orders_{session}")),
+            };
+            (["web_search", "llm", "sql_query"][m], message, (m == 1).then_some(429))
+        }
+    }
+}
+
 /// Heap bytes held per session after `sessions` sessions each reported `calls`
-/// outcomes, every `failing_every`-th a failure (cycling through the real
-/// messages, each session's own unless `same_messages`, past the first round
-/// numbered so that none repeats within the session) and the others successes. With
-/// `declared`, each session first declares those tools (StartSession).
+/// outcomes, every `failing_every`-th a failure (cycling through `messages`, past the
+/// first round numbered so that none repeats within the session) and the others
+/// successes. With `declared`, each session first declares those tools (StartSession).
 fn bytes_per_session(
     sessions: usize,
     calls: usize,
     failing_every: usize,
     with_call_ids: bool,
-    same_messages: bool,
+    messages: Messages,
     declared: Option<&[String]>,
 ) -> f64 {
     let mut config = Config::default();
@@ -81,26 +119,17 @@ fn bytes_per_session(
         }
     };
     let report = |session: usize, i: usize| {
-        let m = i % MESSAGES.len();
+        let (tool, message, http_status) = failure(messages, session, i);
         let outcome = Outcome {
             session_id: format!("agent-run-{session:08}"),
             call_id: if with_call_ids { format!("call-{session:08}-{i}") } else { String::new() },
-            tool: ["web_search", "llm", "sql_query"][m].into(),
+            tool: tool.into(),
             // Past the first round, a word that changes the fingerprint: no repeats fold.
-            message: {
-                // Each session's own, unless every session sends the same: a number in it changed.
-                let message = match (same_messages, m) {
-                    (true, _) => MESSAGES[m].to_string(),
-                    (false, 0) => MESSAGES[m].replace("example", &format!("{session:07}")),
-                    (false, 1) => MESSAGES[m].replace("Used 29867", &format!("Used {session}")),
-                    (false, _) => MESSAGES[m].replace("orders_2024", &format!("orders_{session}")),
-                };
-                match i < MESSAGES.len() {
-                    true => message,
-                    false => format!("{message} (stage {})", ["a", "b", "c", "d", "e", "f", "g"][i % 7]),
-                }
+            message: match i < 3 {
+                true => message,
+                false => format!("{message} (stage {})", ["a", "b", "c", "d", "e", "f", "g"][i % 7]),
             },
-            http_status: (m == 1).then_some(429),
+            http_status,
             ok: !(i + 1).is_multiple_of(failing_every),
             ..Outcome::default()
         };
@@ -125,17 +154,17 @@ fn bytes_per_session(
 
 fn main() {
     // Clients give every call a call_id, so the usual case remembers the verdicts too.
-    let with = bytes_per_session(SESSIONS, 3, 1, true, false, None);
-    let without = bytes_per_session(SESSIONS, 3, 1, false, false, None);
-    let same = bytes_per_session(SESSIONS, 3, 1, true, true, None);
+    let with = bytes_per_session(SESSIONS, 3, 1, true, Messages::Sidecar, None);
+    let without = bytes_per_session(SESSIONS, 3, 1, false, Messages::Sidecar, None);
+    let same = bytes_per_session(SESSIONS, 3, 1, true, Messages::Shared, None);
     // A session at its limits: the default history (10 errors) and idempotency window (16 verdicts) full.
-    let full = bytes_per_session(SESSIONS / 10, 20, 1, true, false, None);
+    let full = bytes_per_session(SESSIONS / 10, 20, 1, true, Messages::Mixed, None);
     // An agent run as the load benchmarks make them: 16 calls, one in four failing.
-    let typical = bytes_per_session(SESSIONS / 10, 16, 4, true, false, None);
+    let typical = bytes_per_session(SESSIONS / 10, 16, 4, true, Messages::Mixed, None);
     // The same run after StartSession declared the agent's 40 tools (the same list in every session).
     let tools: Vec<String> =
         (0..40).map(|i| format!("{}_{i}", ["web_search", "fetch_url", "run_sql", "send_email"][i % 4])).collect();
-    let declared = bytes_per_session(SESSIONS / 10, 16, 4, true, false, Some(&tools));
+    let declared = bytes_per_session(SESSIONS / 10, 16, 4, true, Messages::Mixed, Some(&tools));
     println!(
         "session memory: {with:.0} bytes per session with 3 errors and their 3 verdicts remembered (target <= 1024)"
     );

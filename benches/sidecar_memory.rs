@@ -122,11 +122,7 @@ impl Drop for Sidecar {
 /// The j-th failure of session `s`: three real messages, each made distinct per session, with a
 /// call_id when `call_ids` (the sidecar then remembers each verdict for a repeat of the call).
 fn failure(run: &str, s: u64, j: u64, call_ids: bool) -> pb::Outcome {
-    let (tool, message) = match j % 3 {
-        0 => ("search", workload::URLLIB3.replace("q=rust", &format!("q=rust-{s}"))),
-        1 => ("fetch_url", workload::RATE_LIMITED.replace("Used 29717", &format!("Used {}", 20_000 + s))),
-        _ => ("run_sql", workload::READ_TIMEOUT.replace("8d3c9a1e", &format!("{s:08x}"))),
-    };
+    let (tool, message) = workload::stored_error(s, j);
     pb::Outcome {
         session_id: format!("{run}-{s}"),
         call_id: if call_ids { format!("call-{j}") } else { String::new() },

@@ -19,6 +19,17 @@ pub const RATE_LIMITED: &str = "Rate limit reached for gpt-4o in organization or
 /// httpx's read timeout, as raised from a tool's HTTP call.
 pub const READ_TIMEOUT: &str = "httpx.ReadTimeout: The read operation timed out while waiting for https://api.example.com/v1/documents/8d3c9a1e-52b7-4f0e-9a55-0c4f0d1e7b21 (timeout=30.0s, attempt 1 of 3, pool connections=10)";
 
+/// The `j`-th of the three failures a session stores in the memory benches: a tool and one of the
+/// three messages above, made distinct per session `s` by a number in it (so no two sessions share
+/// one). `session_memory` counts their heap and `sidecar_memory` the real binary's RSS.
+pub fn stored_error(s: u64, j: u64) -> (&'static str, String) {
+    match j % 3 {
+        0 => ("search", URLLIB3.replace("q=rust", &format!("q=rust-{s}"))),
+        1 => ("fetch_url", RATE_LIMITED.replace("Used 29717", &format!("Used {}", 20_000 + s))),
+        _ => ("run_sql", READ_TIMEOUT.replace("8d3c9a1e", &format!("{s:08x}"))),
+    }
+}
+
 /// Agent runs in flight at once.
 pub const LIVE_SESSIONS: u64 = 1_000;
 /// Outcomes per agent run.
