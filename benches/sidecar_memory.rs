@@ -158,17 +158,23 @@ fn main() -> anyhow::Result<()> {
     let idle = sidecar.rss()?;
     runtime.block_on(fill(&sidecar, "warm", 0, WARM_SESSIONS, true))?;
     let before = sidecar.rss()?;
+    // What the store estimates for its byte budget (`[sessions] max_bytes`), beside the RSS.
+    let estimate_before = sidecar.gauge("rebound_sessions_bytes")?;
     runtime.block_on(fill(&sidecar, "run", 0, SESSIONS, true))?;
     let after = sidecar.rss()?;
+    let estimate_after = sidecar.gauge("rebound_sessions_bytes")?;
     // Then as many again without call_ids: the 3 stored errors alone, no verdicts remembered.
     runtime.block_on(fill(&sidecar, "plain", 0, SESSIONS, false))?;
     let after_plain = sidecar.rss()?;
+    let estimate_plain = sidecar.gauge("rebound_sessions_bytes")?;
     let active = sidecar.gauge("rebound_sessions_active")?;
     if active < (2 * SESSIONS + WARM_SESSIONS) as f64 {
         bail!("only {active} sessions active after reporting {} (evicted or expired?)", 2 * SESSIONS + WARM_SESSIONS);
     }
     let per_session = after.saturating_sub(before) as f64 / SESSIONS as f64;
     let per_session_plain = after_plain.saturating_sub(after) as f64 / SESSIONS as f64;
+    let estimate = (estimate_after - estimate_before) / SESSIONS as f64;
+    let estimate_plain = (estimate_plain - estimate_after) / SESSIONS as f64;
     drop(sidecar);
     println!("Sidecar memory (VmRSS), capacity 250,000:");
     println!("  start to ready: {ready_ms:.1} ms");
@@ -176,10 +182,17 @@ fn main() -> anyhow::Result<()> {
     println!(
         "  per session: {per_session:.0} bytes with call_ids, {per_session_plain:.0} bytes without (target <= 1024)"
     );
+    println!(
+        "  the store's estimate (rebound_sessions_bytes) per session: {estimate:.0} bytes with call_ids, {estimate_plain:.0} without: RSS {:+.0} % and {:+.0} % above it",
+        (per_session / estimate - 1.0) * 100.0,
+        (per_session_plain / estimate_plain - 1.0) * 100.0
+    );
     println!("@result start_to_ready_ms {ready_ms:.1}");
     println!("@result rss_idle_bytes {idle}");
     println!("@result bytes_per_session {per_session:.0}");
     println!("@result bytes_per_session_no_call_ids {per_session_plain:.0}");
+    println!("@result estimate_per_session {estimate:.0}");
+    println!("@result estimate_per_session_no_call_ids {estimate_plain:.0}");
 
     let cap = 10_000;
     let sidecar = Sidecar::start(cap as usize)?;

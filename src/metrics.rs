@@ -120,7 +120,7 @@ fn describe() {
     metrics::describe_gauge!(
         SESSIONS_BYTES,
         metrics::Unit::Bytes,
-        "Bytes the sessions hold, as estimated for sessions.max_bytes (resident memory runs about a fifth above)."
+        "Bytes the sessions hold, as estimated for sessions.max_bytes (resident memory runs up to a fifth above)."
     );
     metrics::describe_counter!(SESSIONS_EVICTED_TOTAL, "Sessions dropped without EndSession, by reason.");
     metrics::describe_histogram!(RPC_DURATION_SECONDS, metrics::Unit::Seconds, "RPC handling time, by method.");

@@ -59,7 +59,7 @@ pub struct HistoryEntry {
 impl HistoryEntry {
     /// The bytes it points to: its message (as if its own; the tool and suggestion are shared).
     fn held_bytes(&self) -> usize {
-        16 + self.message.len()
+        TEXT_HEADER + self.message.len()
     }
 }
 
@@ -125,6 +125,9 @@ pub struct Setup {
 }
 
 const STRING: usize = std::mem::size_of::<String>();
+
+/// What a shared text (`ArcStr`) holds before its bytes: its count and its length.
+const TEXT_HEADER: usize = 16;
 
 impl Setup {
     /// A setup, with what it holds counted: each string by its length and the room its
@@ -213,8 +216,10 @@ impl Session {
     /// to, text counted by its length. What the store's byte budget counts. A tool's name
     /// is counted as if the session's own (it is often shared), and a declared tool list
     /// not at all (it counts itself: see [`ToolList`]). The allocator's own overhead is
-    /// not in it: resident memory runs about a fifth above. Counted in a few steps, from
-    /// sums kept as the session changes: it is asked after every outcome.
+    /// not in it: resident memory runs up to a fifth above, as it rounds each block up to
+    /// its size class (1 % above for sessions of 3 errors: `benches/sidecar_memory.rs`).
+    /// Counted in a few steps, from sums kept as the session changes: it is asked after
+    /// every outcome.
     pub fn weight(&self, id: &str) -> usize {
         // The store's entry: the key, the session, the list links and the table's slot.
         const ENTRY: usize = std::mem::size_of::<Session>() + 48;
@@ -222,7 +227,7 @@ impl Session {
             + id.len()
             + self.setup.as_ref().map_or(0, |s| s.bytes)
             + self.errors_by_category.capacity() * std::mem::size_of::<(Category, u32)>()
-            + self.tool_stats.capacity() * (std::mem::size_of::<ToolStats>() + 16)
+            + self.tool_stats.capacity() * (std::mem::size_of::<ToolStats>() + TEXT_HEADER)
             + self.history.capacity() * std::mem::size_of::<HistoryEntry>()
             + self.recent.capacity() * std::mem::size_of::<Remembered>()
             + self.held_bytes
@@ -452,7 +457,7 @@ impl Remembered {
         let snippet = match &d.snippet {
             SnippetRecipe::Text(text) => text.len(),
             // Counted as if its own, like the history's message.
-            SnippetRecipe::Block { location, .. } if !location.is_empty() => 16 + location.len(),
+            SnippetRecipe::Block { location, .. } if !location.is_empty() => TEXT_HEADER + location.len(),
             SnippetRecipe::Block { .. } => 0,
         };
         let report = d.escalation.as_ref().map_or(0, |r| {
