@@ -6,7 +6,9 @@
 //!   3 stored errors each (3 real messages made distinct per session, 3 tools),
 //!   each with a call_id as the clients send them, RSS after minus RSS before (a
 //!   warmed-up connection), divided by 100,000 (target ≤ 1 KiB); then 100,000 more
-//!   without call_ids, the 3 stored errors alone;
+//!   without call_ids, the 3 stored errors alone; beside each, the store's own
+//!   estimate of the same sessions (`rebound_sessions_bytes`, what
+//!   `[sessions] max_bytes` counts);
 //! - RSS held flat past the cap: `capacity = 10000`, RSS after 10,000 sessions
 //!   and after 100,000 (target: at most 10 % more); readings up to 300,000
 //!   show whether any growth levels off.
