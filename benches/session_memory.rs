@@ -48,7 +48,7 @@ static ALLOCATOR: Counting = Counting;
 const SESSIONS: usize = 100_000;
 
 /// Which failures the sessions report.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Messages {
     /// The three `sidecar_memory` sends, each session's own (`workload::stored_error`): near
     /// the 200 characters a stored message is cut to, so this heap count and that RSS compare.
@@ -70,15 +70,12 @@ const MIXED: [&str; 3] = [
 /// Session `session`'s `i`-th failure, before any numbering past the first round: tool, message
 /// and HTTP status.
 fn failure(messages: Messages, session: usize, i: usize) -> (&'static str, String, Option<u16>) {
-    let m = i % 3;
     match messages {
-        Messages::Sidecar | Messages::Shared => {
-            let s = if messages == Messages::Shared { 0 } else { session as u64 };
-            let (tool, message) = workload::stored_error(s, i as u64);
-            (tool, message, None)
-        }
+        Messages::Sidecar => with_no_status(workload::stored_error(session as u64, i as u64)),
+        Messages::Shared => with_no_status(workload::stored_error(0, i as u64)),
         Messages::Mixed => {
             // A number in each changed, so that no two sessions share one.
+            let m = i % 3;
             let message = match m {
                 0 => MIXED[m].replace("example", &format!("{session:07}")),
                 1 => MIXED[m].replace("Used 29867", &format!("Used {session}")),
@@ -87,6 +84,11 @@ fn failure(messages: Messages, session: usize, i: usize) -> (&'static str, Strin
             (["web_search", "llm", "sql_query"][m], message, (m == 1).then_some(429))
         }
     }
+}
+
+/// A tool and message sent without an HTTP status, as `sidecar_memory` sends them.
+fn with_no_status((tool, message): (&'static str, String)) -> (&'static str, String, Option<u16>) {
+    (tool, message, None)
 }
 
 /// Heap bytes held per session after `sessions` sessions each reported `calls`
