@@ -250,7 +250,7 @@ impl Session {
             None => {
                 // Exact growth here and below: a session holds a few of each, and
                 // doubling would leave most of the space unused across 100,000 sessions.
-                self.errors_by_category.reserve_exact(1);
+                grow_exact(&mut self.errors_by_category, 1);
                 self.errors_by_category.push((category, 1));
             }
         }
@@ -290,7 +290,7 @@ impl Session {
             let gone = self.tool_stats.remove(idle.unwrap_or(0));
             self.held_bytes -= gone.tool.len();
         } else if self.tool_stats.len() < 8 {
-            self.tool_stats.reserve_exact(1);
+            grow_exact(&mut self.tool_stats, 1);
         }
         self.held_bytes += name.len();
         self.tool_stats.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
@@ -323,7 +323,7 @@ impl Session {
             // One at a time while few (most sessions remember a handful), then doubling up to
             // the window: a run that reaches it moves its verdicts a few times, not at every call.
             let len = self.recent.len();
-            self.recent.reserve_exact(if len < 4 { 1 } else { len.min(window.saturating_sub(len)).max(1) });
+            grow_exact_deque(&mut self.recent, if len < 4 { 1 } else { len.min(window.saturating_sub(len)).max(1) });
         }
         let plain = verdict.classification.is_none()
             && verdict.retry.is_none()
@@ -376,7 +376,7 @@ impl Session {
                 }
             }
         }
-        self.history.reserve_exact(1);
+        grow_exact_deque(&mut self.history, 1);
         self.held_bytes += entry.held_bytes();
         self.history.push_back(entry);
     }
@@ -483,6 +483,27 @@ pub struct Details {
     pub escalation: Option<Box<EscalationReport>>,
     /// How to make its snippet again.
     pub snippet: SnippetRecipe,
+}
+
+/// Makes room in `list` for `additional` more, exactly, unless it has it. It moves the items to a new
+/// block rather than reallocating the old: jemalloc's realloc of a small block cost about 600
+/// instructions on the Observe bench (it looks the block up and tries to grow it in place before it
+/// moves it), a new block and the old one freed far less.
+fn grow_exact<T>(list: &mut Vec<T>, additional: usize) {
+    if list.capacity() - list.len() < additional {
+        let mut grown = Vec::with_capacity(list.len() + additional);
+        grown.append(list);
+        *list = grown;
+    }
+}
+
+/// [`grow_exact`] for a deque.
+fn grow_exact_deque<T>(list: &mut VecDeque<T>, additional: usize) {
+    if list.capacity() - list.len() < additional {
+        let mut grown = VecDeque::with_capacity(list.len() + additional);
+        grown.append(list);
+        *list = grown;
+    }
 }
 
 /// FNV-1a of an id (a call_id in the idempotency window).
@@ -744,6 +765,22 @@ mod tests {
 
     fn new_session(now: u64) -> Session {
         Session::new(now, Rng::new(1))
+    }
+
+    #[test]
+    fn growing_exactly_keeps_the_items_in_order_and_no_more_room() {
+        let mut list = vec![1, 2];
+        grow_exact(&mut list, 1);
+        assert_eq!((list.as_slice(), list.capacity()), (&[1, 2][..], 3));
+        grow_exact(&mut list, 1);
+        assert_eq!(list.capacity(), 3, "room enough: unchanged");
+        // A deque whose items wrap around the end of its block.
+        let mut deque = VecDeque::with_capacity(3);
+        deque.extend([0, 1, 2]);
+        deque.pop_front();
+        deque.push_back(3);
+        grow_exact_deque(&mut deque, 2);
+        assert_eq!((deque.iter().copied().collect::<Vec<_>>(), deque.capacity()), (vec![1, 2, 3], 5));
     }
 
     #[test]
