@@ -11,7 +11,13 @@
 //! turn, each differing from the others in one number, so none is still kept when it
 //! comes again), which analyses every one.
 //!
-//! With `REBOUND_COUNT=200B` (or `4KB`, `200B-new`, `4KB-new`) it runs the same workload once instead, for
+//! A third workload, `real`, takes the messages of the classification corpus
+//! (`tests/data/classification`: 637 distinct messages from real libraries, 76 bytes on
+//! average) in turn: failures as varied as a fleet's, which the others, one message
+//! or its variants, are not. Each is analysed, and the rules' lazy DFA must hold the
+//! states all of them need (see `rebound::message_patterns`).
+//!
+//! With `REBOUND_COUNT=200B` (or `4KB`, `200B-new`, `4KB-new`, `real`) it runs the same workload once instead, for
 //! callgrind: `bench/run` counts the instructions `counted` executes, which a shared,
 //! noisy machine does not change as it changes time.
 
@@ -49,9 +55,12 @@ struct Workload {
 }
 
 impl Workload {
-    /// "200B" (a real requests/urllib3 message, cut to 200 bytes) or "4KB" (the
-    /// real Python traceback of the trace set nearest 4 KB).
+    /// "200B" (a real requests/urllib3 message, cut to 200 bytes), "4KB" (the
+    /// real Python traceback of the trace set nearest 4 KB), or "real" (the corpus's messages).
     fn new(name: &str) -> Option<Self> {
+        if name == "real" {
+            return Some(Self::with_failures(corpus_messages().into_iter().map(|m| (m, String::new())).collect()));
+        }
         let message = "HTTPSConnectionPool(host='api.example.com', port=443): Max retries exceeded with url: /v1/search?q=rust (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection'))";
         let trace = include_str!("../tests/data/traces/py-requests-timeout.txt");
         let (workload, variants) = match name.strip_suffix("-new") {
@@ -72,6 +81,11 @@ impl Workload {
                 _ => None,
             })
             .collect::<Option<Vec<_>>>()?;
+        Some(Self::with_failures(failures))
+    }
+
+    /// An engine with the default config, fed `failures` in turn.
+    fn with_failures(failures: Vec<(String, String)>) -> Self {
         let config = Config::default();
         let engine = Engine::new(
             Policy::from_config(&config).expect("the default config is valid"),
@@ -79,7 +93,7 @@ impl Workload {
             Arc::new(SystemClock::new()),
             Arc::new(Metrics::new(200)),
         );
-        Some(Workload { engine, failures, i: 0, ids: Vec::new(), generation: 0 })
+        Workload { engine, failures, i: 0, ids: Vec::new(), generation: 0 }
     }
 
     /// The next outcome, judged.
@@ -113,6 +127,25 @@ impl Workload {
     }
 }
 
+/// The distinct messages of the classification corpus, in its order (each case notes its source).
+fn corpus_messages() -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let corpus = [
+        include_str!("../tests/data/classification/corpus.jsonl"),
+        include_str!("../tests/data/classification/holdout.jsonl"),
+        include_str!("../tests/data/classification/holdout-real.jsonl"),
+    ];
+    corpus
+        .iter()
+        .flat_map(|file| file.lines())
+        .filter_map(|line| {
+            let case: serde_json::Value = serde_json::from_str(line).expect("a JSON case");
+            case["outcome"]["message"].as_str().map(str::to_string)
+        })
+        .filter(|message| !message.is_empty() && seen.insert(message.clone()))
+        .collect()
+}
+
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine");
     for (name, workload) in [
@@ -120,6 +153,7 @@ fn bench(c: &mut Criterion) {
         ("4KB trace", "4KB"),
         ("200B message, each new", "200B-new"),
         ("4KB trace, each new", "4KB-new"),
+        ("real messages, in turn", "real"),
     ] {
         let mut workload = Workload::new(workload).expect("a known workload");
         group.bench_function(name, |b| b.iter(|| black_box(workload.step())));
@@ -144,7 +178,7 @@ fn main() {
         return;
     };
     let Some(mut workload) = Workload::new(&name) else {
-        eprintln!("REBOUND_COUNT={name:?}: want 200B, 4KB, 200B-new or 4KB-new");
+        eprintln!("REBOUND_COUNT={name:?}: want 200B, 4KB, 200B-new, 4KB-new or real");
         std::process::exit(2);
     };
     // A generation first, uncounted: the patterns' lazy DFAs build their states, the
