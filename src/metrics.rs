@@ -27,6 +27,8 @@ pub const RPC_DURATION_SECONDS: &str = "rebound_rpc_duration_seconds";
 /// Failures analysed, by whether the analysis was taken from the engine's table of recent
 /// failures (`reused`) or made afresh (`new`): see `analysis`.
 pub const FAILURE_ANALYSES_TOTAL: &str = "rebound_failure_analyses_total";
+/// Texts the rules' lazy DFA gave up on, searched by the slower PikeVM instead: see `message_patterns`.
+pub const MESSAGE_PATTERN_FALLBACKS_TOTAL: &str = "rebound_message_pattern_fallbacks_total";
 /// Snippet sizes in bytes.
 pub const SNIPPET_BYTES: &str = "rebound_snippet_bytes";
 /// Open Observe streams.
@@ -98,15 +100,18 @@ pub fn install() -> PrometheusHandle {
             // A built recorder keeps every histogram sample until something drains it: a scrape, or
             // upkeep. A sidecar nobody scrapes would grow by each sample (about 25 bytes an outcome),
             // so drain often (the allocator gives freed pages back on its own: see `memory`).
+            // It also copies the patterns' fallback count, kept where they run (`message_patterns`).
             let upkeep = handle.clone();
             let _ = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || loop {
                 std::thread::sleep(UPKEEP_PERIOD);
+                metrics::counter!(MESSAGE_PATTERN_FALLBACKS_TOTAL).absolute(crate::message_patterns::fallbacks());
                 upkeep.run_upkeep();
             });
             // Another recorder may already be set (a host embedding the library); then ours only renders.
             let _ = metrics::set_global_recorder(recorder);
             describe();
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            metrics::counter!(MESSAGE_PATTERN_FALLBACKS_TOTAL).absolute(crate::message_patterns::fallbacks());
             handle
         })
         .clone()
@@ -128,6 +133,10 @@ fn describe() {
     metrics::describe_counter!(
         FAILURE_ANALYSES_TOTAL,
         "Failures analysed, by result: reused from the table of recent failures, or new."
+    );
+    metrics::describe_counter!(
+        MESSAGE_PATTERN_FALLBACKS_TOTAL,
+        "Texts the rules' lazy DFA gave up on (its cache too small for them, or a Unicode word boundary), searched by a PikeVM."
     );
     metrics::describe_gauge!(STREAMS_ACTIVE, "Open Observe streams.");
     metrics::describe_counter!(CONFIG_RELOADS_TOTAL, "Config reloads, by result.");

@@ -269,6 +269,36 @@ async fn failure_analyses_are_counted_as_reused_or_new() {
 }
 
 #[tokio::test]
+async fn texts_the_rules_lazy_dfa_gives_up_on_are_counted() {
+    // A rule with a Unicode word boundary: the lazy DFA quits at the first non-ASCII byte it
+    // meets, and the PikeVM searches that text instead (`rebound::message_patterns`).
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rebound.toml");
+    let rule = "[[rules]]\nid = \"acme.fehler\"\nmessage = ['(?u:\\bfehler\\b)']\ncategory = \"unavailable\"\n";
+    std::fs::write(&config, rule).unwrap();
+    let sidecar = Sidecar::spawn(&["--config", config.to_str().unwrap()]);
+    let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
+    let count = |page: &str| {
+        let line = page.lines().find_map(|l| l.strip_prefix("rebound_message_pattern_fallbacks_total "));
+        line.and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let page = http_get(&sidecar.metrics, "/metrics").await;
+    assert_eq!(count(&page), Some(0.0), "exported from the start: {page}");
+    let verdict = client.report(failure("fallbacks", "search", "Fehler: Zeitüberschreitung")).await.unwrap();
+    assert_eq!(verdict.into_inner().classification.unwrap().rule, "acme.fehler", "the PikeVM's answer");
+    // The count is copied to the metric every 100 ms.
+    let mut page = String::new();
+    for _ in 0..50 {
+        page = http_get(&sidecar.metrics, "/metrics").await;
+        if count(&page) == Some(1.0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("one text searched by the PikeVM, not counted: {page}");
+}
+
+#[tokio::test]
 async fn the_metrics_endpoint_answers_get_and_head_and_refuses_other_methods() {
     let server = TestServer::start().await;
     let head = http_request(&server.metrics_addr, "HEAD", "/metrics").await;
