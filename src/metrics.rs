@@ -100,21 +100,26 @@ pub fn install() -> PrometheusHandle {
             // A built recorder keeps every histogram sample until something drains it: a scrape, or
             // upkeep. A sidecar nobody scrapes would grow by each sample (about 25 bytes an outcome),
             // so drain often (the allocator gives freed pages back on its own: see `memory`).
-            // It also copies the patterns' fallback count, kept where they run (`message_patterns`).
+            // It also exports the patterns' fallback count.
             let upkeep = handle.clone();
             let _ = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || loop {
                 std::thread::sleep(UPKEEP_PERIOD);
-                metrics::counter!(MESSAGE_PATTERN_FALLBACKS_TOTAL).absolute(crate::message_patterns::fallbacks());
+                export_pattern_fallbacks();
                 upkeep.run_upkeep();
             });
             // Another recorder may already be set (a host embedding the library); then ours only renders.
             let _ = metrics::set_global_recorder(recorder);
             describe();
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
-            metrics::counter!(MESSAGE_PATTERN_FALLBACKS_TOTAL).absolute(crate::message_patterns::fallbacks());
+            export_pattern_fallbacks();
             handle
         })
         .clone()
+}
+
+/// Copies the patterns' fallback count, kept where they run (`message_patterns`), to its counter.
+fn export_pattern_fallbacks() {
+    metrics::counter!(MESSAGE_PATTERN_FALLBACKS_TOTAL).absolute(crate::message_patterns::fallbacks());
 }
 
 fn describe() {

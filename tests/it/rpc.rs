@@ -241,9 +241,9 @@ async fn metrics_count_outcomes_without_raw_text_in_labels() {
     server.stop().await;
 }
 
-/// The value of the sample `name{labels}` on a metrics page.
+/// The value of the sample `name{labels}` on a metrics page (`name` alone when `labels` is empty).
 fn sample(page: &str, name: &str, labels: &str) -> Option<f64> {
-    let prefix = format!("{name}{{{labels}}} ");
+    let prefix = if labels.is_empty() { format!("{name} ") } else { format!("{name}{{{labels}}} ") };
     page.lines().find_map(|l| l.strip_prefix(prefix.as_str())).and_then(|v| v.trim().parse().ok())
 }
 
@@ -278,10 +278,7 @@ async fn texts_the_rules_lazy_dfa_gives_up_on_are_counted() {
     std::fs::write(&config, rule).unwrap();
     let sidecar = Sidecar::spawn(&["--config", config.to_str().unwrap()]);
     let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
-    let count = |page: &str| {
-        let line = page.lines().find_map(|l| l.strip_prefix("rebound_message_pattern_fallbacks_total "));
-        line.and_then(|v| v.trim().parse::<f64>().ok())
-    };
+    let count = |page: &str| sample(page, "rebound_message_pattern_fallbacks_total", "");
     let page = http_get(&sidecar.metrics, "/metrics").await;
     assert_eq!(count(&page), Some(0.0), "exported from the start: {page}");
     let verdict = client.report(failure("fallbacks", "search", "Fehler: Zeitüberschreitung")).await.unwrap();
