@@ -21,7 +21,9 @@ use crate::compact::{self, Digest};
 use crate::fingerprint::fingerprint;
 use crate::model::{Classification, Outcome, OutcomeKind};
 use crate::policy::Policy;
+use crate::shapes::{KeptMessage, Shapes};
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// The entries a table holds. A failure goes to the slot its hash picks,
@@ -41,16 +43,20 @@ pub struct Analysis {
     pub fingerprint: u64,
     /// The message, its headline and location, ready to show.
     pub digest: Digest<'static>,
+    /// The message shown, as the sessions keep it (see [`crate::shapes`]).
+    pub kept: KeptMessage,
 }
 
 impl Analysis {
-    /// Analyses a failure under a policy's rules and snippet limits.
-    pub fn of(outcome: &Outcome, policy: &Policy) -> Analysis {
+    /// Analyses a failure under a policy's rules and snippet limits, its message shaped in `shapes`.
+    pub fn of(outcome: &Outcome, policy: &Policy, shapes: &Shapes) -> Analysis {
         let o = outcome;
+        let digest = compact::digest(&o.message, &o.exception_type, &o.detail, &policy.snippet).into_owned();
         Analysis {
             classification: policy.classifier.classify(o),
             fingerprint: fingerprint(if o.message.is_empty() { &o.detail } else { &o.message }),
-            digest: compact::digest(&o.message, &o.exception_type, &o.detail, &policy.snippet).into_owned(),
+            kept: shapes.keep(&digest.message),
+            digest,
         }
     }
 }
@@ -179,18 +185,29 @@ struct Slot {
 pub struct Analyses {
     slots: Box<[Mutex<Slot>]>,
     hasher: foldhash::fast::RandomState,
-}
-
-impl Default for Analyses {
-    fn default() -> Self {
-        Analyses::with_slots(SLOTS)
-    }
+    /// The shapes of the messages analysed, for the sessions that keep them.
+    shapes: Shapes,
 }
 
 impl Analyses {
+    /// A table of [`SLOTS`] places, whose messages' shapes count their bytes into `meter`
+    /// (the session store's: the sessions keep the messages).
+    pub fn new(meter: Arc<AtomicUsize>) -> Self {
+        Analyses::with_slots(SLOTS, meter)
+    }
+
     /// A table of `slots` places (at least one).
-    fn with_slots(slots: usize) -> Self {
-        Analyses { slots: (0..slots.max(1)).map(|_| Mutex::default()).collect(), hasher: Default::default() }
+    fn with_slots(slots: usize, meter: Arc<AtomicUsize>) -> Self {
+        Analyses {
+            slots: (0..slots.max(1)).map(|_| Mutex::default()).collect(),
+            hasher: Default::default(),
+            shapes: Shapes::new(meter),
+        }
+    }
+
+    /// The shapes of the messages analysed.
+    pub fn shapes(&self) -> &Shapes {
+        &self.shapes
     }
 
     /// The analysis of a failure: the one kept for the same fields, or a new one (then
@@ -198,7 +215,7 @@ impl Analyses {
     pub fn get(&self, outcome: &Outcome, policy: &Policy) -> (Arc<Analysis>, bool) {
         let key = Key::of(outcome, policy);
         if key.texts().iter().map(|t| t.len()).sum::<usize>() > MAX_TEXT_BYTES {
-            return (Arc::new(Analysis::of(outcome, policy)), false);
+            return (Arc::new(Analysis::of(outcome, policy, &self.shapes)), false);
         }
         let hash = key.hash(&self.hasher);
         let slot = &self.slots[hash as usize % self.slots.len()];
@@ -210,7 +227,7 @@ impl Analyses {
             std::mem::replace(&mut slot.seen, hash) == hash
         };
         // Analysed without the lock: another thread may want the place meanwhile.
-        let analysis = Arc::new(Analysis::of(outcome, policy));
+        let analysis = Arc::new(Analysis::of(outcome, policy, &self.shapes));
         if seen_before {
             let entry = Entry::new(hash, &key, analysis.clone());
             // The entry it replaces is dropped after the lock is let go.
@@ -293,7 +310,7 @@ mod tests {
     #[test]
     fn a_failure_seen_twice_in_a_row_is_kept_and_found_after() {
         let policy = policy();
-        let analyses = Analyses::default();
+        let analyses = Analyses::new(Default::default());
         let (first, reused) = analyses.get(&failure(), &policy);
         assert!(analyses.is_empty() && !reused, "kept at first sight");
         let (second, reused) = analyses.get(&failure(), &policy);
@@ -301,42 +318,42 @@ mod tests {
         assert_eq!(analyses.len(), 1);
         let (third, reused) = analyses.get(&failure(), &policy);
         assert!(Arc::ptr_eq(&second, &third) && reused, "analysed again");
-        assert_eq!(*third, Analysis::of(&failure(), &policy));
+        assert_eq!(*third, Analysis::of(&failure(), &policy, analyses.shapes()));
     }
 
     #[test]
     fn a_failure_differing_in_any_field_it_is_analysed_by_is_analysed_afresh() {
         let policy = policy();
-        let analyses = Analyses::default();
+        let analyses = Analyses::new(Default::default());
         kept(&analyses, &failure(), &policy);
         for (field, o) in variants() {
             // Once, when the first failure's analysis is the one kept, and again once its own is.
             for _ in 0..3 {
                 let got = analyses.get(&o, &policy).0;
-                assert_eq!(*got, Analysis::of(&o, &policy), "{field}");
+                assert_eq!(*got, Analysis::of(&o, &policy, analyses.shapes()), "{field}");
             }
             // And the first failure's analysis is still its own, wherever the variant went.
             let first = kept(&analyses, &failure(), &policy);
-            assert_eq!(*first, Analysis::of(&failure(), &policy), "after {field}");
+            assert_eq!(*first, Analysis::of(&failure(), &policy, analyses.shapes()), "after {field}");
         }
     }
 
     #[test]
     fn the_same_failure_under_another_policy_is_analysed_afresh() {
         let (reads_tool, built_in) = (policy(), Policy::default());
-        let analyses = Analyses::default();
+        let analyses = Analyses::new(Default::default());
         let mut o = failure();
         o.tool = "searc".into();
         let first = kept(&analyses, &o, &reads_tool);
         let other = kept(&analyses, &o, &built_in);
-        assert_eq!(*other, Analysis::of(&o, &built_in));
+        assert_eq!(*other, Analysis::of(&o, &built_in, analyses.shapes()));
         assert_ne!(first.classification.rule, other.classification.rule);
     }
 
     #[test]
     fn a_failure_seen_once_does_not_push_out_a_kept_one() {
         let policy = policy();
-        let analyses = Analyses::default();
+        let analyses = Analyses::new(Default::default());
         let kept_first = kept(&analyses, &failure(), &policy);
         for i in 0..SLOTS * 4 {
             let mut o = failure();
@@ -353,9 +370,10 @@ mod tests {
         // Guards the test above: a variant whose analysis equals the first failure's
         // would pass it even if that field were left out of the key.
         let policy = policy();
-        let first = Analysis::of(&failure(), &policy);
+        let analyses = Analyses::new(Default::default());
+        let first = Analysis::of(&failure(), &policy, analyses.shapes());
         for (field, o) in variants() {
-            let other = Analysis::of(&o, &policy);
+            let other = Analysis::of(&o, &policy, analyses.shapes());
             assert_ne!(other, first, "{field}: change it to one analysed otherwise");
         }
     }
@@ -363,7 +381,7 @@ mod tests {
     #[test]
     fn failures_differing_only_where_the_hash_does_not_read_are_told_apart() {
         let policy = policy();
-        let analyses = Analyses::default();
+        let analyses = Analyses::new(Default::default());
         let with_middle = |word: &str| Outcome {
             message: String::new(),
             detail: format!("{}\nfatal: {word} refused\n{}", "a ".repeat(200), "b ".repeat(300)),
@@ -374,8 +392,8 @@ mod tests {
         assert_eq!(a.hash(&analyses.hasher), b.hash(&analyses.hasher), "the texts must differ only in the middle");
         kept(&analyses, &one, &policy);
         let got = analyses.get(&other, &policy).0;
-        assert_eq!(*got, Analysis::of(&other, &policy));
-        assert_ne!(*got, Analysis::of(&one, &policy));
+        assert_eq!(*got, Analysis::of(&other, &policy, analyses.shapes()));
+        assert_ne!(*got, Analysis::of(&one, &policy, analyses.shapes()));
     }
 
     /// A failure built from a few values per field, each value one that changes the
@@ -443,10 +461,10 @@ mod tests {
             static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(policy);
             let policy = &*POLICY;
             // A table of two places, so that the failures meet in them.
-            let analyses = Analyses::with_slots(2);
+            let analyses = Analyses::with_slots(2, Default::default());
             for i in &order {
                 let o = i.get(&failures);
-                prop_assert_eq!(&*analyses.get(o, policy).0, &Analysis::of(o, policy));
+                prop_assert_eq!(&*analyses.get(o, policy).0, &Analysis::of(o, policy, analyses.shapes()));
             }
         }
     }
@@ -454,18 +472,18 @@ mod tests {
     #[test]
     fn a_long_failure_is_analysed_but_not_kept() {
         let policy = policy();
-        let analyses = Analyses::default();
+        let analyses = Analyses::new(Default::default());
         let mut long = failure();
         long.detail = "x".repeat(MAX_TEXT_BYTES);
         let got = kept(&analyses, &long, &policy);
-        assert_eq!(*got, Analysis::of(&long, &policy));
+        assert_eq!(*got, Analysis::of(&long, &policy, analyses.shapes()));
         assert!(analyses.is_empty());
     }
 
     #[test]
     fn the_table_holds_at_most_its_slots() {
         let policy = policy();
-        let analyses = Analyses::default();
+        let analyses = Analyses::new(Default::default());
         for i in 0..SLOTS * 4 {
             let mut o = failure();
             o.message = format!("request {i} failed");

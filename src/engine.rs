@@ -188,14 +188,13 @@ const DECLARED_TOOL_LISTS: usize = 8;
 impl Engine {
     /// An engine with a policy, settings, a clock and metric handles.
     pub fn new(policy: Policy, settings: EngineSettings, clock: Arc<dyn Clock>, metrics: Arc<Metrics>) -> Self {
+        let sessions =
+            SessionStore::new(settings.capacity, settings.shards, settings.idle_expiry_ms, settings.max_bytes);
         Engine {
             policy: RwLock::new(Arc::new(policy)),
-            sessions: SessionStore::new(
-                settings.capacity,
-                settings.shards,
-                settings.idle_expiry_ms,
-                settings.max_bytes,
-            ),
+            // The sessions keep the messages analysed: their shapes count into the store's bytes.
+            analyses: Analyses::new(sessions.meter()),
+            sessions,
             clock,
             metrics,
             tools: ToolBreakers::new(settings.max_tools),
@@ -204,7 +203,6 @@ impl Engine {
             shared: settings.shared.then(crate::shared::Pending::default),
             settings,
             declared_tools: Mutex::new(Vec::new()),
-            analyses: Analyses::default(),
         }
     }
 
@@ -601,12 +599,14 @@ impl Engine {
                 let count = e.count + earlier.map_or(0, |i| folded.remove(i).1);
                 folded.push((e, count));
             }
+            let messages: Vec<String> = folded.iter().map(|(e, _)| e.message.to_string()).collect();
             let views: Vec<ErrorView<'_>> = folded
                 .iter()
-                .map(|(e, count)| ErrorView {
+                .zip(&messages)
+                .map(|((e, count), message)| ErrorView {
                     tool: &e.tool,
                     category: e.category,
-                    message: &e.message,
+                    message,
                     suggestion: &e.suggestion,
                     count: *count,
                     location: "",
@@ -875,7 +875,9 @@ fn recalled(earlier: &Remembered, policy: &Policy) -> Verdict {
         SnippetRecipe::Block { message, location, kind, trim } => {
             let (category, suggestion) =
                 details.classification.as_ref().map_or((Category::Unknown, ""), |c| (c.category, &*c.suggestion));
-            let parts = SnippetParts { tool: &earlier.tool, category, message, suggestion, location, kind: *kind };
+            let message = message.to_string();
+            let parts =
+                SnippetParts { tool: &earlier.tool, category, message: &message, suggestion, location, kind: *kind };
             render_snippet(&parts, earlier.action, *trim, policy)
         }
     };
@@ -1084,12 +1086,12 @@ fn decide(
     } else {
         j.analysis.classification.suggestion.clone()
     };
-    let message = j.analysis.digest.message.clone();
+    let message = &j.analysis.digest.message;
     s.push_error(
         HistoryEntry {
             tool,
             category,
-            message: message.clone(),
+            message: j.analysis.kept.clone(),
             suggestion: suggestion.clone(),
             fingerprint: j.analysis.fingerprint,
             count: 1,
@@ -1112,7 +1114,7 @@ fn decide(
     };
     let mut trim = 0u8;
     let mut shortened: Option<String> = None;
-    verdict.snippet = render(&message, trim);
+    verdict.snippet = render(message, trim);
     let mut cut_to_fit = false;
     if let (Some(budget), Some(tokenizer)) = (policy.snippet.max_tokens, policy.snippet.tokenizer) {
         // Shorten the message first, then drop the optional parts, until the snippet fits.
@@ -1125,7 +1127,7 @@ fn decide(
             } else {
                 trim += 1;
             }
-            verdict.snippet = render(shortened.as_deref().unwrap_or(&message), trim);
+            verdict.snippet = render(shortened.as_deref().unwrap_or(message), trim);
             tokens = tokenizer.count(&verdict.snippet);
         }
         if tokens > budget {
@@ -1135,11 +1137,12 @@ fn decide(
         }
         verdict.snippet_tokens = tokens;
     }
-    let recipe = if cut_to_fit {
+    // A message shortened to fit is no message the session keeps: its snippet is kept whole.
+    let recipe = if cut_to_fit || shortened.is_some() {
         SnippetRecipe::Text(verdict.snippet.as_str().into())
     } else {
         SnippetRecipe::Block {
-            message: shortened.map_or(message, ArcStr::from),
+            message: j.analysis.kept.clone(),
             location: j.analysis.digest.location.clone(),
             kind: o.kind,
             trim,
@@ -1894,6 +1897,39 @@ mod tests {
             e.sessions.with_existing("one", e.clock.now_ms(), |s| s.setup.as_ref().unwrap().tools.bytes).unwrap();
         let two = start("two");
         assert!(list > 2000 && two - one < list / 2, "a second session added {} bytes; the list is {list}", two - one);
+    }
+
+    #[test]
+    fn sessions_keep_messages_of_one_shape_as_one_shared_shape_and_their_own_numbers() {
+        let (e, _) = engine();
+        // openai-python 1.x's RateLimitError message, its numbers differing from run to run.
+        let message = |used: u32| {
+            format!("Rate limit reached for gpt-4o in organization org-XXXX on tokens per min (TPM): Limit 30000, Used {used}, Requested 1201. Please try again in 1.836s.")
+        };
+        let report = |session: &str, used: u32| {
+            let o = Outcome { call_id: format!("call-{used}"), ..fail(session, "llm", &message(used)) };
+            let v = e.report(&o).unwrap();
+            (o, v)
+        };
+        let (first, verdict) = report("a", 29717);
+        let one = e.sessions.bytes();
+        report("b", 29802);
+        let two = e.sessions.bytes();
+        let kept = |session: &str| {
+            e.sessions.with_existing(session, e.clock.now_ms(), |s| s.history[0].message.clone()).unwrap()
+        };
+        assert!(kept("a").shares_shape_with(&kept("b")));
+        assert_eq!((kept("a").to_string(), kept("b").to_string()), (message(29717), message(29802)));
+        // The second session's message adds its numbers, not its text.
+        let added = two - one;
+        assert!(added + message(0).len() * 3 / 4 < one, "the first session {one} bytes, the second {added}");
+        // Shown whole wherever a session shows it: its context, a recalled verdict, an escalation.
+        assert!(e.context("a", None).unwrap().text.contains(&message(29717)));
+        assert_eq!(e.report(&first).unwrap(), Verdict { replayed: true, ..verdict });
+        let stopped = Outcome { http_status: Some(401), ..fail("a", "llm", "Error code: 401 - invalid api key 4242") };
+        let escalation = e.report(&stopped).unwrap().escalation.expect("an auth error escalates");
+        assert!(escalation.text.contains(&message(29717)), "{}", escalation.text);
+        assert_eq!(escalation.history[0].message.to_string(), message(29717));
     }
 
     #[test]

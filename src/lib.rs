@@ -18,6 +18,7 @@
 //! - `compact`: the `<error>` snippet and the Context text; `trace`: stack traces collapsed;
 //!   `templates`: user snippet templates and token counting for budgets.
 //! - `session`: one run's state, and the sharded store with expiry and eviction.
+//!   `shapes`: the messages sessions keep, as shapes shared across sessions and their own numbers.
 //! - `shared`: tool breakers and retry budgets shared across sidecars through Redis, fail-open.
 //! - `engine`: outcome in, verdict out; ties the above together.
 //! - `config`: the TOML file and `REBOUND_*` overrides; `policy`: its values checked and compiled.
@@ -53,6 +54,7 @@ pub mod replay;
 pub mod rng;
 pub mod server;
 pub mod session;
+pub mod shapes;
 pub mod shared;
 pub mod sidecar;
 pub mod templates;

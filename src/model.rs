@@ -327,7 +327,7 @@ pub struct ErrorRecord {
     /// Its category.
     pub category: Category,
     /// The message, redacted and cut (shared with the session's history).
-    pub message: ArcStr,
+    pub message: crate::shapes::KeptMessage,
     /// How many times in a row.
     pub count: u32,
     /// Milliseconds since the session started.

@@ -8,6 +8,7 @@ use crate::model::{
     SessionSummary, Verdict,
 };
 use crate::rng::Rng;
+use crate::shapes::KeptMessage;
 use arcstr::ArcStr;
 use lru::LruCache;
 use std::collections::{BTreeMap, VecDeque};
@@ -40,8 +41,9 @@ pub struct HistoryEntry {
     pub tool: ArcStr,
     /// Its category.
     pub category: Category,
-    /// The cleaned message (shared with the remembered verdict that showed it).
-    pub message: ArcStr,
+    /// The cleaned message (shared with the remembered verdict that showed it, and its shape
+    /// with the other sessions': see [`crate::shapes`]).
+    pub message: KeptMessage,
     /// The suggestion shown with it.
     pub suggestion: ArcStr,
     /// Fingerprint of the raw message.
@@ -57,9 +59,10 @@ pub struct HistoryEntry {
 }
 
 impl HistoryEntry {
-    /// The bytes it points to: its message (as if its own; the tool and suggestion are shared).
+    /// The bytes it points to: its message's own (as if it shared them with no remembered
+    /// verdict; the tool and suggestion are shared, and the message's shape counts itself).
     fn held_bytes(&self) -> usize {
-        TEXT_HEADER + self.message.len()
+        self.message.held_bytes()
     }
 }
 
@@ -214,8 +217,9 @@ impl Session {
 
     /// About how many bytes the session holds: its place in the store and what it points
     /// to, text counted by its length. What the store's byte budget counts. A tool's name
-    /// is counted as if the session's own (it is often shared), and a declared tool list
-    /// not at all (it counts itself: see [`ToolList`]). The allocator's own overhead is
+    /// is counted as if the session's own (it is often shared), a kept message by its own
+    /// numbers, and a declared tool list and a message's shape not at all (they count
+    /// themselves: see [`ToolList`] and [`crate::shapes`]). The allocator's own overhead is
     /// not in it: resident memory runs up to a fifth above, as it rounds each block up to
     /// its size class (1 % above for sessions of 3 errors: `benches/sidecar_memory.rs`).
     /// Counted in a few steps, from sums kept as the session changes: it is asked after
@@ -407,12 +411,13 @@ impl Session {
 /// How a remembered verdict's snippet is made again on recall.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SnippetRecipe {
-    /// The text itself: empty for a success, a fixed sentence, or a snippet cut to its token budget.
+    /// The text itself: empty for a success, a fixed sentence, or a snippet shortened or cut to its
+    /// token budget.
     Text(Box<str>),
     /// An `<error>` block, rendered again from the parts it was made of.
     Block {
-        /// The message shown (the history's own text unless a budget shortened it).
-        message: ArcStr,
+        /// The message shown (the history's).
+        message: KeptMessage,
         /// The location line, or empty (shared with the engine's analysis of the failure).
         location: ArcStr,
         /// The outcome's kind, for the recovery instruction.
@@ -930,10 +935,11 @@ mod tests {
     #[test]
     fn repeats_fold_and_history_is_bounded() {
         let mut s = new_session(0);
+        let shapes = crate::shapes::Shapes::new(Default::default());
         let entry = |tool: &str, fp| HistoryEntry {
             tool: tool.into(),
             category: Category::Timeout,
-            message: "m".into(),
+            message: shapes.keep("m"),
             suggestion: ArcStr::new(),
             fingerprint: fp,
             count: 1,
