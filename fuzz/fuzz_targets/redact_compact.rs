@@ -1,10 +1,12 @@
 //! Redaction, stack-trace collapsing and snippet text on arbitrary text: no panic,
-//! messages within their limit, no `<error` tag of their own, and redaction idempotent.
+//! messages within their limit, no `<error` tag of their own, redaction idempotent,
+//! and a message kept as its shape and words written out again as it was.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use rebound::compact::{digest, elide_middle, failure_lines, SnippetPolicy};
 use rebound::redact::redact;
+use rebound::shapes::Shapes;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -23,4 +25,10 @@ fuzz_target!(|data: &[u8]| {
     assert!(elide_middle(&text, 60).chars().count() <= 60);
     let _ = failure_lines(&text, 200);
     let _ = rebound::trace::collapse(&text, 2);
+    let shapes = Shapes::new(Default::default());
+    for shown in [&*text, &*d.message] {
+        let kept = shapes.keep(shown);
+        assert_eq!(kept.to_string(), shown);
+        assert_eq!(kept.len(), shown.len());
+    }
 });
