@@ -481,9 +481,10 @@ pub fn render_block(view: &ErrorView<'_>, templates: Option<&crate::templates::T
 /// </error>
 /// ```
 pub fn error_block(view: &ErrorView<'_>) -> String {
-    // Room for the block and for the instruction that usually follows it.
+    // Room for the block and for the instruction that usually follows it (up to about 150 bytes:
+    // with 160 for both, a 4 KB trace's snippet grew once more, about 450 instructions).
     let mut out = String::with_capacity(
-        160 + view.tool.len().min(4 * TOOL_CHARS) + view.message.len() + view.location.len() + view.suggestion.len(),
+        256 + view.tool.len().min(4 * TOOL_CHARS) + view.message.len() + view.location.len() + view.suggestion.len(),
     );
     out.push_str("<error tool=\"");
     push_attribute(&mut out, view.tool, TOOL_CHARS);

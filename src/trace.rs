@@ -89,7 +89,8 @@ impl Collapsed {
     pub fn location(&self) -> String {
         // Written into one string: a string for each part, then joined, cost about 7,200 instructions
         // for the 4 KB trace of `benches/engine.rs`; one string, about 4,000.
-        let mut out = String::with_capacity(self.own_frames.iter().map(|f| f.len() + 5).sum::<usize>() + 128);
+        let frames: usize = self.own_frames.iter().map(|f| f.len() + 5).sum();
+        let mut out = String::with_capacity(frames + 256 + 32 * self.library.len());
         let part = |out: &mut String| {
             if !out.is_empty() {
                 out.push_str(" ← ");
@@ -113,35 +114,37 @@ impl Collapsed {
             }
             previous_file = name;
         }
-        // Counts written without `write!`: its formatting machinery cost more than the rest of this.
-        let mut left_out = String::new();
-        let count = |left_out: &mut String, n: usize, what: &str, plural: bool| {
-            left_out.push_str(if left_out.is_empty() { "… " } else { ", " });
-            push_number(left_out, n);
-            left_out.push_str(what);
-            if plural && n != 1 {
-                left_out.push('s');
-            }
-        };
-        if self.more_frames > 0 {
-            count(&mut left_out, self.more_frames, " more frame", true);
-        }
-        for (place, n) in &self.library {
-            // The first count says what is counted; the ones after it need not.
-            if left_out.is_empty() {
-                count(&mut left_out, *n, " frame", true);
-            } else {
-                count(&mut left_out, *n, "", false);
-            }
-            left_out.push_str(" in ");
-            left_out.push_str(place);
-        }
-        if self.other_goroutines > 0 {
-            count(&mut left_out, self.other_goroutines, " other goroutine", true);
-        }
-        if !left_out.is_empty() {
+        // What was left out, counted (numbers written without `write!`: its formatting machinery
+        // cost more than the rest of this).
+        if self.more_frames > 0 || !self.library.is_empty() || self.other_goroutines > 0 {
             part(&mut out);
-            out.push_str(&left_out);
+            out.push_str("… ");
+            let mut first = true;
+            let mut count = |out: &mut String, n: usize, what: &str, plural: bool| {
+                if !std::mem::take(&mut first) {
+                    out.push_str(", ");
+                }
+                push_number(out, n);
+                out.push_str(what);
+                if plural && n != 1 {
+                    out.push('s');
+                }
+            };
+            if self.more_frames > 0 {
+                count(&mut out, self.more_frames, " more frame", true);
+            }
+            for (i, (place, n)) in self.library.iter().enumerate() {
+                // The first count says what is counted; the ones after it need not.
+                match i == 0 && self.more_frames == 0 {
+                    true => count(&mut out, *n, " frame", true),
+                    false => count(&mut out, *n, "", false),
+                }
+                out.push_str(" in ");
+                out.push_str(place);
+            }
+            if self.other_goroutines > 0 {
+                count(&mut out, self.other_goroutines, " other goroutine", true);
+            }
             out.push_str(" …");
         }
         out
