@@ -5,7 +5,7 @@
 //! A fleet's failures differ mostly in their numbers: "Used 29717" and "Used
 //! 29802", an id in a URL, a UUID, a port. Kept whole, 100,000 sessions with
 //! three 200-byte messages each held about 650 bytes of text a session; kept
-//! as a shared shape and their own words, about 240 (`benches/session_memory.rs`).
+//! as a shared shape and their own words, about 230 (`benches/session_memory.rs`).
 //!
 //! The table of shapes is made for one session store. Each shape counts its bytes
 //! into the store's count while a message holds it, once however many messages
@@ -178,6 +178,7 @@ fn split(text: &str, shape: &mut String, words: &mut String) {
     shape.push_str(&text[kept_to..]);
 }
 
+/// A kept message: its shape and its own words.
 #[derive(Debug)]
 struct Parts {
     shape: Arc<Shape>,
