@@ -205,11 +205,6 @@ impl Analyses {
         }
     }
 
-    /// The shapes of the messages analysed.
-    pub fn shapes(&self) -> &Shapes {
-        &self.shapes
-    }
-
     /// The analysis of a failure: the one kept for the same fields, or a new one (then
     /// kept if its place saw the same failure last); and true when it was the kept one.
     pub fn get(&self, outcome: &Outcome, policy: &Policy) -> (Arc<Analysis>, bool) {
@@ -318,7 +313,7 @@ mod tests {
         assert_eq!(analyses.len(), 1);
         let (third, reused) = analyses.get(&failure(), &policy);
         assert!(Arc::ptr_eq(&second, &third) && reused, "analysed again");
-        assert_eq!(*third, Analysis::of(&failure(), &policy, analyses.shapes()));
+        assert_eq!(*third, Analysis::of(&failure(), &policy, &analyses.shapes));
     }
 
     #[test]
@@ -330,11 +325,11 @@ mod tests {
             // Once, when the first failure's analysis is the one kept, and again once its own is.
             for _ in 0..3 {
                 let got = analyses.get(&o, &policy).0;
-                assert_eq!(*got, Analysis::of(&o, &policy, analyses.shapes()), "{field}");
+                assert_eq!(*got, Analysis::of(&o, &policy, &analyses.shapes), "{field}");
             }
             // And the first failure's analysis is still its own, wherever the variant went.
             let first = kept(&analyses, &failure(), &policy);
-            assert_eq!(*first, Analysis::of(&failure(), &policy, analyses.shapes()), "after {field}");
+            assert_eq!(*first, Analysis::of(&failure(), &policy, &analyses.shapes), "after {field}");
         }
     }
 
@@ -346,7 +341,7 @@ mod tests {
         o.tool = "searc".into();
         let first = kept(&analyses, &o, &reads_tool);
         let other = kept(&analyses, &o, &built_in);
-        assert_eq!(*other, Analysis::of(&o, &built_in, analyses.shapes()));
+        assert_eq!(*other, Analysis::of(&o, &built_in, &analyses.shapes));
         assert_ne!(first.classification.rule, other.classification.rule);
     }
 
@@ -371,9 +366,9 @@ mod tests {
         // would pass it even if that field were left out of the key.
         let policy = policy();
         let analyses = Analyses::new(Default::default());
-        let first = Analysis::of(&failure(), &policy, analyses.shapes());
+        let first = Analysis::of(&failure(), &policy, &analyses.shapes);
         for (field, o) in variants() {
-            let other = Analysis::of(&o, &policy, analyses.shapes());
+            let other = Analysis::of(&o, &policy, &analyses.shapes);
             assert_ne!(other, first, "{field}: change it to one analysed otherwise");
         }
     }
@@ -392,8 +387,8 @@ mod tests {
         assert_eq!(a.hash(&analyses.hasher), b.hash(&analyses.hasher), "the texts must differ only in the middle");
         kept(&analyses, &one, &policy);
         let got = analyses.get(&other, &policy).0;
-        assert_eq!(*got, Analysis::of(&other, &policy, analyses.shapes()));
-        assert_ne!(*got, Analysis::of(&one, &policy, analyses.shapes()));
+        assert_eq!(*got, Analysis::of(&other, &policy, &analyses.shapes));
+        assert_ne!(*got, Analysis::of(&one, &policy, &analyses.shapes));
     }
 
     /// A failure built from a few values per field, each value one that changes the
@@ -464,7 +459,7 @@ mod tests {
             let analyses = Analyses::with_slots(2, Default::default());
             for i in &order {
                 let o = i.get(&failures);
-                prop_assert_eq!(&*analyses.get(o, policy).0, &Analysis::of(o, policy, analyses.shapes()));
+                prop_assert_eq!(&*analyses.get(o, policy).0, &Analysis::of(o, policy, &analyses.shapes));
             }
         }
     }
@@ -476,7 +471,7 @@ mod tests {
         let mut long = failure();
         long.detail = "x".repeat(MAX_TEXT_BYTES);
         let got = kept(&analyses, &long, &policy);
-        assert_eq!(*got, Analysis::of(&long, &policy, analyses.shapes()));
+        assert_eq!(*got, Analysis::of(&long, &policy, &analyses.shapes));
         assert!(analyses.is_empty());
     }
 
