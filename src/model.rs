@@ -269,6 +269,14 @@ pub struct Outcome {
     pub cost: f64,
 }
 
+impl Outcome {
+    /// The bytes of the texts a failure's analysis reads: the message, the detail, the
+    /// exception type, the code and the tool.
+    pub fn text_bytes(&self) -> usize {
+        [&self.message, &self.detail, &self.exception_type, &self.code, &self.tool].iter().map(|t| t.len()).sum()
+    }
+}
+
 /// What kind of failure it was and why Rebound thinks so.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Classification {

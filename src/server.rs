@@ -32,14 +32,74 @@ pub const METRICS_CONNECTIONS: usize = 64;
 /// connection or between two requests of a kept-alive one.
 pub const METRICS_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A failure with more text than this (see [`crate::model::Outcome::text_bytes`]) is judged
+/// on the blocking pool, not on a serving thread. Its analysis reads the text whole, and
+/// redaction above all costs by the byte: a one-line log of 3 MiB dense with tokens took
+/// 0.17 s, and with one serving thread (the default) every call of every session waited
+/// for it. One of 16 KiB costs a millisecond at most, and most failures are far smaller:
+/// they stay where they are, spared the hand-over to another thread.
+pub const LARGE_FAILURE_BYTES: usize = 16 * 1024;
+
 /// The Rebound service.
 #[derive(Clone, Debug)]
 pub struct Service {
     engine: Arc<Engine>,
+    judge: Judge,
     closing: watch::Receiver<bool>,
 }
 
 type VerdictStream = Pin<Box<dyn Stream<Item = Result<pb::Verdict, Status>> + Send>>;
+
+type Pending = Pin<Box<dyn Future<Output = Result<pb::Verdict, Status>> + Send>>;
+
+/// Judges outcomes for `Report` and `Observe`: most at once, where they arrived, and large
+/// failures on the blocking pool, as many at a time as the runtime has serving threads.
+/// So a neighbour's huge tool output takes a thread of its own and holds up no other
+/// call, and a flood of them takes no more CPU than the serving threads do.
+#[derive(Clone, Debug)]
+struct Judge {
+    engine: Arc<Engine>,
+    large: Arc<Semaphore>,
+}
+
+/// An outcome's verdict, or the judging of a large failure that gives it.
+#[allow(clippy::large_enum_variant)] // returned and taken apart at once, never stored
+enum Judging {
+    Done(Result<pb::Verdict, Status>),
+    Pending(Pending),
+}
+
+impl Judge {
+    fn new(engine: Arc<Engine>, threads: usize) -> Judge {
+        Judge { engine, large: Arc::new(Semaphore::new(threads.max(1))) }
+    }
+
+    fn outcome(&self, outcome: crate::model::Outcome) -> Judging {
+        if outcome.ok || outcome.text_bytes() <= LARGE_FAILURE_BYTES {
+            return Judging::Done(self.engine.report_owned(outcome).map(convert::verdict).map_err(convert::status));
+        }
+        let Judge { engine, large } = self.clone();
+        // A task of its own: a call given up on (past its deadline, say) still has its outcome
+        // counted, as every outcome that arrived is.
+        let judged = tokio::spawn(async move {
+            // The semaphore is never closed: a place always comes.
+            let place = large.acquire_owned().await;
+            tokio::task::spawn_blocking(move || {
+                let _place = place;
+                engine.report_owned(outcome)
+            })
+            .await
+        });
+        Judging::Pending(Box::pin(async move {
+            judged
+                .await
+                .and_then(|judged| judged)
+                .map_err(|e| Status::internal(format!("judging a large failure failed: {e}")))?
+                .map(convert::verdict)
+                .map_err(convert::status)
+        }))
+    }
+}
 
 /// Decrements the open-stream gauge when an Observe stream ends, however it ends.
 struct StreamGuard(Arc<Engine>);
@@ -65,7 +125,9 @@ fn oversize(status: Status) -> Status {
 /// stream's reading too (HTTP/2 flow control), and no other stream waits.
 struct Answers {
     inbound: Streaming<pb::Outcome>,
-    engine: Arc<Engine>,
+    judge: Judge,
+    /// A large failure being judged (off this task: see [`Judge`]), and when it was read.
+    pending: Option<(Pending, Instant)>,
     /// Resolves when the server starts closing streams (after the drain's grace period).
     closed: Pin<Box<dyn Future<Output = ()> + Send>>,
     /// The next outcome's number in the stream, for error messages.
@@ -83,6 +145,13 @@ impl Stream for Answers {
         let this = &mut *self;
         if this.done {
             return Poll::Ready(None);
+        }
+        // An outcome read is answered, even once the stream is to close.
+        if let Some((pending, start)) = &mut this.pending {
+            let answer = std::task::ready!(pending.as_mut().poll(cx));
+            let start = *start;
+            this.pending = None;
+            return Poll::Ready(Some(this.answered(answer, start)));
         }
         if this.closed.as_mut().poll(cx).is_ready() {
             this.done = true;
@@ -106,16 +175,29 @@ impl Stream for Answers {
             }
         };
         let start = Instant::now();
-        let index = this.index;
-        let answer = convert::outcome(outcome)
-            .and_then(|o| this.engine.report_owned(o).map_err(convert::status))
-            .map(convert::verdict)
-            .map_err(|s| Status::new(s.code(), format!("outcome #{index}: {}", s.message())));
-        this.engine.metrics().rpc_duration("Observe", start.elapsed().as_secs_f64());
+        let answer = match convert::outcome(outcome).map(|o| this.judge.outcome(o)) {
+            Ok(Judging::Pending(pending)) => {
+                // Polled at once, from the top: so it is woken when the judging is done.
+                this.pending = Some((pending, start));
+                return self.poll_next(cx);
+            }
+            Ok(Judging::Done(answer)) => answer,
+            Err(status) => Err(status),
+        };
+        Poll::Ready(Some(this.answered(answer, start)))
+    }
+}
+
+impl Answers {
+    /// The answer to the outcome read at `start`, its errors naming its place in the stream.
+    fn answered(&mut self, answer: Result<pb::Verdict, Status>, start: Instant) -> Result<pb::Verdict, Status> {
+        let index = self.index;
+        let answer = answer.map_err(|s| Status::new(s.code(), format!("outcome #{index}: {}", s.message())));
+        self.judge.engine.metrics().rpc_duration("Observe", start.elapsed().as_secs_f64());
         // Bad input ends the stream with its error.
-        this.done = answer.is_err();
-        this.index += 1;
-        Poll::Ready(Some(answer))
+        self.done = answer.is_err();
+        self.index += 1;
+        answer
     }
 }
 
@@ -142,8 +224,11 @@ impl Rebound for Service {
     async fn report(&self, request: Request<pb::Outcome>) -> Result<Response<pb::Verdict>, Status> {
         let start = Instant::now();
         let outcome = convert::outcome(request.into_inner())?;
-        let result = self.engine.report_owned(outcome).map_err(convert::status);
-        self.timed("Report", start, result.map(|v| Response::new(convert::verdict(v))))
+        let result = match self.judge.outcome(outcome) {
+            Judging::Done(result) => result,
+            Judging::Pending(pending) => pending.await,
+        };
+        self.timed("Report", start, result.map(Response::new))
     }
 
     type ObserveStream = VerdictStream;
@@ -153,7 +238,8 @@ impl Rebound for Service {
         self.engine.metrics().stream_opened(true);
         let answers = Answers {
             inbound: request.into_inner(),
-            engine: self.engine.clone(),
+            judge: self.judge.clone(),
+            pending: None,
             // Made once and polled by reference: a `changed()` made anew for each outcome
             // would register with (and leave) the watch's waiter list, under its lock, every time.
             closed: Box::pin(async move {
@@ -250,7 +336,8 @@ pub async fn run(
         .build_v1alpha()?;
 
     let (closing_tx, closing_rx) = watch::channel(false);
-    let service = Service { engine: engine.clone(), closing: closing_rx };
+    let threads = tokio::runtime::Handle::current().metrics().num_workers();
+    let service = Service { engine: engine.clone(), judge: Judge::new(engine.clone(), threads), closing: closing_rx };
     let rebound = ReboundServer::new(service)
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes);
@@ -406,5 +493,60 @@ pub async fn serve_metrics(
                 .serve_connection(io, service)
                 .await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::engine::EngineSettings;
+    use crate::metrics::Metrics;
+    use crate::model::Outcome;
+    use crate::policy::Policy;
+
+    fn judge(threads: usize) -> Judge {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let settings = EngineSettings::from_config(&crate::config::Config::default(), 42);
+        Judge::new(Arc::new(Engine::new(Policy::default(), settings, clock, Arc::new(Metrics::new(10)))), threads)
+    }
+
+    fn failure(session: &str, message: String) -> Outcome {
+        Outcome { session_id: session.into(), tool: "search".into(), message, ..Default::default() }
+    }
+
+    #[tokio::test]
+    async fn large_failures_are_judged_off_the_thread_one_per_serving_thread_and_even_when_given_up_on() {
+        let judge = judge(1);
+        let small = failure("s1", "x".repeat(LARGE_FAILURE_BYTES - "search".len()));
+        assert!(matches!(judge.outcome(small), Judging::Done(Ok(_))), "a failure at the limit is judged at once");
+        let large = failure("s2", "x".repeat(LARGE_FAILURE_BYTES));
+        let success = Outcome { ok: true, ..large.clone() };
+        assert!(matches!(judge.outcome(success), Judging::Done(Ok(_))), "a success is not analysed: judged at once");
+
+        // With the one thread's place taken, a large failure waits for it.
+        let taken = judge.large.clone().acquire_owned().await.unwrap();
+        let Judging::Pending(mut pending) = judge.outcome(large.clone()) else { panic!("judged on this thread") };
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), &mut pending).await.is_err(),
+            "judged with no place free"
+        );
+        // One given up on while it waits is judged all the same.
+        let given_up = Outcome { session_id: "s3".into(), ..large };
+        let Judging::Pending(pending_too) = judge.outcome(given_up) else { panic!("judged on this thread") };
+        drop(pending_too);
+        drop(taken);
+        let verdict = pending.await.unwrap();
+        assert_eq!(verdict.session_id, "s2");
+        assert_eq!(verdict.action, pb::Action::Recover as i32);
+        let mut counted = None;
+        for _ in 0..500 {
+            counted = judge.engine.end_session("s3").unwrap().map(|summary| summary.errors);
+            if counted.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(counted, Some(1), "the failure given up on was not counted");
     }
 }
