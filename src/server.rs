@@ -38,7 +38,7 @@ pub const METRICS_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// 0.17 s, and with one serving thread (the default) every call of every session waited
 /// for it. One of 16 KiB costs a millisecond at most, and most failures are far smaller:
 /// they stay where they are, spared the hand-over to another thread.
-pub const LARGE_FAILURE_BYTES: usize = 16 * 1024;
+const LARGE_FAILURE_BYTES: usize = 16 * 1024;
 
 /// The Rebound service.
 #[derive(Clone, Debug)]
@@ -70,10 +70,12 @@ enum Judging {
 }
 
 impl Judge {
+    /// A judge for a runtime of `threads` serving threads.
     fn new(engine: Arc<Engine>, threads: usize) -> Judge {
         Judge { engine, large: Arc::new(Semaphore::new(threads.max(1))) }
     }
 
+    /// The verdict for `outcome`, or for a large failure, its judging.
     fn outcome(&self, outcome: crate::model::Outcome) -> Judging {
         if outcome.ok || outcome.text_bytes() <= LARGE_FAILURE_BYTES {
             return Judging::Done(self.engine.report_owned(outcome).map(convert::verdict).map_err(convert::status));
