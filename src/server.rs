@@ -571,6 +571,12 @@ mod tests {
         for (i, pending) in (1..).zip(waiting) {
             assert_eq!(pending.await.unwrap().session_id, format!("w{i}"));
         }
+        // Bad input is refused there as anywhere, with the field named.
+        let nameless = failure("", "x".repeat(LARGE_FAILURE_BYTES));
+        let Judging::Pending(refused) = judge.outcome(nameless) else { panic!("judged on this thread") };
+        let status = refused.await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(status.message().contains("session_id"), "{}", status.message());
         let mut counted = None;
         for _ in 0..500 {
             counted = judge.engine.end_session("s3").unwrap().map(|summary| summary.errors);

@@ -201,6 +201,14 @@ async fn bad_inputs_get_invalid_argument_naming_the_field() {
     assert!(verdicts.message().await.unwrap().is_some());
     let err = verdicts.message().await.unwrap_err();
     assert!(err.message().starts_with("outcome #1:"), "{}", err.message());
+    // So does one large enough to be judged off the serving thread (see `server::LARGE_FAILURE_BYTES`).
+    let large = "x".repeat(64 << 10);
+    let stream = vec![success("bad-stream", "t"), failure("bad-stream", "", &large)];
+    let mut verdicts = server.client.observe(tokio_stream::iter(stream)).await.unwrap().into_inner();
+    assert!(verdicts.message().await.unwrap().is_some());
+    let err = verdicts.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("outcome #1: ") && err.message().contains("`tool`"), "{}", err.message());
     // And another session is unharmed.
     let v = server.client.report(success("good", "t")).await.unwrap().into_inner();
     assert_eq!(v.action, pb::Action::Continue as i32);
