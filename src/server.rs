@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -73,13 +73,6 @@ struct Judge {
     admitted: Arc<Semaphore>,
 }
 
-/// An outcome's verdict, or the judging of a large failure that gives it.
-#[allow(clippy::large_enum_variant)] // returned and taken apart at once, never stored
-enum Judging {
-    Done(Result<pb::Verdict, Status>),
-    Pending(Pending),
-}
-
 impl Judge {
     /// A judge for a runtime of `threads` serving threads.
     fn new(engine: Arc<Engine>, threads: usize) -> Judge {
@@ -91,12 +84,20 @@ impl Judge {
         }
     }
 
-    /// The verdict for `outcome`, or for a large failure, its judging.
-    fn outcome(&self, outcome: crate::model::Outcome) -> Judging {
+    /// For a large failure, its admission to be judged off the serving thread, if there is room
+    /// (see [`LARGE_FAILURES_WAITING`]); for any other outcome, none: it is judged [`Judge::now`].
+    fn admit(&self, outcome: &crate::model::Outcome) -> Option<OwnedSemaphorePermit> {
         let large = !outcome.ok && outcome.text_bytes() > LARGE_FAILURE_BYTES;
-        let Some(admitted) = large.then(|| self.admitted.clone().try_acquire_owned().ok()).flatten() else {
-            return Judging::Done(self.engine.report_owned(outcome).map(convert::verdict).map_err(convert::status));
-        };
+        large.then(|| self.admitted.clone().try_acquire_owned().ok()).flatten()
+    }
+
+    /// The verdict for `outcome`, judged here.
+    fn now(&self, outcome: crate::model::Outcome) -> Result<pb::Verdict, Status> {
+        self.engine.report_owned(outcome).map(convert::verdict).map_err(convert::status)
+    }
+
+    /// The judging of an `admitted` large failure, on the blocking pool.
+    fn later(&self, outcome: crate::model::Outcome, admitted: OwnedSemaphorePermit) -> Pending {
         let (engine, places) = (self.engine.clone(), self.places.clone());
         // A task of its own: a call given up on (past its deadline, say) still has its outcome
         // counted, as every outcome that arrived is.
@@ -109,14 +110,14 @@ impl Judge {
             })
             .await
         });
-        Judging::Pending(Box::pin(async move {
+        Box::pin(async move {
             judged
                 .await
                 .and_then(|judged| judged)
                 .map_err(|e| Status::internal(format!("judging a large failure failed: {e}")))?
                 .map(convert::verdict)
                 .map_err(convert::status)
-        }))
+        })
     }
 }
 
@@ -167,10 +168,11 @@ impl Stream for Answers {
         }
         // An outcome read is answered, even once the stream is to close.
         if let Some((pending, start)) = &mut this.pending {
-            let answer = std::task::ready!(pending.as_mut().poll(cx));
+            let mut answer = std::task::ready!(pending.as_mut().poll(cx));
             let start = *start;
             this.pending = None;
-            return Poll::Ready(Some(this.answered(answer, start)));
+            this.answered(&mut answer, start);
+            return Poll::Ready(Some(answer));
         }
         if this.closed.as_mut().poll(cx).is_ready() {
             this.done = true;
@@ -194,29 +196,34 @@ impl Stream for Answers {
             }
         };
         let start = Instant::now();
-        let answer = match convert::outcome(outcome).map(|o| this.judge.outcome(o)) {
-            Ok(Judging::Pending(pending)) => {
-                // Polled at once, from the top: so it is woken when the judging is done.
-                this.pending = Some((pending, start));
-                return self.poll_next(cx);
-            }
-            Ok(Judging::Done(answer)) => answer,
+        let mut answer = match convert::outcome(outcome) {
+            Ok(outcome) => match this.judge.admit(&outcome) {
+                Some(admitted) => {
+                    // Polled at once, from the top: so it is woken when the judging is done.
+                    this.pending = Some((this.judge.later(outcome, admitted), start));
+                    return self.poll_next(cx);
+                }
+                None => this.judge.now(outcome),
+            },
             Err(status) => Err(status),
         };
-        Poll::Ready(Some(this.answered(answer, start)))
+        this.answered(&mut answer, start);
+        Poll::Ready(Some(answer))
     }
 }
 
 impl Answers {
-    /// The answer to the outcome read at `start`, its errors naming its place in the stream.
-    fn answered(&mut self, answer: Result<pb::Verdict, Status>, start: Instant) -> Result<pb::Verdict, Status> {
-        let index = self.index;
-        let answer = answer.map_err(|s| Status::new(s.code(), format!("outcome #{index}: {}", s.message())));
+    /// Done with the answer to the outcome read at `start`: its error, if any, names its place in
+    /// the stream (and ends it).
+    fn answered(&mut self, answer: &mut Result<pb::Verdict, Status>, start: Instant) {
+        if let Err(status) = answer {
+            let index = self.index;
+            *status = Status::new(status.code(), format!("outcome #{index}: {}", status.message()));
+        }
         self.judge.engine.metrics().rpc_duration("Observe", start.elapsed().as_secs_f64());
         // Bad input ends the stream with its error.
         self.done = answer.is_err();
         self.index += 1;
-        answer
     }
 }
 
@@ -243,9 +250,9 @@ impl Rebound for Service {
     async fn report(&self, request: Request<pb::Outcome>) -> Result<Response<pb::Verdict>, Status> {
         let start = Instant::now();
         let outcome = convert::outcome(request.into_inner())?;
-        let result = match self.judge.outcome(outcome) {
-            Judging::Done(result) => result,
-            Judging::Pending(pending) => pending.await,
+        let result = match self.judge.admit(&outcome) {
+            Some(admitted) => self.judge.later(outcome, admitted).await,
+            None => self.judge.now(outcome),
         };
         self.timed("Report", start, result.map(Response::new))
     }
@@ -534,36 +541,35 @@ mod tests {
         Outcome { session_id: session.into(), tool: "search".into(), message, ..Default::default() }
     }
 
+    /// The judging of `outcome` off the serving thread, which it must be admitted to.
+    fn later(judge: &Judge, outcome: Outcome) -> Pending {
+        let admitted = judge.admit(&outcome).expect("admitted to be judged off the serving thread");
+        judge.later(outcome, admitted)
+    }
+
     #[tokio::test]
     async fn large_failures_are_judged_off_the_thread_one_per_serving_thread_a_few_waiting_and_even_when_given_up_on() {
         let judge = judge(1);
         let small = failure("s1", "x".repeat(LARGE_FAILURE_BYTES - "search".len()));
-        assert!(matches!(judge.outcome(small), Judging::Done(Ok(_))), "a failure at the limit is judged at once");
+        assert!(judge.admit(&small).is_none(), "a failure at the limit is judged at once");
         let large = failure("s2", "x".repeat(LARGE_FAILURE_BYTES));
         let success = Outcome { ok: true, ..large.clone() };
-        assert!(matches!(judge.outcome(success), Judging::Done(Ok(_))), "a success is not analysed: judged at once");
+        assert!(judge.admit(&success).is_none(), "a success is not analysed: judged at once");
 
         // With the one thread's place taken, a large failure waits for it.
         let taken = judge.places.clone().acquire_owned().await.unwrap();
-        let Judging::Pending(mut pending) = judge.outcome(large.clone()) else { panic!("judged on this thread") };
+        let mut pending = later(&judge, large.clone());
         assert!(
             tokio::time::timeout(Duration::from_millis(200), &mut pending).await.is_err(),
             "judged with no place free"
         );
         // One given up on while it waits is judged all the same.
-        let given_up = Outcome { session_id: "s3".into(), ..large.clone() };
-        let Judging::Pending(pending_too) = judge.outcome(given_up) else { panic!("judged on this thread") };
-        drop(pending_too);
-        // So many wait besides the one judged; past them, this thread judges one itself.
+        drop(later(&judge, Outcome { session_id: "s3".into(), ..large.clone() }));
+        // So many wait besides the one judged; past them, one is judged on the serving thread.
         let waiting: Vec<Pending> = (1..LARGE_FAILURES_WAITING)
-            .map(|i| match judge.outcome(Outcome { session_id: format!("w{i}"), ..large.clone() }) {
-                Judging::Pending(pending) => pending,
-                Judging::Done(_) => panic!("waiting failure {i} judged on this thread"),
-            })
+            .map(|i| later(&judge, Outcome { session_id: format!("w{i}"), ..large.clone() }))
             .collect();
-        let past = Outcome { session_id: "s4".into(), ..large };
-        let Judging::Done(Ok(verdict)) = judge.outcome(past) else { panic!("a failure past those waiting waits too") };
-        assert_eq!(verdict.session_id, "s4");
+        assert!(judge.admit(&large).is_none(), "a failure past those waiting waits too");
         drop(taken);
         let verdict = pending.await.unwrap();
         assert_eq!(verdict.session_id, "s2");
@@ -572,9 +578,7 @@ mod tests {
             assert_eq!(pending.await.unwrap().session_id, format!("w{i}"));
         }
         // Bad input is refused there as anywhere, with the field named.
-        let nameless = failure("", "x".repeat(LARGE_FAILURE_BYTES));
-        let Judging::Pending(refused) = judge.outcome(nameless) else { panic!("judged on this thread") };
-        let status = refused.await.unwrap_err();
+        let status = later(&judge, failure("", "x".repeat(LARGE_FAILURE_BYTES))).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
         assert!(status.message().contains("session_id"), "{}", status.message());
         let mut counted = None;
