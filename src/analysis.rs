@@ -209,7 +209,7 @@ impl Analyses {
     /// kept if its place saw the same failure last); and true when it was the kept one.
     pub fn get(&self, outcome: &Outcome, policy: &Policy) -> (Arc<Analysis>, bool) {
         let key = Key::of(outcome, policy);
-        if key.texts().iter().map(|t| t.len()).sum::<usize>() > MAX_TEXT_BYTES {
+        if outcome.text_bytes() > MAX_TEXT_BYTES {
             return (Arc::new(Analysis::of(outcome, policy, &self.shapes)), false);
         }
         let hash = key.hash(&self.hasher);

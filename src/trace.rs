@@ -114,36 +114,34 @@ impl Collapsed {
             }
             previous_file = name;
         }
-        // What was left out, counted (numbers written without `write!`: its formatting machinery
-        // cost more than the rest of this).
+        // What was left out, counted (numbers written by `itoa`, not `write!`: its formatting
+        // machinery cost more than the rest of this).
         if self.more_frames > 0 || !self.library.is_empty() || self.other_goroutines > 0 {
             part(&mut out);
             out.push_str("… ");
             let mut first = true;
-            let mut count = |out: &mut String, n: usize, what: &str, plural: bool| {
+            // `n`, then what is counted (if said), plural unless 1.
+            let mut count = |out: &mut String, n: usize, what: &str| {
                 if !std::mem::take(&mut first) {
                     out.push_str(", ");
                 }
-                push_number(out, n);
+                out.push_str(itoa::Buffer::new().format(n));
                 out.push_str(what);
-                if plural && n != 1 {
+                if !what.is_empty() && n != 1 {
                     out.push('s');
                 }
             };
             if self.more_frames > 0 {
-                count(&mut out, self.more_frames, " more frame", true);
+                count(&mut out, self.more_frames, " more frame");
             }
             for (i, (place, n)) in self.library.iter().enumerate() {
                 // The first count says what is counted; the ones after it need not.
-                match i == 0 && self.more_frames == 0 {
-                    true => count(&mut out, *n, " frame", true),
-                    false => count(&mut out, *n, "", false),
-                }
+                count(&mut out, *n, if i == 0 && self.more_frames == 0 { " frame" } else { "" });
                 out.push_str(" in ");
                 out.push_str(place);
             }
             if self.other_goroutines > 0 {
-                count(&mut out, self.other_goroutines, " other goroutine", true);
+                count(&mut out, self.other_goroutines, " other goroutine");
             }
             out.push_str(" …");
         }
@@ -158,21 +156,6 @@ fn concat(parts: &[&str]) -> String {
         out.push_str(part);
     }
     out
-}
-
-/// Writes `n` in decimal.
-fn push_number(out: &mut String, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 /// The longest root cause shown, in characters: the exception line above it says most.
@@ -984,13 +967,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn numbers_are_written_as_std_writes_them(n in any::<usize>()) {
-            let mut out = String::from("x");
-            push_number(&mut out, n);
-            prop_assert_eq!(out, format!("x{n}"));
-        }
-
         #[test]
         fn the_line_and_text_helpers_give_what_std_gives(text in pieces()) {
             prop_assert_eq!(lines_of(&text).collect::<Vec<_>>(), text.lines().collect::<Vec<_>>());
