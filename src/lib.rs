@@ -20,7 +20,9 @@
 //! - `session`: one run's state, and the sharded store with expiry and eviction.
 //!   `shapes`: the messages sessions keep, as shapes shared across sessions and their own numbers.
 //! - `shared`: tool breakers and retry budgets shared across sidecars through Redis, fail-open.
-//! - `engine`: outcome in, verdict out; ties the above together.
+//! - `engine`: outcome in, verdict out; ties the above together. `verdict`: one outcome's verdict
+//!   within its session (action, retry plan, snippet, escalation report); `nearest`: the tools
+//!   nearest to an unknown one.
 //! - `config`: the TOML file and `REBOUND_*` overrides; `policy`: its values checked and compiled.
 //! - `metrics`: metric names and stored handles; `memory`: the allocator (jemalloc) and its settings.
 //! - `convert`: protobuf ⇄ domain types, errors ⇄ gRPC statuses; `codec`: how the generated
@@ -48,6 +50,7 @@ pub mod memory;
 pub mod message_patterns;
 pub mod metrics;
 pub mod model;
+pub mod nearest;
 pub mod policy;
 pub mod redact;
 pub mod replay;
@@ -59,6 +62,7 @@ pub mod shared;
 pub mod sidecar;
 pub mod templates;
 pub mod trace;
+pub mod verdict;
 
 /// Code generated from `proto/rebound/v1/rebound.proto`.
 #[allow(missing_docs, clippy::all)]

@@ -10,7 +10,7 @@
 //! 200-byte message, all told), the largest single cost of classifying a failure.
 //!
 //! The lazy DFA builds its states as texts need them, in a cache per thread
-//! ([`CACHE_BYTES`], sized for the variety of real messages). If a text makes it
+//! (`CACHE_BYTES`, sized for the variety of real messages). If a text makes it
 //! give up (its cache cleared too often to pay off, or a Unicode word boundary
 //! meeting a non-ASCII byte), that text is searched again by a PikeVM over the
 //! same compiled patterns, as the `regex` crate would.

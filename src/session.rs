@@ -422,7 +422,7 @@ pub enum SnippetRecipe {
         location: ArcStr,
         /// The outcome's kind, for the recovery instruction.
         kind: Option<OutcomeKind>,
-        /// How much a token budget left out (see `engine::render_snippet`).
+        /// How much a token budget left out (see `verdict::render_snippet`).
         trim: u8,
     },
 }

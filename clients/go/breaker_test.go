@@ -231,7 +231,7 @@ func TestFallbackStepAndCostLimitsAbort(t *testing.T) {
 	}
 }
 
-// The sidecar's order (src/engine.rs): a breaker's abort always wins; a plan
+// The sidecar's order (src/verdict.rs): a breaker's abort always wins; a plan
 // that aborts stands over a breaker's escalation; a breaker's escalation wins
 // over any other plan, an escalating one included.
 func TestFallbackSessionBreakersOverThePlan(t *testing.T) {

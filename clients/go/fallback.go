@@ -657,7 +657,7 @@ func hasQuotaWord(o *reboundpb.Outcome) bool {
 }
 
 // decide is the whole fallback policy: one outcome in, one verdict out. As on
-// the sidecar (src/engine.rs), a stopped session answers abort to everything, a
+// the sidecar (src/verdict.rs), a stopped session answers abort to everything, a
 // success can reach a step or cost limit, and a failure gets its category's
 // plan unless a session breaker says otherwise.
 func (p FallbackPolicy) decide(o *reboundpb.Outcome, in fallbackInput) *reboundpb.Verdict {

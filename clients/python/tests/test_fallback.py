@@ -941,7 +941,7 @@ def test_local_summary() -> None:
     assert s.state == pb.SESSION_STATE_ESCALATED
 
 
-# The session breakers, as the sidecar's (src/breaker.rs, src/engine.rs): the counts are kept
+# The session breakers, as the sidecar's (src/breaker.rs, src/verdict.rs): the counts are kept
 # for every outcome by the local state, and the policy trips on them.
 
 TIMED_OUT = "upstream timed out after {}s"

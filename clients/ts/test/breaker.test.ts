@@ -1,5 +1,5 @@
 // The fallback's session breakers, the sidecar's (src/breaker.rs and the
-// guard in src/engine.rs): on the policy alone, then through the session's
+// guard in src/verdict.rs): on the policy alone, then through the session's
 // client-side memory as a session drives it, outcome after outcome, and
 // against the sidecar itself (rebound replay) on the same outcomes.
 
