@@ -1,5 +1,7 @@
 //! The allocator: jemalloc, in the `rebound` binary and in the benches that
 //! run its code in-process (`rebound::use_jemalloc!()` at a program's root).
+//! The `jemalloc` feature, on by default, brings it in; the fuzz targets build
+//! the library without it and keep the system's allocator.
 //!
 //! Why not the system's (glibc's) malloc: most of a sidecar's allocations are
 //! small and short-lived (an outcome's strings, its verdict), beside sessions
@@ -29,7 +31,7 @@
 //! jemalloc's message naming it (`abort_conf`), rather than running on settings
 //! nobody chose.
 
-#[cfg(not(target_env = "msvc"))]
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 pub use tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options as the sidecar runs it (see the module's documentation).
@@ -39,6 +41,7 @@ pub const JEMALLOC_CONF: &std::ffi::CStr =
 /// Makes jemalloc, configured as the sidecar runs it, the program's global
 /// allocator. Invoke once, at the root of a binary or bench (not in a library).
 /// Does nothing where jemalloc does not build (MSVC).
+#[cfg(feature = "jemalloc")]
 #[macro_export]
 macro_rules! use_jemalloc {
     () => {
@@ -54,4 +57,11 @@ macro_rules! use_jemalloc {
             // SAFETY: a pointer to the first byte of a static, NUL-terminated string.
             Some(unsafe { &*$crate::memory::JEMALLOC_CONF.as_ptr() });
     };
+}
+
+/// Without the `jemalloc` feature, the program keeps the system's allocator.
+#[cfg(not(feature = "jemalloc"))]
+#[macro_export]
+macro_rules! use_jemalloc {
+    () => {};
 }

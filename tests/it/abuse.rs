@@ -295,18 +295,19 @@ async fn many_sessions_are_evicted_past_the_cap_and_memory_stays_flat() {
     still_answers(&mut client).await;
 }
 
-/// Outcomes of the burst below, all in flight at once, each with a 3 MB `detail`.
-const BURST_CALLS: usize = 24;
-/// How far above its RSS before the burst an idle sidecar must come back (the burst takes it
-/// 70-80 MiB up: 24 details of 3 MB, each held as received and as the outcome's string).
-const BURST_RSS_LEFT_KIB: u64 = 24 * 1024;
-/// How long it may take (jemalloc's background thread gives back pages freed for a second).
-const BURST_RSS_WAIT: Duration = Duration::from_secs(30);
-
 /// The binary runs on jemalloc with one background thread (`rebound::memory`), which gives
 /// freed pages back while nothing else happens: no call, no allocation needed to trigger it.
 #[tokio::test]
+#[cfg(feature = "jemalloc")]
 async fn an_idle_sidecar_gives_back_the_memory_of_a_burst() {
+    /// Outcomes of the burst below, all in flight at once, each with a 3 MB `detail`.
+    const BURST_CALLS: usize = 24;
+    /// How far above its RSS before the burst an idle sidecar must come back (the burst takes it
+    /// 70-80 MiB up: 24 details of 3 MB, each held as received and as the outcome's string).
+    const BURST_RSS_LEFT_KIB: u64 = 24 * 1024;
+    /// How long it may take (jemalloc's background thread gives back pages freed for a second).
+    const BURST_RSS_WAIT: Duration = Duration::from_secs(30);
+
     let sidecar = Sidecar::spawn(&[]);
     let pid = sidecar.child.id();
     let threads: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))

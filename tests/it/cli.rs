@@ -475,6 +475,7 @@ fn a_log_filter_that_does_not_parse_stops_the_sidecar_before_it_serves_and_names
 }
 
 #[test]
+#[cfg(feature = "jemalloc")]
 fn a_bad_allocator_option_stops_the_sidecar_before_it_starts_and_names_it() {
     let output = print_config_with("_RJEM_MALLOC_CONF", "dirty_decay_ms:soon");
     assert!(!output.status.success(), "{:?}", output.status);
