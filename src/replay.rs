@@ -368,8 +368,8 @@ fn replay_line(bytes: &[u8], engine: &Engine, clock: &ManualClock) -> Result<Opt
     let json: OutcomeJson =
         serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)).map_err(|e| {
             let message = e.inner().to_string().replace(" at line 1 column ", " at column ");
-            match e.path().to_string().as_str() {
-                "." => message,
+            match field_of(&e.path().to_string()) {
+                "" => message,
                 field => format!("`{field}`: {message}"),
             }
         })?;
@@ -379,6 +379,21 @@ fn replay_line(bytes: &[u8], engine: &Engine, clock: &ManualClock) -> Result<Opt
     }
     let outcome = json.into_outcome()?;
     engine.report_owned(outcome).map(Some).map_err(|e| e.to_string())
+}
+
+/// The field a serde path names: `headers` for `headers.?`, and nothing for `.` (the line itself)
+/// or `?`. A `?` is a place the parser had not named yet: a key it was reading, or the comma or brace
+/// it expected after a value (`{"tool":"t",}`).
+fn field_of(path: &str) -> &str {
+    let mut field = path;
+    while let Some(rest) = field.strip_suffix('?') {
+        field = rest.strip_suffix('.').unwrap_or(rest);
+    }
+    if field == "." {
+        ""
+    } else {
+        field
+    }
 }
 
 #[cfg(test)]
@@ -533,6 +548,27 @@ mod tests {
             let err = run(&format!("{line}\n"), 1).unwrap_err().to_string();
             assert!(err.contains(&format!("line 1: {field}: ")), "{line}: {err}");
         }
+    }
+
+    #[test]
+    fn a_line_that_is_not_json_is_told_without_a_made_up_field() {
+        for (line, told) in [
+            (r#"{"session_id":"s","tool":"t",}"#, "line 1: trailing comma at column 30"),
+            (r#"{"session_id":"s" "tool":"t"}"#, "line 1: expected `,` or `}` at column 19"),
+            (r#"{bad}"#, "line 1: key must be a string at column 2"),
+            (
+                r#"{"session_id":"s","tool":"t","headers":{bad}}"#,
+                "line 1: `headers`: key must be a string at column 41",
+            ),
+        ] {
+            let err = run(&format!("{line}\n"), 1).unwrap_err().to_string();
+            assert!(err.ends_with(told), "{line}: {err}");
+        }
+        assert_eq!(field_of("."), "");
+        assert_eq!(field_of("?"), "");
+        assert_eq!(field_of("headers.?"), "headers");
+        assert_eq!(field_of("headers.?.?"), "headers");
+        assert_eq!(field_of("cost"), "cost");
     }
 
     #[test]
