@@ -591,4 +591,161 @@ mod tests {
         }
         assert_eq!(counted, Some(1), "the failure given up on was not counted");
     }
+
+    use tokio::io::AsyncWrite;
+
+    /// The server's end of a connection, as a TCP socket would be (vectored writes), keeping
+    /// each write the server makes.
+    struct Recorded {
+        io: tokio::io::DuplexStream,
+        writes: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl Recorded {
+        fn write(
+            &mut self,
+            cx: &mut std::task::Context<'_>,
+            bytes: Vec<u8>,
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let written = Pin::new(&mut self.io).poll_write(cx, &bytes);
+            if let std::task::Poll::Ready(Ok(n)) = written {
+                self.writes.lock().unwrap().push(bytes[..n].to_vec());
+            }
+            written
+        }
+    }
+
+    impl tokio::io::AsyncRead for Recorded {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+        }
+    }
+
+    impl tokio::io::AsyncWrite for Recorded {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.get_mut().write(cx, buf.to_vec())
+        }
+
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.get_mut().write(cx, bufs.iter().flat_map(|b| b.iter().copied()).collect())
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        }
+
+        fn poll_shutdown(
+            self: Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        }
+    }
+
+    impl tonic::transport::server::Connected for Recorded {
+        type ConnectInfo = ();
+        fn connect_info(&self) {}
+    }
+
+    /// The HTTP/2 frames of one write: (type, flags, stream, payload length); a frame the write
+    /// holds only part of (its head, say) is told as an error.
+    fn frames(mut write: &[u8]) -> Result<Vec<(u8, u8, u32, usize)>, String> {
+        let mut frames = Vec::new();
+        while !write.is_empty() {
+            if write.len() < 9 {
+                return Err(format!("{} bytes of a frame's head", write.len()));
+            }
+            let length = usize::from(write[0]) << 16 | usize::from(write[1]) << 8 | usize::from(write[2]);
+            let stream = u32::from_be_bytes([write[5], write[6], write[7], write[8]]) & 0x7fff_ffff;
+            if write.len() < 9 + length {
+                return Err(format!("a frame of {length} bytes cut after {}", write.len() - 9));
+            }
+            frames.push((write[3], write[4], stream, length));
+            write = &write[9 + length..];
+        }
+        Ok(frames)
+    }
+
+    #[tokio::test]
+    async fn a_failures_verdict_goes_out_in_one_write_with_its_trailers_and_no_write_splits_a_frame() {
+        const DATA: u8 = 0;
+        const HEADERS: u8 = 1;
+        const END_STREAM: u8 = 1;
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        let writes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = Recorded { io: server_end, writes: writes.clone() };
+        let incoming = crate::listener::counted(
+            tokio_stream::iter([Ok::<_, std::io::Error>(recorded)]),
+            Arc::new(Semaphore::new(1)),
+        );
+        let judge = judge(1);
+        let (_closing_tx, closing) = watch::channel(false);
+        let service = Service { engine: judge.engine.clone(), judge, closing };
+        tokio::spawn(
+            transport(&ServerConfig::default()).add_service(ReboundServer::new(service)).serve_with_incoming(incoming),
+        );
+
+        let mut client_end = Some(client_end);
+        let channel = tonic::transport::Endpoint::from_static("http://localhost")
+            .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+                let io = client_end.take().ok_or_else(|| std::io::Error::other("one connection only"));
+                async move { io.map(hyper_util::rt::TokioIo::new) }
+            }))
+            .await
+            .unwrap();
+        let message = "HTTPSConnectionPool(host='api.example.com', port=443): Max retries exceeded with url: /v1/search \
+                       (Caused by NewConnectionError('Failed to establish a new connection: [Errno 111] Connection refused'))";
+        let outcome = pb::Outcome {
+            session_id: "s".into(),
+            call_id: "c1".into(),
+            tool: "search".into(),
+            message: message.into(),
+            exception_type: "requests.exceptions.ConnectionError".into(),
+            ..Default::default()
+        };
+        let mut client = pb::rebound_client::ReboundClient::new(channel);
+        let verdict = client.report(outcome.clone()).await.unwrap().into_inner();
+        assert_eq!(verdict.action(), pb::Action::Retry);
+        // A larger answer (over 1 KiB): the third failure in a row escalates, with its report.
+        // h2 writes its DATA frame as two chunks, head and payload.
+        client.report(pb::Outcome { call_id: "c2".into(), ..outcome.clone() }).await.unwrap();
+        let verdict = client.report(pb::Outcome { call_id: "c3".into(), ..outcome }).await.unwrap().into_inner();
+        assert_eq!(verdict.action(), pb::Action::Escalate);
+
+        let writes = writes.lock().unwrap();
+        let frames: Vec<_> = writes
+            .iter()
+            .map(|write| frames(write).unwrap_or_else(|cut| panic!("a write splits a frame: {cut}")))
+            .collect();
+        let data = |stream: u32| {
+            frames.iter().enumerate().find_map(|(i, write)| {
+                write.iter().find(|&&(kind, _, s, _)| kind == DATA && s == stream).map(|&(.., length)| (i, length))
+            })
+        };
+        let (write, length) = data(1).expect("the verdict was written");
+        // Between h2's two thresholds (256 bytes with vectored writes, 1 KiB without), where it matters.
+        assert!((256..1024).contains(&length), "the verdict's frame is {length} bytes");
+        assert!(
+            frames[write].iter().any(|&(kind, flags, s, _)| kind == HEADERS && flags & END_STREAM != 0 && s == 1),
+            "the trailers were written apart from the verdict: {frames:?}"
+        );
+        let (_, length) = data(5).expect("the escalation was written");
+        assert!(length >= 1024, "the escalation's frame is {length} bytes");
+    }
 }

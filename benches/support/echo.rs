@@ -125,23 +125,24 @@ impl Rebound for Echo {
 }
 
 /// Serves the echo on `listener` with the transport settings of `server::run`
-/// (same windows, stream limit, TCP_NODELAY) until `shutdown` resolves.
+/// (same windows, stream limit, TCP_NODELAY, and its connections accepted and
+/// written as the sidecar's: `listener::counted`) until `shutdown` resolves.
 pub async fn serve(
     listener: rebound::listener::Listener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    use rebound::listener::Listener;
+    use rebound::listener::{counted, paced, Listener};
     use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+    let config = rebound::config::ServerConfig::default();
+    let places = std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_connections as usize));
     // Reflection too (both versions, as the sidecar has them): outside tools need no proto file.
     let reflection = || {
         tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(rebound::server::DESCRIPTOR)
     };
     let v1 = reflection().build_v1().expect("the compiled-in descriptor set is valid");
     let v1alpha = reflection().build_v1alpha().expect("the compiled-in descriptor set is valid");
-    let router = rebound::server::transport(&rebound::config::ServerConfig::default())
-        .add_service(v1)
-        .add_service(v1alpha)
-        .add_service(Echo::default().server());
+    let router =
+        rebound::server::transport(&config).add_service(v1).add_service(v1alpha).add_service(Echo::default().server());
     match listener {
         Listener::Tcp(l) => {
             let incoming = TcpListenerStream::new(l).map(|s| {
@@ -150,10 +151,11 @@ pub async fn serve(
                 }
                 s
             });
-            router.serve_with_incoming_shutdown(incoming, shutdown).await
+            router.serve_with_incoming_shutdown(counted(paced(incoming, "grpc"), places), shutdown).await
         }
         Listener::Unix(l, file) => {
-            let result = router.serve_with_incoming_shutdown(UnixListenerStream::new(l), shutdown).await;
+            let incoming = counted(paced(UnixListenerStream::new(l), "grpc"), places);
+            let result = router.serve_with_incoming_shutdown(incoming, shutdown).await;
             file.remove();
             result
         }
