@@ -140,7 +140,7 @@ pub fn paced<T, E: std::fmt::Display>(
 /// What a connection's writes gather in before they go out together (see [`counted`]): the
 /// largest frame h2 sends (16 KiB) with room for the frames before it, in one of the allocator's
 /// size classes. Its pages are taken as writes first reach them: a connection past the HTTP/2
-/// handshake holds one more (3,000 connections: 12.3 KiB each without the buffer, 16.8 with it).
+/// handshake holds one more (3,000 connections: 12.3 KiB each without the buffer, 16.6 with it).
 const WRITE_BUFFER: usize = 20 * 1024;
 
 /// The accepted connections of `incoming` while one of `places` is free, each
