@@ -592,53 +592,42 @@ mod tests {
         assert_eq!(counted, Some(1), "the failure given up on was not counted");
     }
 
-    use tokio::io::AsyncWrite;
+    use std::task::{Context, Poll};
+    use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 
     /// The server's end of a connection, as a TCP socket would be (vectored writes), keeping
     /// each write the server makes.
     struct Recorded {
-        io: tokio::io::DuplexStream,
+        io: DuplexStream,
         writes: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
     }
 
     impl Recorded {
-        fn write(
-            &mut self,
-            cx: &mut std::task::Context<'_>,
-            bytes: Vec<u8>,
-        ) -> std::task::Poll<std::io::Result<usize>> {
+        fn write(&mut self, cx: &mut Context<'_>, bytes: Vec<u8>) -> Poll<std::io::Result<usize>> {
             let written = Pin::new(&mut self.io).poll_write(cx, &bytes);
-            if let std::task::Poll::Ready(Ok(n)) = written {
+            if let Poll::Ready(Ok(n)) = written {
                 self.writes.lock().unwrap().push(bytes[..n].to_vec());
             }
             written
         }
     }
 
-    impl tokio::io::AsyncRead for Recorded {
-        fn poll_read(
-            self: Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-            buf: &mut tokio::io::ReadBuf<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
+    impl AsyncRead for Recorded {
+        fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
             Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
         }
     }
 
-    impl tokio::io::AsyncWrite for Recorded {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-            buf: &[u8],
-        ) -> std::task::Poll<std::io::Result<usize>> {
+    impl AsyncWrite for Recorded {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
             self.get_mut().write(cx, buf.to_vec())
         }
 
         fn poll_write_vectored(
             self: Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
+            cx: &mut Context<'_>,
             bufs: &[std::io::IoSlice<'_>],
-        ) -> std::task::Poll<std::io::Result<usize>> {
+        ) -> Poll<std::io::Result<usize>> {
             self.get_mut().write(cx, bufs.iter().flat_map(|b| b.iter().copied()).collect())
         }
 
@@ -646,14 +635,11 @@ mod tests {
             true
         }
 
-        fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
             Pin::new(&mut self.get_mut().io).poll_flush(cx)
         }
 
-        fn poll_shutdown(
-            self: Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
             Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
         }
     }
