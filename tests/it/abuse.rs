@@ -295,6 +295,19 @@ async fn many_sessions_are_evicted_past_the_cap_and_memory_stays_flat() {
     still_answers(&mut client).await;
 }
 
+/// The largest capacity the config takes, with no session yet, holds little more than the default:
+/// the store's tables grow with the sessions, not with the capacity (made for it at once, they held
+/// 143 MiB).
+#[tokio::test]
+async fn the_largest_session_capacity_costs_nothing_before_the_sessions_come() {
+    const LARGEST: usize = 100_000_000;
+    let (sidecar, _dir) = Sidecar::with_config(&format!("[sessions]\ncapacity = {LARGEST}\n"));
+    let idle = rss_kib(sidecar.child.id());
+    assert!(idle < 48 * 1024, "RSS {idle} KiB with a capacity of {LARGEST} and no session");
+    let mut client = ReboundClient::new(connect(&sidecar.grpc).await);
+    still_answers(&mut client).await;
+}
+
 /// The binary runs on jemalloc with one background thread (`rebound::memory`), which gives
 /// freed pages back while nothing else happens: no call, no allocation needed to trigger it.
 #[tokio::test]
