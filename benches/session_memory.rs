@@ -8,7 +8,8 @@
 //! each, see `rebound::analysis`), and, for sizing, runs that meet a mix with an
 //! error no retry fixes (so they escalate): at the default limits, and a typical
 //! run (16 calls, 4 failing). The real binary's RSS is measured by `bench/run`;
-//! this counts only what the sessions hold, so it is exact and repeatable.
+//! this counts only what the sessions hold (with the store's table, which grows with
+//! them), so it is exact and repeatable.
 
 #[path = "support/workload.rs"]
 mod workload;
