@@ -135,19 +135,32 @@ fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')
 }
 
-/// Where the first ASCII digit at or after `from` is. Sixteen bytes at a time: most of a message
-/// has none, and a test of sixteen at once is a few instructions.
+/// Where the first ASCII digit at or after `from` is. Eight bytes at a time, as one number: most
+/// of a message has none. (Sixteen at a time with a per-byte test took about 700 instructions for
+/// a 200-byte message; this about half.)
 fn next_digit(bytes: &[u8], from: usize) -> Option<usize> {
     let rest = &bytes[from.min(bytes.len())..];
-    let mut chunks = rest.chunks_exact(16);
+    let mut chunks = rest.chunks_exact(8);
     let mut at = from;
     for chunk in chunks.by_ref() {
-        if chunk.iter().fold(false, |seen, b| seen | b.is_ascii_digit()) {
-            return chunk.iter().position(u8::is_ascii_digit).map(|p| at + p);
+        let digits = digit_bytes(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
+        if digits != 0 {
+            return Some(at + digits.trailing_zeros() as usize / 8);
         }
-        at += 16;
+        at += 8;
     }
     chunks.remainder().iter().position(u8::is_ascii_digit).map(|p| at + p)
+}
+
+/// The top bit of each byte of `x` that is an ASCII digit, the others clear ("has a byte between",
+/// from Bit Twiddling Hacks). Exact: each byte's sums stay within it, and a byte of 0x80 or more
+/// is no digit.
+fn digit_bytes(x: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    const LOW: u64 = ONES * 0x7f;
+    let low = x & LOW;
+    // At most 0x39 sets the top bit of 0xb9 - low; at least 0x30 sets that of low + 0x50.
+    (ONES * (0x7f + 0x3a) - low) & !x & (low + ONES * (0x7f - 0x2f)) & (ONES * 0x80)
 }
 
 /// Writes `text`'s shape and its words (joined by [`MARK`]) into `shape` and `words`, which it
@@ -156,7 +169,8 @@ fn next_digit(bytes: &[u8], from: usize) -> Option<usize> {
 fn split(text: &str, shape: &mut String, words: &mut String) {
     shape.clear();
     words.clear();
-    if text.contains(MARK) {
+    // The memchr crate's search, not `str::contains`: core's took 500 instructions for 200 bytes.
+    if memchr::memchr(MARK as u8, text.as_bytes()).is_some() {
         shape.push_str(text);
         return;
     }
@@ -354,6 +368,16 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_first_digit_is_found_wherever_it_is(
+            // Any byte; the digits and the bytes either side of them; the same with the top bit set.
+            bytes in proptest::collection::vec(prop_oneof![any::<u8>(), 0x2fu8..=0x3a, 0xafu8..=0xba], 0..40),
+            from in 0usize..45,
+        ) {
+            let plain = bytes.iter().skip(from).position(u8::is_ascii_digit).map(|p| from + p);
+            prop_assert_eq!(next_digit(&bytes, from), plain);
+        }
+
         #[test]
         fn any_text_comes_back_as_it_was(text in "\\PC{0,80}|[a-z0-9 .:_/-]{0,80}") {
             let (shapes, _) = shapes();
