@@ -372,7 +372,7 @@ fn headline_with<'a>(
         {
             Cow::Owned(format!("{message}: {}", trace.exception))
         }
-        _ if no_detail && message.len() > HEADLINE_CHARS && message.contains('\n') => {
+        _ if no_detail && message.len() > HEADLINE_CHARS && crate::classify::has_line_break(message) => {
             Cow::Owned(failure_lines(message, HEADLINE_CHARS))
         }
         // A bare status line (`422 Unprocessable Entity`, `exit status 1`) with a body or tool
