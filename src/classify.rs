@@ -445,8 +445,8 @@ impl Classifier {
         };
         self.index.candidates(outcome, exception, exception_last, &mut candidates);
         if !text.is_empty() && !self.messages.is_empty() {
-            // The set's matches are read once: walking them costs a step per pattern, not per hit.
-            candidates.extend(self.messages.matches(text.as_bytes()).iter().map(|p| (self.pattern_rule[p], true)));
+            // Each pattern that matched, once, as its rule's hit on the message.
+            candidates.extend(self.messages.matches(text.as_bytes()).into_iter().map(|p| (self.pattern_rule[p], true)));
         }
         // One entry per rule, marked a message hit if any of its entries was.
         candidates.sort_unstable();

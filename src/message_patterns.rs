@@ -20,7 +20,7 @@ use regex_automata::hybrid::LazyStateID;
 use regex_automata::nfa::thompson::{self, pikevm, NFA};
 use regex_automata::util::pool::Pool;
 use regex_automata::util::syntax;
-use regex_automata::{Input, MatchKind, PatternSet};
+use regex_automata::{Input, MatchKind, PatternID, PatternSet};
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -122,9 +122,13 @@ impl MessagePatterns {
         self.len() == 0
     }
 
-    /// The patterns that match somewhere in `text`.
-    pub fn matches(&self, text: &[u8]) -> PatternSet {
-        let mut found = PatternSet::new(self.len());
+    /// The patterns that match somewhere in `text`, each once, in ascending order.
+    ///
+    /// A list, not a `PatternSet`: a set holds a flag per pattern, made and read whole for every
+    /// text (about 700 instructions a failure with the built-in rules' 332 patterns), while a
+    /// text matches a few at most.
+    pub fn matches(&self, text: &[u8]) -> Vec<PatternID> {
+        let mut found = Vec::new();
         if self.is_empty() {
             return found;
         }
@@ -132,8 +136,11 @@ impl MessagePatterns {
         if searched.is_err() {
             FALLBACKS.fetch_add(1, Ordering::Relaxed);
             let input = Input::new(text);
-            self.fallback.which_overlapping_matches(&mut self.fallback_caches.get(), &input, &mut found);
+            let mut all = PatternSet::new(self.len());
+            self.fallback.which_overlapping_matches(&mut self.fallback_caches.get(), &input, &mut all);
+            found = all.iter().collect();
         }
+        found.sort_unstable();
         found
     }
 }
@@ -151,7 +158,7 @@ fn compiler(size_limit: usize) -> thompson::Compiler {
 struct GaveUp;
 
 /// Adds to `found` every pattern matching in `text`, walking `dfa` once.
-fn search(dfa: &DFA, cache: &mut Cache, text: &[u8], found: &mut PatternSet) -> Result<(), GaveUp> {
+fn search(dfa: &DFA, cache: &mut Cache, text: &[u8], found: &mut Vec<PatternID>) -> Result<(), GaveUp> {
     let mut sid = dfa.start_state_forward(cache, &Input::new(text)).map_err(|_| GaveUp)?;
     cache.search_start(0);
     let mut at = 0;
@@ -206,9 +213,14 @@ fn walk(dfa: &DFA, cache: &Cache, mut sid: LazyStateID, bytes: &[u8]) -> (LazySt
     (prev, sid, bytes.len())
 }
 
-fn add_matches(dfa: &DFA, cache: &Cache, sid: LazyStateID, found: &mut PatternSet) {
+/// Adds the patterns `sid` matches to `found`, those not in it yet: a match state may come again
+/// at each byte after its match.
+fn add_matches(dfa: &DFA, cache: &Cache, sid: LazyStateID, found: &mut Vec<PatternID>) {
     for i in 0..dfa.match_len(cache, sid) {
-        found.insert(dfa.match_pattern(cache, sid, i));
+        let pattern = dfa.match_pattern(cache, sid, i);
+        if !found.contains(&pattern) {
+            found.push(pattern);
+        }
     }
 }
 
@@ -314,7 +326,7 @@ mod tests {
             (0..100_000).map(|_| if rng.next_u64().is_multiple_of(2) { b'a' } else { b'b' }).collect();
         text[0] = b'a';
         text[50_000..50_018].copy_from_slice(b"abababababababaabz");
-        assert!(search(&small.dfa, &mut small.dfa.create_cache(), &text, &mut PatternSet::new(2)).is_err());
+        assert!(search(&small.dfa, &mut small.dfa.create_cache(), &text, &mut Vec::new()).is_err());
         assert_eq!(small.matches(&text).iter().map(|p| p.as_usize()).collect::<Vec<_>>(), vec![0]);
     }
 
@@ -347,7 +359,7 @@ mod tests {
         let texts = real_texts();
         for _ in 0..2 {
             for text in &texts {
-                let searched = search(&ours.dfa, &mut cache, text, &mut PatternSet::new(ours.len()));
+                let searched = search(&ours.dfa, &mut cache, text, &mut Vec::new());
                 assert!(searched.is_ok(), "gave up on {}", String::from_utf8_lossy(text));
             }
         }
