@@ -562,7 +562,8 @@ type Shard = LruCache<String, Session, foldhash::fast::RandomState>;
 /// A shard for `capacity` sessions whose table grows as they come. Made for its capacity at
 /// once (17 bytes a slot, for 8/7 of it or more), the tables of a capacity of 100,000,000 held
 /// 143 MiB before any session came, and with a capacity of 250,000, 100,000 sessions held
-/// 144.8 MiB, not 138.3 (`cargo bench --bench sidecar_memory`).
+/// 144.8 MiB, not 138.3 (`cargo bench --bench sidecar_memory`). The price: each doubling moves the
+/// shard's sessions while its lock is held, about 100 ns a session (`benches/session_growth.rs`).
 fn shard(capacity: NonZeroUsize) -> Shard {
     let mut shard = LruCache::unbounded_with_hasher(Default::default());
     shard.resize(capacity);
