@@ -290,7 +290,7 @@ mod tests {
         let o = pb::Outcome { session_id: "s".into(), tool: "t".into(), headers, ..Default::default() };
         let got = outcome(o).unwrap();
         assert_eq!(got.headers.len(), 4);
-        let delay = crate::backoff::provider_delay(&got.headers, 0);
+        let delay = crate::backoff::provider_delay(&got.headers, || 0);
         assert_eq!(delay, Some(crate::backoff::ProviderDelay::After(1000)));
     }
 

@@ -366,12 +366,7 @@ impl Engine {
         let judged = (!outcome.ok).then(|| {
             let (analysis, reused) = self.analyses.get(outcome, &policy);
             self.metrics.failure_analysis(reused);
-            // The wall clock is read (about 100 instructions) only when there are headers to read.
-            let provider = match outcome.headers.is_empty() {
-                true => None,
-                false => provider_delay(&outcome.headers, self.clock.wall_ms()),
-            };
-            Judged { analysis, provider }
+            Judged { analysis, provider: provider_delay(&outcome.headers, || self.clock.wall_ms()) }
         });
         let window = self.settings.idempotency_window;
         let history = self.settings.history;

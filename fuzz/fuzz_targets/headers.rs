@@ -10,8 +10,8 @@ const WALL_MS: u64 = 1_700_000_000_000;
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let headers = Headers::new(text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k, v.to_string())));
-    let _ = provider_delay(&headers, WALL_MS);
-    let _ = provider_delay(&headers, 0);
+    let _ = provider_delay(&headers, || WALL_MS);
+    let _ = provider_delay(&headers, || 0);
     let _ = parse_retry_after(&text, WALL_MS);
     let _ = parse_go_duration(&text);
 });
