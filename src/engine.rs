@@ -1182,6 +1182,26 @@ mod tests {
     }
 
     #[test]
+    fn an_escalation_report_reads_in_full() {
+        let (e, clock) = engine();
+        let timeout = Outcome { kind: Some(OutcomeKind::Timeout), ..fail("s", "search", "read timed out after 30s") };
+        e.report(&timeout).unwrap();
+        clock.advance(1_250);
+        e.report(&timeout).unwrap();
+        clock.advance(1_000);
+        e.report(&ok("s", "search")).unwrap();
+        clock.advance(1_049);
+        let v = e.report(&Outcome { http_status: Some(401), ..fail("s", "crm", "Unauthorized") }).unwrap();
+        let text = v.escalation.unwrap().text;
+        let expected = "Rebound escalation: An auth error from tool `crm` needs a human.\n\
+            Errors, oldest first:\n\
+            - 1.2s [timeout] search: read timed out after 30s (×2) → retry\n\
+            - 3.3s [auth] crm: Unauthorized → escalate\n\
+            Totals: 4 calls, 3 errors (auth=1, timeout=2), 2 retries; session running 3.3s.";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
     fn the_labels_a_session_declared_come_back_in_its_escalation_and_its_summary() {
         // They were checked and kept, but never returned: nothing told the human which run it was.
         let (e, _) = engine();
