@@ -681,16 +681,17 @@ impl Engine {
 /// Checks an id or name as every RPC does: not blank, at most `MAX_ID_BYTES`,
 /// no control characters.
 pub fn check_id(field: &str, value: &str) -> Result<(), EngineError> {
-    if value.trim().is_empty() {
+    // Most ids are printable ASCII, found in one branch-free pass over the bytes (vectorised):
+    // blank when all are spaces. Otherwise an ASCII id holds a control character (C0 or DEL,
+    // `is_control`'s ASCII part); any other is decoded and looked at character by character.
+    let printable_ascii = value.bytes().fold(true, |ok, b| ok & (0x20..0x7f).contains(&b));
+    let blank = if printable_ascii { value.bytes().all(|b| b == b' ') } else { value.trim().is_empty() };
+    if blank {
         return Err(invalid(field, format!("{value:?}"), "must not be empty"));
     }
     if value.len() > MAX_ID_BYTES {
         return Err(invalid(field, format!("{value:?}"), format!("at most {MAX_ID_BYTES} bytes")));
     }
-    // Most ids are printable ASCII, found in one branch-free pass over the bytes (vectorised).
-    // Otherwise an ASCII id holds a control character (C0 or DEL, `is_control`'s ASCII part);
-    // any other is decoded and looked at character by character.
-    let printable_ascii = value.bytes().fold(true, |ok, b| ok & (0x20..0x7f).contains(&b));
     let control = !printable_ascii && (value.is_ascii() || value.chars().any(char::is_control));
     if control {
         return Err(invalid(field, format!("{value:?}"), "must not contain control characters"));
@@ -1283,6 +1284,17 @@ mod tests {
         let v = e.report(&huge).unwrap();
         assert_eq!(v.breaker.cost, f64::MAX);
         assert_eq!(e.end_session("s").unwrap().unwrap().cost, f64::MAX);
+    }
+
+    #[test]
+    fn blank_ids_are_refused_ascii_or_not() {
+        for blank in ["", " ", "    ", "\t", " \n ", "\u{3000}", " \u{a0} "] {
+            let err = check_id("session_id", blank).unwrap_err().to_string();
+            assert!(err.contains("must not be empty"), "{blank:?}: {err}");
+        }
+        for id in ["a", " a ", "\u{3000}x", "é"] {
+            assert!(check_id("session_id", id).is_ok(), "{id:?}");
+        }
     }
 
     #[test]
