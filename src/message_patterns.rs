@@ -5,7 +5,7 @@
 //! the `regex` crate's `RegexSet` runs) that reports every pattern matching
 //! anywhere in the text. The pass walks the DFA's known transitions in a tight
 //! loop and stops only at states that need a look (a match, a transition not
-//! yet computed): 12 instructions a byte. `RegexSet::matches` checks every byte
+//! yet computed): 9 instructions a byte. `RegexSet::matches` checks every byte
 //! for them in a loop its authors left unoptimised (about 28 a byte of a
 //! 200-byte message, all told), the largest single cost of classifying a failure.
 //!
