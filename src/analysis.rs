@@ -19,7 +19,7 @@
 //! shown, cut), under 5 MiB at the very most.
 
 use crate::compact::{self, Digest};
-use crate::fingerprint::fingerprint;
+use crate::fingerprint;
 use crate::model::{Classification, Outcome, OutcomeKind};
 use crate::policy::Policy;
 use crate::shapes::{KeptMessage, Shapes};
@@ -40,7 +40,7 @@ pub const MAX_TEXT_BYTES: usize = 8 * 1024;
 pub struct Analysis {
     /// Its classification.
     pub classification: Classification,
-    /// The fingerprint of its message (or of its detail, when it has no message).
+    /// The fingerprint of the message and location shown (see [`fingerprint::of_shown`]).
     pub fingerprint: u64,
     /// The message, its headline and location, ready to show.
     pub digest: Digest<'static>,
@@ -53,10 +53,11 @@ impl Analysis {
     pub fn of(outcome: &Outcome, policy: &Policy, shapes: &Shapes) -> Analysis {
         let o = outcome;
         let digest = compact::digest(&o.message, &o.exception_type, &o.detail, &policy.snippet).into_owned();
+        let kept = shapes.keep(&digest.message);
         Analysis {
             classification: policy.classifier.classify(o),
-            fingerprint: fingerprint(if o.message.is_empty() { &o.detail } else { &o.message }),
-            kept: shapes.keep(&digest.message),
+            fingerprint: fingerprint::of_shown(&kept, &digest.location),
+            kept,
             digest,
         }
     }

@@ -846,6 +846,26 @@ mod tests {
     }
 
     #[test]
+    fn identical_means_the_same_error_shown_not_the_same_first_frames() {
+        // Real Python 3.11 tracebacks (tests/data/traces/make/failures.py, `tool_arguments`): one tool's
+        // arguments malformed two ways, through the same frames to two exceptions. Their first 512
+        // bytes, all a raw text's fingerprint reads, are the same outer frames.
+        let truncated = include_str!("../tests/data/traces/py-tool-arguments-truncated.txt");
+        let quoted = include_str!("../tests/data/traces/py-tool-arguments-single-quoted.txt");
+        assert_eq!(fingerprint(truncated), fingerprint(quoted), "the set no longer shows what this test is about");
+        let trace = |detail: &str| Outcome { detail: detail.into(), ..fail("s", "search_web", "") };
+        let (e, _) = engine();
+        let counts: Vec<u32> =
+            [truncated, quoted, quoted, &truncated.replace("column 37 (char 36)", "column 52 (char 51)")]
+                .iter()
+                .map(|t| e.report(&trace(t)).unwrap().breaker.identical_errors)
+                .collect();
+        // Two errors, then the second again, then the first at another column: new again.
+        assert_eq!(counts, [1, 1, 2, 1]);
+        let again = e.report(&trace(&truncated.replace("column 37 (char 36)", "column 9 (char 8)"))).unwrap();
+        assert_eq!(again.breaker.identical_errors, 2, "the same error at another column");
+    }
+    #[test]
     fn retry_after_wins_and_repeated_call_ids_count_once() {
         let (e, _) = engine();
         let o = Outcome {

@@ -2,12 +2,22 @@
 //! quoted values differ, gets the same fingerprint, so "timed out after 30.1s"
 //! and "timed out after 30.4s" count as identical.
 //!
+//! What is fingerprinted is the error as the model is shown it ([`of_shown`]): the
+//! message redacted and cut to the policy's length, and where it happened. Two
+//! failures are identical when the agent is shown the same error twice. A Python
+//! traceback's first bytes are its outermost frames, the same for every error a tool
+//! raises through the same code; its exception and innermost frame tell the errors
+//! apart. And the message's fingerprint is its shape's (`crate::shapes`), taken once
+//! for all the messages of that shape: a fleet's failures differ mostly in numbers.
+//!
 //! One pass over the message's first bytes: whitespace folds to one space,
 //! letters to lower case, quoted values become `<q>`, URLs `<url>`, paths
 //! `<path>`, and any word with a digit in it (numbers with units, UUIDs, hex
 //! ids, git SHAs, timestamps, versions) `<n>`; the normalised bytes, held on
 //! the stack, are then hashed eight at a time. It runs on every failure, so it
 //! allocates nothing and runs no regex.
+
+use crate::shapes::KeptMessage;
 
 /// How much of a message the fingerprint looks at.
 const PREFIX_BYTES: usize = 512;
@@ -39,7 +49,8 @@ const CLASSES: [u8; 256] = {
             b',' | b';' | b'(' | b')' | b'[' | b']' | b'{' | b'}' | b'<' | b'>' | b'=' | b'|' | b'!' | b'?' | b'&' => {
                 DELIMITER
             }
-            b'0'..=b'9' => DIGIT,
+            // 0x01 too: it stands for a word with a digit in a message's shape (`crate::shapes`).
+            b'0'..=b'9' | 0x01 => DIGIT,
             b':' => COLON,
             b'/' => SLASH,
             _ => 0,
@@ -92,7 +103,7 @@ fn normalise_into(message: &str, out: &mut [u8; NORMALISED_BYTES]) -> usize {
         }
         started = true;
         // A quoted value; an apostrophe inside a word ("don't") opens nothing.
-        if kind & QUOTE != 0 && (b != b'\'' || i == 0 || !text[i - 1].is_ascii_alphanumeric()) {
+        if kind & QUOTE != 0 && (b != b'\'' || i == 0 || !(text[i - 1].is_ascii_alphanumeric() || text[i - 1] == 1)) {
             if let Some(at) = memchr::memchr(b, &text[i + 1..]) {
                 put(out, &mut len, b"<q>");
                 i += at + 2;
@@ -154,17 +165,21 @@ pub fn fingerprint(message: &str) -> u64 {
     hash(&out[..len])
 }
 
+/// The fingerprint of a failure as it is shown: its message (kept, so its shape's, taken once)
+/// and the location shown with it, if any.
+pub fn of_shown(message: &KeptMessage, location: &str) -> u64 {
+    match location.is_empty() {
+        true => message.fingerprint(),
+        false => mix(message.fingerprint(), fingerprint(location)),
+    }
+}
+
 /// A 64-bit hash of `bytes`, eight at a time: each word is mixed in by a
 /// multiply folded to 64 bits (as foldhash and wyhash do). Fixed constants, so
 /// it is the same in every process; fingerprints never leave one, but tests
 /// and explanations can rely on that.
 fn hash(bytes: &[u8]) -> u64 {
     const SEED: u64 = 0x243f_6a88_85a3_08d3;
-    const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mix = |h: u64, word: u64| {
-        let full = u128::from(h ^ word) * u128::from(MULTIPLIER);
-        (full as u64) ^ ((full >> 64) as u64)
-    };
     let mut chunks = bytes.chunks_exact(8);
     let mut h = SEED;
     for chunk in &mut chunks {
@@ -174,6 +189,13 @@ fn hash(bytes: &[u8]) -> u64 {
     tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
     // The length tells "ab" from "ab\0".
     mix(mix(h, u64::from_le_bytes(tail)), bytes.len() as u64)
+}
+
+/// `h` with `word` mixed in: a multiply folded to 64 bits.
+fn mix(h: u64, word: u64) -> u64 {
+    const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
+    let full = u128::from(h ^ word) * u128::from(MULTIPLIER);
+    (full as u64) ^ ((full >> 64) as u64)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! many new shapes as it has places; it has at most [`MAX_SHAPES`]: past that, a
 //! new shape is its message's own.
 
+use crate::fingerprint::fingerprint;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
@@ -42,13 +43,15 @@ const PARTS_BYTES: usize = std::mem::size_of::<Parts>() + 16;
 #[derive(Debug)]
 struct Shape {
     text: Box<str>,
+    /// The text's fingerprint, the same as each of its messages' (see [`KeptMessage::fingerprint`]).
+    fingerprint: u64,
     meter: Arc<AtomicUsize>,
 }
 
 impl Shape {
     fn new(text: &str, meter: &Arc<AtomicUsize>) -> Shape {
         meter.fetch_add(SHAPE_BYTES + text.len(), Ordering::Relaxed);
-        Shape { text: text.into(), meter: meter.clone() }
+        Shape { text: text.into(), fingerprint: fingerprint(text), meter: meter.clone() }
     }
 }
 
@@ -101,12 +104,14 @@ impl Shapes {
     /// The shape with this text: the table's, or a new one.
     fn shape(&self, text: &str) -> Arc<Shape> {
         let hash = self.hasher.hash_one(text);
-        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        let found = table.shapes.get(&hash).and_then(Weak::upgrade);
+        let found = self.lock().shapes.get(&hash).and_then(Weak::upgrade);
         if let Some(shape) = found.filter(|shape| *shape.text == *text) {
             return shape;
         }
+        // Made (its fingerprint taken) with the table unlocked. Two threads making the same
+        // shape at once each get one; the table keeps the later, and only sharing is lost.
         let shape = Arc::new(Shape::new(text, &self.meter));
+        let mut table = self.lock();
         table.made += 1;
         if table.made >= table.shapes.len().max(FIRST_SWEEP) {
             table.shapes.retain(|_, shape| shape.strong_count() > 0);
@@ -119,9 +124,13 @@ impl Shapes {
         shape
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The places in the table, the shapes of gone messages among them until a sweep.
     pub fn len(&self) -> usize {
-        self.table.lock().unwrap_or_else(PoisonError::into_inner).shapes.len()
+        self.lock().shapes.len()
     }
 
     /// True when it has none.
@@ -224,6 +233,13 @@ impl KeptMessage {
     /// True for an empty text.
     pub fn is_empty(&self) -> bool {
         self.0.shape.text.is_empty()
+    }
+
+    /// Its fingerprint, its shape's: a fingerprint folds each word with a digit in it, the words
+    /// the shape takes out (see [`crate::fingerprint`]), so this is `fingerprint(text)` (of a text
+    /// of up to the 512 bytes one reads), taken once a shape rather than once a message.
+    pub fn fingerprint(&self) -> u64 {
+        self.0.shape.fingerprint
     }
 
     /// True when both share one shape (made by the same table from texts of the same shape).
@@ -386,5 +402,31 @@ mod tests {
             prop_assert_eq!(kept.len(), text.len());
             prop_assert_eq!(kept, shapes.keep(&text));
         }
+
+        #[test]
+        fn a_kept_message_has_its_whole_texts_fingerprint(
+            pieces in proptest::collection::vec(
+                // Words with digits or none; what ends a word, quotes and starts a path or URL; a mark.
+                prop_oneof!["[a-zA-Z0-9_-]{1,6}", "[ \t'\"`.:/,(>é]", "://|~/|C:\\\\|0x7f|30\\.1s|\u{1}"],
+                0..40,
+            )
+        ) {
+            // A text of up to the 512 bytes a fingerprint reads; one with a mark in it is kept whole.
+            let text = pieces.concat();
+            let (shapes, _) = shapes();
+            prop_assert_eq!(shapes.keep(&text).fingerprint(), fingerprint(&text), "{:?}", text);
+        }
+    }
+
+    #[test]
+    fn a_shape_takes_its_fingerprint_once() {
+        let (shapes, _) = shapes();
+        let one = shapes.keep(RATE_LIMITED);
+        let other = shapes.keep(&RATE_LIMITED.replace("Used 29717", "Used 29802"));
+        assert_eq!((one.fingerprint(), other.fingerprint()), (fingerprint(RATE_LIMITED), fingerprint(RATE_LIMITED)));
+        assert_ne!(shapes.keep(URLLIB3).fingerprint(), one.fingerprint());
+        // An apostrophe after a word taken out (a mark in the shape) opens no quote, as after the word.
+        let text = "worker-3's job 'x' failed";
+        assert_eq!(shapes.keep(text).fingerprint(), fingerprint(text));
     }
 }

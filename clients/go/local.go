@@ -121,7 +121,8 @@ func (l *localState) observe(o *reboundpb.Outcome) fallbackInput {
 		return l.counters(tool)
 	}
 	l.consecutive[tool]++
-	// The sidecar fingerprints the message, or the detail when there is none.
+	// The message, or the detail when there is none. The sidecar judges the error as it shows it
+	// (a trace's exception and innermost frame); the fallback, which collapses no traces, the text.
 	text := o.GetMessage()
 	if text == "" {
 		text = o.GetDetail()

@@ -83,7 +83,8 @@ export class LocalState {
     }
     const n = (this.consecutive.get(o.tool) ?? 0) + 1;
     this.consecutive.set(o.tool, n);
-    // What the sidecar fingerprints: the message, or the detail when there is none.
+    // The message, or the detail when there is none. The sidecar judges the error as it shows it
+    // (a trace's exception and innermost frame); the fallback, which collapses no traces, the text.
     const text = normalise(o.message === "" ? o.detail : o.message);
     const same = this.lastError?.tool === o.tool && this.lastError.text === text;
     this.identical = same ? this.identical + 1 : 1;

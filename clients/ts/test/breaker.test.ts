@@ -167,7 +167,7 @@ describe("through the session's memory", () => {
     assert.equal(fresh.report({ ...timeout("30.1"), tool: "cache" }).breaker?.identicalErrors, 2);
   });
 
-  it("judges the detail when the message is empty, as the sidecar fingerprints it", () => {
+  it("judges the detail when the message is empty, as the sidecar judges a one-line detail", () => {
     const run = new Run();
     const panic = (line: number): pb.DeepPartial<pb.Outcome> => ({ tool: "parse", detail: `thread 'main' panicked at src/main.rs:${line}:5` });
     assert.deepEqual([1, 2].map((n) => run.report(panic(10 + n)).breaker?.identicalErrors), [1, 2]);

@@ -109,7 +109,8 @@ class LocalState:
                     self._last_error, self._identical = None, 0
                 return self._counted(0)
             self._consecutive[o.tool] = self._consecutive.get(o.tool, 0) + 1
-            # What the sidecar fingerprints: the message, or the detail when there is none.
+            # The message, or the detail when there is none. The sidecar judges the error as it shows it
+            # (a trace's exception and innermost frame); the fallback, which collapses no traces, the text.
             last = (o.tool, normalise(o.message or o.detail))
             self._identical = self._identical + 1 if last == self._last_error else 1
             self._last_error = last

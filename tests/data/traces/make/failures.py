@@ -89,6 +89,17 @@ def pydantic_validation():
     parse_tool_call('{"query": null, "limit": "ten"}')
 
 
+def tool_arguments():
+    # A model's tool call with the arguments it wrote (argv[2]), parsed as an agent loop does: malformed
+    # arguments fail through the same frames, however they are malformed.
+    def parse_arguments(raw):
+        return json.loads(raw)
+    def call_tool(name, raw_arguments):
+        arguments = parse_arguments(raw_arguments)
+        return name, arguments
+    call_tool("search_web", sys.argv[2])
+
+
 def json_decode():
     url = serve(502, b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>")
     import requests
@@ -304,7 +315,7 @@ SCENARIOS = {f.__name__: f for f in [
     langchain_tool, aiohttp_connect,
     openai_429, openai_context_length, anthropic_overloaded, sqlalchemy_integrity, fastapi_500, jinja_undefined,
     httpx_connect, requests_connect, requests_timeout, httpx_429, pydantic_validation, json_decode,
-    key_error, file_not_found, raise_from, during_handling, exception_group, asyncio_timeout,
+    tool_arguments, key_error, file_not_found, raise_from, during_handling, exception_group, asyncio_timeout,
     called_process, subprocess_timeout, sqlite_integrity, recursion, attribute_none, zero_division,
 ]}
 

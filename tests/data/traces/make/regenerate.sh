@@ -28,6 +28,9 @@ for s in langchain_tool aiohttp_connect openai_429 openai_context_length anthrop
   sqlite_integrity recursion attribute_none zero_division; do
   keep "py-${s//_/-}.txt" "$venv/bin/python" "$here/failures.py" "$s"
 done
+# One tool, the same frames, the model's arguments malformed two ways.
+keep py-tool-arguments-truncated.txt "$venv/bin/python" "$here/failures.py" tool_arguments '{"query": "rust sidecar", "limit": 1'
+keep py-tool-arguments-single-quoted.txt "$venv/bin/python" "$here/failures.py" tool_arguments "{'query': 'rust sidecar'}"
 
 (cd "$here/go-panics" && go build -o "$WORK/go-panics" .)
 for s in nil_map index_range nil_pointer worker_panic json_panic; do
