@@ -15,7 +15,7 @@
 //! from held them; they are never shown or logged (what is shown is the
 //! analysis, redacted). It is bounded, whatever the policies and profiles:
 //! [`SLOTS`] entries of at most [`MAX_TEXT_BYTES`] of text each and an analysis
-//! (the headline, as long as the texts at most, and the message and location
+//! (the headline under a token budget, as long as the texts at most, and the message and location
 //! shown, cut), under 5 MiB at the very most.
 
 use crate::compact::{self, Digest};
@@ -23,6 +23,7 @@ use crate::fingerprint;
 use crate::model::{Classification, Outcome, OutcomeKind};
 use crate::policy::Policy;
 use crate::shapes::{KeptMessage, Shapes};
+use std::borrow::Cow;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -42,7 +43,7 @@ pub struct Analysis {
     pub classification: Classification,
     /// The fingerprint of the message and location shown (see [`fingerprint::of_shown`]).
     pub fingerprint: u64,
-    /// The message, its headline and location, ready to show.
+    /// The message, its headline (under a token budget only) and location, ready to show.
     pub digest: Digest<'static>,
     /// The message shown, as the sessions keep it (see [`crate::shapes`]).
     pub kept: KeptMessage,
@@ -52,7 +53,13 @@ impl Analysis {
     /// Analyses a failure under a policy's rules and snippet limits, its message shaped in `shapes`.
     pub fn of(outcome: &Outcome, policy: &Policy, shapes: &Shapes) -> Analysis {
         let o = outcome;
-        let digest = compact::digest(&o.message, &o.exception_type, &o.detail, &policy.snippet).into_owned();
+        let mut digest = compact::digest(&o.message, &o.exception_type, &o.detail, &policy.snippet);
+        if policy.snippet.max_tokens.is_none() {
+            // Only a token budget shortens the message again from its headline: not kept (a copy of
+            // the message, most often) where none is set.
+            digest.headline = Cow::Borrowed("");
+        }
+        let digest = digest.into_owned();
         let kept = shapes.keep(&digest.message);
         Analysis {
             classification: policy.classifier.classify(o),

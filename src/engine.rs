@@ -1125,6 +1125,18 @@ mod tests {
     }
 
     #[test]
+    fn a_budget_shortens_the_message_shown_from_its_start() {
+        // Real: requests/urllib3 2.x failing to connect (as in benches/engine.rs).
+        let message = "HTTPSConnectionPool(host='api.example.com', port=443): Max retries exceeded with url: /v1/search?q=rust (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection'))";
+        let (budget, e) = &budget_engines()[2];
+        let v = e.report(&fail("shortened", "search", message)).unwrap();
+        // Shortened again from the message (its head and tail kept), not cut at the budget.
+        let shown = v.snippet.lines().nth(1).unwrap_or_default();
+        assert!(shown.starts_with("HTTPSConnectionPool(") && shown.ends_with("connection'))"), "{:?}", v.snippet);
+        assert!(shown.contains("characters elided") && v.snippet_tokens <= *budget, "{:?}", v.snippet);
+    }
+
+    #[test]
     fn a_stopped_session_s_snippet_counts_its_tokens_under_a_budget() {
         let (_, e) = &budget_engines()[0];
         let cancelled = Outcome { kind: Some(OutcomeKind::Cancelled), ..fail("stopped", "search", "cancelled") };
