@@ -446,7 +446,7 @@ impl Classifier {
         self.index.candidates(outcome, exception, exception_last, &mut candidates);
         if !text.is_empty() && !self.messages.is_empty() {
             // Each pattern that matched, once, as its rule's hit on the message.
-            candidates.extend(self.messages.matches(text.as_bytes()).into_iter().map(|p| (self.pattern_rule[p], true)));
+            self.messages.matches_into(text.as_bytes(), &mut candidates, |p| (self.pattern_rule[p], true));
         }
         // One entry per rule, marked a message hit if any of its entries was.
         candidates.sort_unstable();

@@ -129,19 +129,39 @@ impl MessagePatterns {
     /// a text matches a few at most.
     pub fn matches(&self, text: &[u8]) -> Vec<PatternID> {
         let mut found = Vec::new();
+        self.matches_into(text, &mut found, |p| p);
+        found.sort_unstable();
+        found
+    }
+
+    /// Adds to `found` what `each` makes of each pattern that matches somewhere in `text`, unless
+    /// `found` has it already; in no set order. The classifier adds its candidate rules so, with
+    /// no list of patterns made and dropped for each text.
+    pub fn matches_into<T: PartialEq>(&self, text: &[u8], found: &mut Vec<T>, each: impl Fn(PatternID) -> T) {
         if self.is_empty() {
-            return found;
+            return;
         }
-        let searched = search(&self.dfa, &mut self.caches.get(), text, &mut found);
+        let start = found.len();
+        let searched = search(&self.dfa, &mut self.caches.get(), text, &mut |p| add_new(found, each(p)));
         if searched.is_err() {
             FALLBACKS.fetch_add(1, Ordering::Relaxed);
+            // What the search added is added again, in full.
+            found.truncate(start);
             let input = Input::new(text);
             let mut all = PatternSet::new(self.len());
             self.fallback.which_overlapping_matches(&mut self.fallback_caches.get(), &input, &mut all);
-            found = all.iter().collect();
+            for p in all.iter() {
+                add_new(found, each(p));
+            }
         }
-        found.sort_unstable();
-        found
+    }
+}
+
+/// Adds `item` to `found` unless it is there: a match state may come again at each byte after its
+/// match, and a list of a few is searched faster than a set is made.
+fn add_new<T: PartialEq>(found: &mut Vec<T>, item: T) {
+    if !found.contains(&item) {
+        found.push(item);
     }
 }
 
@@ -157,8 +177,8 @@ fn compiler(size_limit: usize) -> thompson::Compiler {
 /// Why the lazy DFA stopped short: its cache gave up, or it met a byte it quits on.
 struct GaveUp;
 
-/// Adds to `found` every pattern matching in `text`, walking `dfa` once.
-fn search(dfa: &DFA, cache: &mut Cache, text: &[u8], found: &mut Vec<PatternID>) -> Result<(), GaveUp> {
+/// Gives `found` every pattern matching in `text` (some more than once), walking `dfa` once.
+fn search(dfa: &DFA, cache: &mut Cache, text: &[u8], found: &mut impl FnMut(PatternID)) -> Result<(), GaveUp> {
     let mut sid = dfa.start_state_forward(cache, &Input::new(text)).map_err(|_| GaveUp)?;
     cache.search_start(0);
     let mut at = 0;
@@ -237,14 +257,10 @@ fn walk(dfa: &DFA, cache: &Cache, mut sid: LazyStateID, bytes: &[u8]) -> (LazySt
     (prev, sid, bytes.len())
 }
 
-/// Adds the patterns `sid` matches to `found`, those not in it yet: a match state may come again
-/// at each byte after its match.
-fn add_matches(dfa: &DFA, cache: &Cache, sid: LazyStateID, found: &mut Vec<PatternID>) {
+/// Gives `found` the patterns `sid` matches.
+fn add_matches(dfa: &DFA, cache: &Cache, sid: LazyStateID, found: &mut impl FnMut(PatternID)) {
     for i in 0..dfa.match_len(cache, sid) {
-        let pattern = dfa.match_pattern(cache, sid, i);
-        if !found.contains(&pattern) {
-            found.push(pattern);
-        }
+        found(dfa.match_pattern(cache, sid, i));
     }
 }
 
@@ -350,8 +366,12 @@ mod tests {
             (0..100_000).map(|_| if rng.next_u64().is_multiple_of(2) { b'a' } else { b'b' }).collect();
         text[0] = b'a';
         text[50_000..50_018].copy_from_slice(b"abababababababaabz");
-        assert!(search(&small.dfa, &mut small.dfa.create_cache(), &text, &mut Vec::new()).is_err());
+        assert!(search(&small.dfa, &mut small.dfa.create_cache(), &text, &mut |_| ()).is_err());
         assert_eq!(small.matches(&text).iter().map(|p| p.as_usize()).collect::<Vec<_>>(), vec![0]);
+        // What a list held before is kept; the search's own additions are made again by the PikeVM.
+        let mut found = vec![("index", 7)];
+        small.matches_into(&text, &mut found, |p| ("pattern", p.as_usize()));
+        assert_eq!(found, [("index", 7), ("pattern", 0)]);
     }
 
     /// The real messages of the classification corpus and the real traces (`tests/data`).
@@ -383,7 +403,7 @@ mod tests {
         let texts = real_texts();
         for _ in 0..2 {
             for text in &texts {
-                let searched = search(&ours.dfa, &mut cache, text, &mut Vec::new());
+                let searched = search(&ours.dfa, &mut cache, text, &mut |_| ());
                 assert!(searched.is_ok(), "gave up on {}", String::from_utf8_lossy(text));
             }
         }
