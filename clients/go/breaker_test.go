@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -131,6 +133,31 @@ func TestFallbackIdenticalErrorsAreJudgedOnTheNormalisedMessage(t *testing.T) {
 			t.Errorf("step %d (%s %q): identical_errors = %d, want %d", i+1, st.outcome.GetTool(),
 				st.outcome.GetMessage()+st.outcome.GetDetail(), got, st.identical)
 		}
+	}
+}
+
+// A Python traceback with no message is judged by its last line, the exception: its first lines
+// are its outermost frames. Real Python 3.11 tracebacks (tests/data/traces/make/failures.py,
+// `tool_arguments`): one tool's arguments malformed two ways, through the same frames to two
+// exceptions, as the sidecar's test.
+func TestFallbackJudgesAPythonTracebackByItsException(t *testing.T) {
+	read := func(name string) string {
+		text, err := os.ReadFile(filepath.Join("..", "..", "tests", "data", "traces", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(text)
+	}
+	truncated, quoted := read("py-tool-arguments-truncated.txt"), read("py-tool-arguments-single-quoted.txt")
+	p := DefaultFallbackPolicy()
+	p.MaxConsecutiveFailures = 0
+	r := newLocalRun(p, sessionLimits{})
+	var got []uint32
+	for _, detail := range []string{truncated, quoted, quoted, strings.Replace(truncated, "column 37 (char 36)", "column 52 (char 51)", 1)} {
+		got = append(got, r.report(&reboundpb.Outcome{Tool: "search_web", Detail: detail}).GetBreaker().GetIdenticalErrors())
+	}
+	if want := []uint32{1, 1, 2, 1}; !slices.Equal(got, want) {
+		t.Errorf("identical_errors = %v, want %v", got, want)
 	}
 }
 

@@ -42,6 +42,25 @@ var byteClasses = func() (classes [256]uint8) {
 	return classes
 }()
 
+// pythonTraceback starts a Python traceback, whose first lines are its outermost frames.
+const pythonTraceback = "Traceback (most recent call last):"
+
+// judgedText is what the fallback judges "the same error again" on: the
+// message, or the detail when there is none, a Python traceback by its last
+// line. The sidecar judges the error as it shows it (a trace's exception line
+// and innermost frame); a traceback's first lines are its outermost frames,
+// the same for every error a tool raises through the same code.
+func judgedText(message, detail string) string {
+	if message != "" {
+		return message
+	}
+	if strings.HasPrefix(strings.TrimLeft(detail, " \t\r\n"), pythonTraceback) {
+		rest := strings.TrimRight(detail, " \t\r\n")
+		return rest[strings.LastIndexByte(rest, '\n')+1:]
+	}
+	return detail
+}
+
 // normalise is the text the sidecar fingerprints for a message: whitespace
 // folded to one space, ASCII letters lower-cased, quoted values written <q>,
 // URLs <url>, paths <path>, and any word with a digit in it (numbers with

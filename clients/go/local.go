@@ -121,13 +121,7 @@ func (l *localState) observe(o *reboundpb.Outcome) fallbackInput {
 		return l.counters(tool)
 	}
 	l.consecutive[tool]++
-	// The message, or the detail when there is none. The sidecar judges the error as it shows it
-	// (a trace's exception and innermost frame); the fallback, which collapses no traces, the text.
-	text := o.GetMessage()
-	if text == "" {
-		text = o.GetDetail()
-	}
-	if text = normalise(text); l.lastTool == tool && l.lastError == text {
+	if text := normalise(judgedText(o.GetMessage(), o.GetDetail())); l.lastTool == tool && l.lastError == text {
 		l.identical++
 	} else {
 		l.lastTool, l.lastError, l.identical = tool, text, 1

@@ -978,10 +978,23 @@ def test_identical_is_judged_on_the_normalised_message() -> None:
     verdicts = [judge(state, failure(kind=Kind.TIMEOUT, message=TIMED_OUT.format(s)), policy) for s in seconds]
     assert [v.breaker.identical_errors for v in verdicts] == [1, 2, 3, 4, 5]
     assert verdicts[-1].reason is Reason.IDENTICAL_ERRORS
-    # Without a message, the detail is what the sidecar compares.
+    # Without a message, the detail is what is compared.
     state = LocalState(NOW)
     traces = [f"Traceback ...\n  File \"/app/run.py\", line {n}\nKeyError: 'id'" for n in (3, 4)]
     assert [judge(state, failure(message="", detail=t)).breaker.identical_errors for t in traces] == [1, 2]
+
+
+def test_a_python_traceback_without_a_message_is_judged_by_its_exception() -> None:
+    # Real Python 3.11 tracebacks (tests/data/traces/make/failures.py, `tool_arguments`): one tool's
+    # arguments malformed two ways, through the same frames to two exceptions, as the sidecar's test.
+    traces = REPO / "tests" / "data" / "traces"
+    truncated = (traces / "py-tool-arguments-truncated.txt").read_text(encoding="utf-8")
+    quoted = (traces / "py-tool-arguments-single-quoted.txt").read_text(encoding="utf-8")
+    policy = FallbackPolicy(max_consecutive_failures=0)
+    state = LocalState(NOW)
+    details = [truncated, quoted, quoted, truncated.replace("column 37 (char 36)", "column 52 (char 51)")]
+    counts = [judge(state, failure(message="", detail=d), policy).breaker.identical_errors for d in details]
+    assert counts == [1, 1, 2, 1]
 
 
 def test_another_error_or_a_success_of_the_tool_restarts_the_count() -> None:

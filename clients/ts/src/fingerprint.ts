@@ -8,6 +8,25 @@
 // UTF-16): the 512-byte prefix is cut on a character boundary, the byte
 // classes are the sidecar's, and only ASCII letters are lower-cased.
 
+/** How a Python traceback starts: its first lines are its outermost frames. */
+const PYTHON_TRACEBACK = "Traceback (most recent call last):";
+
+/**
+ * What the fallback judges "the same error again" on: the message, or the
+ * detail when there is none, a Python traceback by its last line. The sidecar
+ * judges the error as it shows it (a trace's exception line and innermost
+ * frame); a traceback's first lines are its outermost frames, the same for
+ * every error a tool raises through the same code.
+ */
+export function judgedText(message: string, detail: string): string {
+  if (message !== "") return message;
+  if (detail.trimStart().startsWith(PYTHON_TRACEBACK)) {
+    const rest = detail.trimEnd();
+    return rest.slice(rest.lastIndexOf("\n") + 1);
+  }
+  return detail;
+}
+
 /** How much of a message, in UTF-8 bytes, the sidecar's fingerprint looks at. */
 export const PREFIX_BYTES = 512;
 

@@ -7,7 +7,7 @@
 
 import { NO_LIMITS, type DeclaredLimits, type SessionCounts } from "./breaker.js";
 import { errorBlock, errorType, shownMessage, type ErrorBlock } from "./fallback.js";
-import { normalise } from "./fingerprint.js";
+import { judgedText, normalise } from "./fingerprint.js";
 import * as pb from "./gen/rebound/v1/rebound.js";
 import { categoryName } from "./names.js";
 
@@ -83,9 +83,7 @@ export class LocalState {
     }
     const n = (this.consecutive.get(o.tool) ?? 0) + 1;
     this.consecutive.set(o.tool, n);
-    // The message, or the detail when there is none. The sidecar judges the error as it shows it
-    // (a trace's exception and innermost frame); the fallback, which collapses no traces, the text.
-    const text = normalise(o.message === "" ? o.detail : o.message);
+    const text = normalise(judgedText(o.message, o.detail));
     const same = this.lastError?.tool === o.tool && this.lastError.text === text;
     this.identical = same ? this.identical + 1 : 1;
     this.lastError = { tool: o.tool, text };

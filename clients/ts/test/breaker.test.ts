@@ -5,6 +5,7 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 
 import { NO_LIMITS, type DeclaredLimits } from "../src/breaker.js";
@@ -12,6 +13,7 @@ import { decide, DEFAULT_FALLBACK_POLICY, fallbackPolicy, type FallbackInput, ty
 import * as pb from "../src/gen/rebound/v1/rebound.js";
 import { LocalState } from "../src/local.js";
 import { actionName, categoryName, reasonName, sessionStateName } from "../src/names.js";
+import { TEST_DATA } from "./helpers.js";
 import { sidecarBin } from "./sidecar.mjs";
 
 const STEP_LIMIT_SNIPPET = "<error>\nThe session reached its step limit; end the run.\n</error>";
@@ -172,6 +174,17 @@ describe("through the session's memory", () => {
     const panic = (line: number): pb.DeepPartial<pb.Outcome> => ({ tool: "parse", detail: `thread 'main' panicked at src/main.rs:${line}:5` });
     assert.deepEqual([1, 2].map((n) => run.report(panic(10 + n)).breaker?.identicalErrors), [1, 2]);
     assert.equal(run.report({ tool: "parse", detail: "stack overflow" }).breaker?.identicalErrors, 1);
+  });
+
+  it("judges a Python traceback with no message by its exception, not by its outermost frames", () => {
+    // Real Python 3.11 tracebacks (tests/data/traces/make/failures.py, `tool_arguments`): one tool's
+    // arguments malformed two ways, through the same frames to two exceptions, as the sidecar's test.
+    const read = (name: string): string => readFileSync(`${TEST_DATA}traces/${name}`, "utf8");
+    const truncated = read("py-tool-arguments-truncated.txt");
+    const quoted = read("py-tool-arguments-single-quoted.txt");
+    const run = new Run();
+    const details = [truncated, quoted, quoted, truncated.replace("column 37 (char 36)", "column 52 (char 51)")];
+    assert.deepEqual(details.map((detail) => run.report({ tool: "search_web", detail }).breaker?.identicalErrors), [1, 1, 2, 1]);
   });
 
   it("escalates the tenth error across tools", () => {

@@ -10,7 +10,7 @@ folds exactly as there."""
 
 from __future__ import annotations
 
-__all__ = ["normalise", "PREFIX_BYTES"]
+__all__ = ["judged_text", "normalise", "PREFIX_BYTES"]
 
 PREFIX_BYTES = 512
 """How much of a message (in UTF-8 bytes) the sidecar's fingerprint looks at."""
@@ -41,6 +41,21 @@ def _classes() -> bytes:
 
 
 _CLASSES = _classes()
+
+
+PYTHON_TRACEBACK = "Traceback (most recent call last):"
+
+
+def judged_text(message: str, detail: str) -> str:
+    """What the fallback judges "the same error again" on: the message, or the detail when there
+    is none, a Python traceback by its last line. The sidecar judges the error as it shows it (a
+    trace's exception line and innermost frame); a traceback's first lines are its outermost
+    frames, the same for every error a tool raises through the same code."""
+    if message:
+        return message
+    if detail.lstrip().startswith(PYTHON_TRACEBACK):
+        return detail.rstrip().rsplit("\n", 1)[-1]
+    return detail
 
 
 def normalise(message: str) -> str:

@@ -21,7 +21,7 @@ from rebound.fallback import (
     message_line,
     shown_message,
 )
-from rebound.fingerprint import normalise
+from rebound.fingerprint import judged_text, normalise
 from rebound.v1 import rebound_pb2 as pb
 from rebound.verdict import Action, Category, ErrorContext
 
@@ -109,9 +109,7 @@ class LocalState:
                     self._last_error, self._identical = None, 0
                 return self._counted(0)
             self._consecutive[o.tool] = self._consecutive.get(o.tool, 0) + 1
-            # The message, or the detail when there is none. The sidecar judges the error as it shows it
-            # (a trace's exception and innermost frame); the fallback, which collapses no traces, the text.
-            last = (o.tool, normalise(o.message or o.detail))
+            last = (o.tool, normalise(judged_text(o.message, o.detail)))
             self._identical = self._identical + 1 if last == self._last_error else 1
             self._last_error = last
             error = _Error(o.tool, error_type(o), shown_message(o))
