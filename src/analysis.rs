@@ -63,7 +63,7 @@ impl Analysis {
         let kept = shapes.keep(&digest.message);
         Analysis {
             classification: policy.classifier.classify(o),
-            fingerprint: fingerprint::of_shown(&kept, &digest.location),
+            fingerprint: fingerprint::of_shown(kept.fingerprint(), &digest.location),
             kept,
             digest,
         }

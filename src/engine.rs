@@ -865,6 +865,7 @@ mod tests {
         let again = e.report(&trace(&truncated.replace("column 37 (char 36)", "column 9 (char 8)"))).unwrap();
         assert_eq!(again.breaker.identical_errors, 2, "the same error at another column");
     }
+
     #[test]
     fn retry_after_wins_and_repeated_call_ids_count_once() {
         let (e, _) = engine();

@@ -17,8 +17,6 @@
 //! the stack, are then hashed eight at a time. It runs on every failure, so it
 //! allocates nothing and runs no regex.
 
-use crate::shapes::KeptMessage;
-
 /// How much of a message the fingerprint looks at.
 const PREFIX_BYTES: usize = 512;
 
@@ -165,12 +163,12 @@ pub fn fingerprint(message: &str) -> u64 {
     hash(&out[..len])
 }
 
-/// The fingerprint of a failure as it is shown: its message (kept, so its shape's, taken once)
-/// and the location shown with it, if any.
-pub fn of_shown(message: &KeptMessage, location: &str) -> u64 {
+/// The fingerprint of a failure as it is shown: its message's (a kept message's, its shape's,
+/// taken once: see `KeptMessage::fingerprint`) with the location shown, if any.
+pub fn of_shown(message: u64, location: &str) -> u64 {
     match location.is_empty() {
-        true => message.fingerprint(),
-        false => mix(message.fingerprint(), fingerprint(location)),
+        true => message,
+        false => mix(message, fingerprint(location)),
     }
 }
 

@@ -43,7 +43,7 @@ def _classes() -> bytes:
 _CLASSES = _classes()
 
 
-PYTHON_TRACEBACK = "Traceback (most recent call last):"
+_PYTHON_TRACEBACK = "Traceback (most recent call last):"
 
 
 def judged_text(message: str, detail: str) -> str:
@@ -53,7 +53,7 @@ def judged_text(message: str, detail: str) -> str:
     frames, the same for every error a tool raises through the same code."""
     if message:
         return message
-    if detail.lstrip().startswith(PYTHON_TRACEBACK):
+    if detail.lstrip().startswith(_PYTHON_TRACEBACK):
         return detail.rstrip().rsplit("\n", 1)[-1]
     return detail
 
