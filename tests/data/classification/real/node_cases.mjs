@@ -59,6 +59,19 @@ async function kase(id, category, source, run) {
   console.error(`${id}: did not fail`);
 }
 
+// As an agent reports an error when it passes it on as text alone: `String(error)`, which names the
+// type before the message, and nothing else.
+async function kaseAsText(id, category, source, run) {
+  try {
+    await run();
+  } catch (error) {
+    const outcome = { message: fixed(String(error)) };
+    console.log(JSON.stringify({ id, source, category, retryable: RETRYABLE.has(category), tags: ["type-in-message"], outcome }));
+    return;
+  }
+  console.error(`${id}: did not fail`);
+}
+
 // fetch (undici)
 await kase("r-node-fetch-refused", "network", NODE, () => fetch(`http://127.0.0.1:${CLOSED}/`));
 await kase("r-node-fetch-timeout", "timeout", NODE, () => fetch(`http://127.0.0.1:${PORT}/slow`, { signal: AbortSignal.timeout(300) }));
@@ -99,5 +112,11 @@ await kase("r-node-import-missing", "not_found", NODE, () => import("left-pad-no
 // child processes (the error carries status and stderr)
 await kase("r-node-exec-missing-file", "not_found", NODE, () => execSync("cat /srv/agent/missing.txt", { stdio: "pipe" }));
 await kase("r-node-exec-not-found", "not_found", NODE, () => execSync("terraformm plan", { stdio: "pipe" }));
+
+// The same kind of failures sent as `String(error)` alone, with no type beside them.
+const recurse = () => recurse();
+await kaseAsText("r-node-text-fetch-timeout", "timeout", NODE, () => fetch(`http://127.0.0.1:${PORT}/slow`, { signal: AbortSignal.timeout(300) }));
+await kaseAsText("r-node-text-json-bad", "format", NODE, () => JSON.parse('{"query": "weather", "units": metric}'));
+await kaseAsText("r-node-text-stack", "internal", NODE, () => recurse());
 
 server.close();

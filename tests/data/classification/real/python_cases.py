@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -201,6 +202,21 @@ def case(id, category, source, run):
     print(f"{id}: did not fail", file=sys.stderr)
 
 
+def case_as_text(id, category, source, run):
+    """A case as an agent reports it when it passes the error on as text alone: the last line of
+    `traceback.format_exception_only`, which names the type before the message, and nothing else."""
+    try:
+        run()
+    except BaseException as exc:  # the failure is the data
+        retryable = category in ("timeout", "rate_limited", "network", "unavailable", "internal")
+        text = fixed(traceback.format_exception_only(exc)[-1].strip())
+        line = {"id": id, "source": source, "category": category, "retryable": retryable,
+                "tags": ["type-in-message"], "outcome": {"message": text}}
+        print(json.dumps(line, ensure_ascii=False))
+        return
+    print(f"{id}: did not fail", file=sys.stderr)
+
+
 def as_nobody(run):
     """Runs `run` in a child process as user nobody (this machine's scripts run as root, whom no
     file mode stops) and raises the exception it raised, brought back by pickle."""
@@ -347,6 +363,24 @@ case("r-py-subprocess-ls", "not_found", P,
      lambda: subprocess.run(["ls", "/srv/agent/missing"], check=True, capture_output=True, text=True))
 case("r-py-subprocess-timeout", "timeout", P, lambda: subprocess.run(["sleep", "5"], timeout=0.2))
 case("r-py-int-parse", "validation", P, lambda: int("twelve"))
+
+
+def recurse(n):
+    return recurse(n + 1)
+
+
+async def cancelled():
+    task = asyncio.create_task(asyncio.sleep(5))
+    await asyncio.sleep(0)
+    task.cancel()
+    await task
+
+
+# The same kind of failures sent as text alone (`Type: message`), with no type beside them.
+case_as_text("r-py-text-keyerror", "validation", P, lambda: {"limit": 5}["query"])
+case_as_text("r-py-text-recursion", "internal", P, lambda: recurse(0))
+case_as_text("r-py-text-cancelled", "cancelled", P, lambda: asyncio.run(cancelled()))
+case_as_text("r-py-text-json-bad", "format", P, lambda: json.loads('{"query": "weather", "units": metric}'))
 
 S = f"sqlite3 (SQLite {sqlite3.sqlite_version}, CPython {sys.version.split()[0]})"
 db = os.path.join(tempfile.mkdtemp(), "agent.db")
