@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,9 +41,12 @@ import (
 // with a 418 not found (classifyCoarse). It reads no words but those of
 // RESOURCE_EXHAUSTED: where the sidecar's rules read a signal with the
 // message's words (a 400 that says the prompt is too long), it answers by the
-// signal alone. Its session breakers are the sidecar's (src/breaker.rs):
-// identical errors in a row and a session's step and cost limits abort,
-// failures of one tool in a row and the session's errors escalate.
+// signal alone; but a one-line message that begins with a type (TimeoutError:
+// ...) gives that type when the exception type is empty or unknown, as on the
+// sidecar (exceptionTypeOf). Its session breakers are the sidecar's
+// (src/breaker.rs): identical errors in a row and a session's step and cost
+// limits abort, failures of one tool in a row and the session's errors
+// escalate.
 type FallbackPolicy struct {
 	// BaseDelay is the first retry's backoff delay.
 	BaseDelay time.Duration
@@ -305,7 +309,8 @@ func codeClassOf(code string) (codeClass, bool) {
 // validation here even when its words say fetch failed; and the types the
 // sidecar reads from a stack trace in the message or detail when the outcome
 // names none, or none a rule knows (Go's exec.ExitError around a Python
-// traceback), which the fallback does not parse.
+// traceback), which the fallback does not parse (it reads only the type a
+// one-line message begins with: exceptionTypeOf).
 var exceptionRules = []struct {
 	class codeClass
 	types []string
@@ -468,8 +473,65 @@ func isToolErrorParse(o *reboundpb.Outcome) bool {
 	if o.GetKind() != KindToolError {
 		return false
 	}
-	typ := strings.TrimSpace(o.GetExceptionType())
+	typ := strings.TrimSpace(exceptionTypeOf(o))
 	return typ != "" && (toolErrorParseTypes[typ] || toolErrorParseTypes[lastPart(typ)])
+}
+
+// exceptionTypeOf is the exception type the fallback reads an outcome by, as
+// the sidecar picks it (src/classify.rs): the outcome's own when the fallback
+// knows it; else, when the fallback knows that one, the type a one-line
+// message begins with (typeInMessage); else the outcome's own.
+func exceptionTypeOf(o *reboundpb.Outcome) string {
+	typ := o.GetExceptionType()
+	if knownType(typ) {
+		return typ
+	}
+	if named, ok := typeInMessage(o.GetMessage()); ok && knownType(named) {
+		return named
+	}
+	return typ
+}
+
+// knownType says whether exceptionRules or toolErrorParseTypes name a type,
+// whole or its last part, as the sidecar asks whether a rule knows one.
+func knownType(typ string) bool {
+	typ = strings.TrimSpace(typ)
+	_, ok := exceptionClassOf(typ)
+	return ok || toolErrorParseTypes[typ] || toolErrorParseTypes[lastPart(typ)]
+}
+
+// typeEndings are how a name must end to be read as a type in a message.
+var typeEndings = []string{"Error", "Exception", "Interrupt", "Exit", "Timeout"}
+
+// typeInMessage is the type a one-line message names before its text, as
+// JavaScript's String(error) and Python's traceback.format_exception_only
+// write an error ("TimeoutError: The operation was aborted due to timeout"),
+// read as the sidecar's type_in_message reads it (src/classify.rs): the
+// message trimmed (strings.TrimSpace trims Unicode White_Space, as Rust's
+// str::trim), past a Java thread's `Exception in thread "main" `, up to its
+// first colon; a type when it ends as one (typeEndings) and is all ASCII
+// letters, digits, underscores and dots. A message of more lines has none.
+func typeInMessage(message string) (string, bool) {
+	if strings.Contains(message, "\n") {
+		return "", false
+	}
+	line := strings.TrimSpace(message)
+	if rest, ok := strings.CutPrefix(line, `Exception in thread "`); ok {
+		line = rest
+		if _, after, found := strings.Cut(rest, `" `); found {
+			line = after
+		}
+	}
+	name, _, _ := strings.Cut(line, ":")
+	if !slices.ContainsFunc(typeEndings, func(end string) bool { return strings.HasSuffix(name, end) }) {
+		return "", false
+	}
+	for i := 0; i < len(name); i++ {
+		if b := name[i]; !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '.') {
+			return "", false
+		}
+	}
+	return name, true
 }
 
 // grpcClasses are the gRPC status codes (their numbers, fixed by the gRPC
@@ -832,7 +894,8 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 // and a rule, ranked as the sidecar scores them (src/classify.rs): the
 // outcome's kind first (a kind rule scores 100 there; a parse error inside a
 // tool that ran, kind.tool_error.parse, 160), then an error code (80: a
-// provider's, an errno name, an MCP error code), then an exception type (60),
+// provider's, an errno name, an MCP error code), then an exception type (60:
+// the outcome's, or the one a one-line message begins with, exceptionTypeOf),
 // then a gRPC code (50), then a single HTTP status (40), then an exit code
 // (40 too, but the HTTP rules are listed first), then an HTTP status by its
 // range (38). So a 503 whose connection was reset is a network failure, a 401
@@ -863,7 +926,7 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 	if c, ok := codeClassOf(o.GetCode()); ok {
 		return c
 	}
-	if c, ok := exceptionClassOf(o.GetExceptionType()); ok {
+	if c, ok := exceptionClassOf(exceptionTypeOf(o)); ok {
 		return c
 	}
 	if o.GrpcCode != nil {

@@ -680,6 +680,99 @@ func TestToolErrorParseMatchesSidecarRule(t *testing.T) {
 	}
 }
 
+// A one-line message that begins with a type, as JavaScript's String(error) and
+// Python's traceback.format_exception_only write an error, gives that type when
+// the outcome names none, or one the fallback does not know, as on the sidecar
+// (src/classify.rs, type_in_message): it ranks where an exception type ranks.
+func TestFallbackReadsTheTypeAOneLineMessageBeginsWith(t *testing.T) {
+	tests := []struct {
+		name    string
+		outcome *reboundpb.Outcome
+		rule    string
+	}{
+		// The messages of tests/data/classification/holdout-real.jsonl tagged type-in-message:
+		// Node v20.20.2's String(error) and CPython 3.11.7's format_exception_only.
+		{name: "Node's fetch timeout", outcome: &reboundpb.Outcome{Message: "TimeoutError: The operation was aborted due to timeout"},
+			rule: "fallback.type_timeout"},
+		{name: "a KeyError", outcome: &reboundpb.Outcome{Message: "KeyError: 'query'"}, rule: "fallback.type_validation"},
+		{name: "a RecursionError", outcome: &reboundpb.Outcome{Message: "RecursionError: maximum recursion depth exceeded"},
+			rule: "fallback.type_internal"},
+		{name: "a type alone, by its last part", outcome: &reboundpb.Outcome{Message: "asyncio.exceptions.CancelledError"},
+			rule: "fallback.type_cancelled"},
+		{name: "a dotted type before a message with colons",
+			outcome: &reboundpb.Outcome{Message: "json.decoder.JSONDecodeError: Expecting value: line 1 column 31 (char 30)"},
+			rule:    "fallback.type_format"},
+		// Hand-written: how the line is read.
+		{name: "trimmed as Rust trims, no-break spaces included", outcome: &reboundpb.Outcome{Message: "\u00a0 KeyError: 'query'\t"},
+			rule: "fallback.type_validation"},
+		{name: "past a Java thread's name", outcome: &reboundpb.Outcome{Message: `Exception in thread "main" java.lang.IllegalStateException: closed`},
+			rule: "fallback.type_validation"},
+		{name: "a name with a space is no type", outcome: &reboundpb.Outcome{Message: "KeyError reading the config"}, rule: "fallback.default"},
+		{name: "nor one that does not end as a type", outcome: &reboundpb.Outcome{Message: "Timeouts: 3"}, rule: "fallback.default"},
+		{name: "nor one with other characters", outcome: &reboundpb.Outcome{Message: "Key-Error: 'query'"}, rule: "fallback.default"},
+		{name: "a message of two lines is not read so", outcome: &reboundpb.Outcome{Message: "TimeoutError: x\nmore"}, rule: "fallback.default"},
+		// Where it ranks: after the outcome's own type when the fallback knows it, kind and code; before the rest.
+		{name: "a known exception type keeps its meaning",
+			outcome: &reboundpb.Outcome{ExceptionType: "ValueError", Message: "TimeoutError: the cache said so"}, rule: "fallback.type_validation"},
+		{name: "an unknown exception type gives way",
+			outcome: &reboundpb.Outcome{ExceptionType: "ToolException", Message: "KeyError: 'query'"}, rule: "fallback.type_validation"},
+		{name: "a type the fallback does not know changes nothing",
+			outcome: &reboundpb.Outcome{Message: "FrobnicatorError: declined", HttpStatus: 503}, rule: "fallback.http_502"},
+		{name: "the kind comes first", outcome: &reboundpb.Outcome{Kind: KindCancelled, Message: "TimeoutError: x"}, rule: "fallback.kind_cancelled"},
+		{name: "and an error code", outcome: &reboundpb.Outcome{Code: "ECONNRESET", Message: "TimeoutError: x"}, rule: "fallback.code_network"},
+		{name: "before a gRPC code", outcome: &reboundpb.Outcome{GrpcCode: i32(14), Message: "KeyError: 'query'"}, rule: "fallback.type_validation"},
+		{name: "and an HTTP status", outcome: &reboundpb.Outcome{HttpStatus: 503, Message: "TimeoutError: x"}, rule: "fallback.type_timeout"},
+		{name: "a parse error inside a tool that ran, as if typed",
+			outcome: &reboundpb.Outcome{Kind: KindToolError, Message: "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"},
+			rule:    toolErrorParse.rule},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.outcome.Tool = "t"
+			if c := coarseClass(tt.outcome); c.rule != tt.rule {
+				t.Errorf("%s, rule %s; want rule %s", categoryName(c.category), c.rule, tt.rule)
+			}
+		})
+	}
+	// The categories the holdout set wants of the real messages, through decide.
+	for message, want := range map[string]Category{
+		"TimeoutError: The operation was aborted due to timeout": reboundpb.Category_CATEGORY_TIMEOUT,
+		"KeyError: 'query'": reboundpb.Category_CATEGORY_VALIDATION,
+		"RecursionError: maximum recursion depth exceeded":                          reboundpb.Category_CATEGORY_INTERNAL,
+		"asyncio.exceptions.CancelledError":                                         reboundpb.Category_CATEGORY_CANCELLED,
+		"json.decoder.JSONDecodeError: Expecting value: line 1 column 31 (char 30)": reboundpb.Category_CATEGORY_FORMAT,
+	} {
+		v := DefaultFallbackPolicy().decide(&reboundpb.Outcome{Tool: "t", Message: message}, fallbackInput{consecutive: 1, now: now, random: 0.5})
+		if got := v.GetClassification().GetCategory(); got != want {
+			t.Errorf("message %q: %s, want %s", message, categoryName(got), categoryName(want))
+		}
+	}
+}
+
+// The same messages decide on the sidecar as in the fallback, but those whose
+// words a sidecar rule reads, or that are a trace (of more lines).
+func TestTypeInMessageDecidesLikeTheSidecar(t *testing.T) {
+	decidesLikeTheSidecar(t, []map[string]any{
+		{"message": "TimeoutError: The operation was aborted due to timeout"},
+		{"message": "KeyError: 'query'"},
+		{"message": "RecursionError: maximum recursion depth exceeded"},
+		{"message": "asyncio.exceptions.CancelledError"},
+		{"message": "json.decoder.JSONDecodeError: Expecting value: line 1 column 31 (char 30)"},
+		{"message": "\u00a0 KeyError: 'query'\t"},
+		{"message": `Exception in thread "main" java.lang.IllegalStateException: closed`},
+		{"message": "KeyError reading the config"},
+		{"message": "Key-Error: 'query'"},
+		{"exception_type": "ValueError", "message": "TimeoutError: the cache said so"},
+		{"exception_type": "ToolException", "message": "KeyError: 'query'"},
+		{"message": "FrobnicatorError: declined", "http_status": 503},
+		{"kind": "cancelled", "message": "TimeoutError: x"},
+		{"code": "ECONNRESET", "message": "TimeoutError: x"},
+		{"grpc_code": 14, "message": "KeyError: 'query'"},
+		{"http_status": 503, "message": "TimeoutError: x"},
+		{"kind": "tool_error", "message": "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"},
+	})
+}
+
 // The HTTP statuses the fallback reads are the sidecar's: each entry of
 // httpStatusRules is one rule of the sidecar that reads single statuses
 // alone, each of httpRangeRules one that reads a range alone, in the same

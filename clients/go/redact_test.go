@@ -108,7 +108,9 @@ func TestFallbackRedactsSecrets(t *testing.T) {
 			}
 			check("snippet", v.GetSnippet())
 
-			v, err = s.Report(ctx, "llm", errors.New(l.Message), WithHTTPStatus(401))
+			// An auth code with the 401: a message that begins with a type (redis.exceptions.ConnectionError: ...)
+			// is read by that type, which outranks a status, as on the sidecar.
+			v, err = s.Report(ctx, "llm", errors.New(l.Message), WithHTTPStatus(401), WithCode("invalid_api_key"))
 			if err != nil || !v.Fallback || v.Action != ActionEscalate {
 				t.Fatalf("Report(401) = %v, %v; want a local escalation", v, err)
 			}

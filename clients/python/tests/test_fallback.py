@@ -1204,6 +1204,37 @@ def test_exception_types_match_as_on_the_sidecar() -> None:
     ])
 
 
+def test_a_one_line_message_that_begins_with_a_type_gives_it_as_on_the_sidecar() -> None:
+    # Errors passed on as text alone, with no type beside them: Node 20's `String(error)` and
+    # CPython 3.11's `traceback.format_exception_only` (the sidecar's holdout-real.jsonl cases
+    # tagged type-in-message). Without a type the fallback read them as unknown.
+    texts = [
+        "TimeoutError: The operation was aborted due to timeout",
+        "KeyError: 'query'",
+        "RecursionError: maximum recursion depth exceeded",
+        "asyncio.exceptions.CancelledError",
+        "json.decoder.JSONDecodeError: Expecting value: line 1 column 31 (char 30)",
+    ]
+    assert [classify_coarse(failure(message=t))[0] for t in texts] == [
+        Category.TIMEOUT, Category.VALIDATION, Category.INTERNAL, Category.CANCELLED, Category.FORMAT,
+    ]
+    assert_as_the_sidecar_decides([
+        *({"message": t} for t in texts),
+        # A type beside the message still decides; a wrapper no rule knows gives way to the message's.
+        {"exception_type": "ValueError", "message": "TimeoutError: the cache said so"},
+        {"exception_type": "ToolException", "message": "KeyError: 'query'"},
+        # A parse error raised inside a tool, as a typed one is.
+        {"kind": Kind.TOOL_ERROR, "message": "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"},
+        # Words that only look like a type, and a JVM's line.
+        {"message": "KeyError reading the config"},
+        {"message": 'Exception in thread "main" java.net.SocketTimeoutException: Read timed out'},
+    ])
+    # A type after other words, and a message of two lines, are no type here. (The sidecar reads
+    # the first by its words, and the second as a trace: the fallback reads neither.)
+    for text in ["tool failed: TimeoutError", "TimeoutError: x\nmore"]:
+        assert classify_coarse(failure(message=text)) == (Category.UNKNOWN, "fallback.default"), text
+
+
 def test_signals_rank_as_the_sidecar_scores_them() -> None:
     # An exception type (60) over a gRPC code (50) and an HTTP status (40), and a gRPC code over a
     # status: each pair of signals the fallback reads, where the two say different things.

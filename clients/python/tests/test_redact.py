@@ -52,8 +52,10 @@ def test_the_corpora_are_there() -> None:
 @pytest.mark.parametrize("line", SECRETS)
 def test_no_secret_reaches_what_the_fallback_writes(unreachable: rebound.Client, line: dict[str, Any]) -> None:
     with unreachable.session(unique("py-redact"), tools=["llm"]) as session:
-        # A 401 escalates: the snippet and the escalation report both repeat the message.
-        v = session.report("llm", message=line["message"], http_status=401)
+        # Bad credentials escalate: the snippet and the escalation report both repeat the message. An
+        # auth code with the 401: a message that begins with a type (`redis.exceptions.ConnectionError:
+        # ...`) is read by that type, which outranks a status, as on the sidecar.
+        v = session.report("llm", message=line["message"], http_status=401, code="invalid_api_key")
         assert v.fallback and v.action is Action.ESCALATE and v.escalation is not None
         written = {"snippet": v.snippet, "escalation": v.escalation.text, "context": session.context().text}
     for where, text in written.items():

@@ -787,6 +787,47 @@ export function exceptionType(type: string): readonly [pb.Category, string] | un
   return EXCEPTION_TYPES.get(name) ?? EXCEPTION_TYPES.get(last);
 }
 
+/** True when a rule of the fallback's tables knows an exception type: {@link EXCEPTION_TYPES} or {@link TOOL_PARSE_TYPES}. */
+function knownType(type: string): boolean {
+  return exceptionType(type) !== undefined || typeNames(type).some((n) => TOOL_PARSE_TYPES.has(n));
+}
+
+/**
+ * The type a one-line message names before its text, as JavaScript's
+ * `String(error)` and Python's `traceback.format_exception_only` write an
+ * error (`TimeoutError: The operation was aborted due to timeout`), if it
+ * looks like one: as the sidecar's type_in_message (src/classify.rs), the
+ * line trimmed as Rust's `str::trim` trims, without a JVM's `Exception in
+ * thread "main" `, read up to its first `:`, all of it ASCII letters, digits,
+ * `_` and `.`, and ending as a type does. A message of more lines is none.
+ * @internal Exported for tests.
+ */
+export function typeInMessage(message: string): string | undefined {
+  if (message.includes("\n")) return undefined;
+  let line = message.replace(RUST_TRIM, "");
+  const thread = 'Exception in thread "';
+  if (line.startsWith(thread)) {
+    const rest = line.slice(thread.length);
+    const end = rest.indexOf('" ');
+    line = end < 0 ? rest : rest.slice(end + 2);
+  }
+  const colon = line.indexOf(":");
+  const name = colon < 0 ? line : line.slice(0, colon);
+  const looksLikeType = ["Error", "Exception", "Interrupt", "Exit", "Timeout"].some((s) => name.endsWith(s));
+  return looksLikeType && /^[A-Za-z0-9_.]*$/.test(name) ? name : undefined;
+}
+
+/**
+ * The exception type the fallback reads, as the sidecar derives it: the
+ * outcome's when a rule knows it, else the type a one-line message begins with
+ * when a rule knows that one (see {@link typeInMessage}), else the outcome's.
+ */
+function effectiveType(o: pb.Outcome): string {
+  if (knownType(o.exceptionType)) return o.exceptionType;
+  const named = typeInMessage(o.message);
+  return named !== undefined && knownType(named) ? named : o.exceptionType;
+}
+
 /** Leading and trailing Unicode White_Space, as Rust's `str::trim` removes it. */
 const RUST_TRIM = /^[\t-\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+|[\t-\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+$/g;
 
@@ -1028,13 +1069,15 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_NO_TOOL_CALL) return [C.CATEGORY_FORMAT, "fallback.kind_no_tool_call"];
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL) return [C.CATEGORY_FORMAT, "fallback.kind_invalid_tool_call"];
   // A parse error a tool hit (kind and type, 160 on the sidecar: rule kind.tool_error.parse), not the model's.
-  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR && typeNames(o.exceptionType).some((n) => TOOL_PARSE_TYPES.has(n))) {
+  // The exception type, or the one a one-line message begins with when the field names none a rule knows.
+  const typeName = effectiveType(o);
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR && typeNames(typeName).some((n) => TOOL_PARSE_TYPES.has(n))) {
     return [C.CATEGORY_INTERNAL, "fallback.kind_tool_error_parse"];
   }
   const code = errorCode(o.code);
   if (code !== undefined) return [...code];
   // A type (60) ties a RESOURCE_EXHAUSTED with quota words (50 + 10) on the sidecar, and wins as the rule listed first.
-  const type = exceptionType(o.exceptionType);
+  const type = exceptionType(typeName);
   if (type !== undefined) return [...type];
   if (o.grpcCode === 8) {
     // gRPC's RESOURCE_EXHAUSTED: a rate limit, unless its words say a quota, as the sidecar's rules

@@ -31,6 +31,7 @@ import {
   RULE_SUGGESTIONS,
   SUGGESTIONS,
   TOOL_PARSE_TYPES,
+  typeInMessage,
   type FallbackPolicy,
 } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
@@ -929,6 +930,51 @@ describe("fallback policy", () => {
       const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", exceptionType: type }));
       assert.deepEqual([categoryName(c), r], ["unknown", "fallback.default"], JSON.stringify(type));
     }
+  });
+
+  it("reads the type a one-line message begins with when the type is empty or unknown, as the sidecar", () => {
+    // Node 20.20.2's String(error) and CPython 3.11.7's format_exception_only, as sent with no type
+    // (tests/data/classification/holdout-real.jsonl, tagged type-in-message).
+    const tool = pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR;
+    const cases: [pb.DeepPartial<pb.Outcome>, string, string][] = [
+      [{ message: "TimeoutError: The operation was aborted due to timeout" }, "timeout", "fallback.type_timeout"],
+      [{ message: "KeyError: 'query'" }, "validation", "fallback.type_validation"],
+      [{ message: "RecursionError: maximum recursion depth exceeded" }, "internal", "fallback.type_internal"],
+      [{ message: "asyncio.exceptions.CancelledError" }, "cancelled", "fallback.type_cancelled"],
+      [{ message: "json.decoder.JSONDecodeError: Expecting value: line 1 column 31 (char 30)" }, "format", "fallback.type_format"],
+      // A name with spaces up to the `:` is no type.
+      [{ message: "KeyError reading the config" }, "unknown", "fallback.default"],
+      // A type a rule knows is read first; one no rule knows gives way to the message's.
+      [{ exceptionType: "ValueError", message: "TimeoutError: the cache said so" }, "validation", "fallback.type_validation"],
+      [{ exceptionType: "ToolException", message: "KeyError: 'query'" }, "validation", "fallback.type_validation"],
+      // A message of more lines is not read so (the sidecar reads it as a trace).
+      [{ message: "TimeoutError: x\nmore" }, "unknown", "fallback.default"],
+      // A parse error in a tool, as with the type given; a type under the kind and a code, over a status.
+      [{ kind: tool, message: "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)" }, "internal", "fallback.kind_tool_error_parse"],
+      [{ kind: tool, exceptionType: "json.decoder.JSONDecodeError" }, "internal", "fallback.kind_tool_error_parse"],
+      [{ code: "ECONNRESET", message: "TimeoutError: x" }, "network", "fallback.code_network"],
+      [{ httpStatus: 401, message: "TimeoutError: x" }, "timeout", "fallback.type_timeout"],
+    ];
+    for (const [fields, category, rule] of cases) {
+      const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", ok: false, ...fields }));
+      assert.deepEqual([categoryName(c), r], [category, rule], JSON.stringify(fields));
+    }
+    assert.equal(typeInMessage(' Exception in thread "main" java.net.SocketTimeoutException: Read timed out\u0085'), "java.net.SocketTimeoutException");
+    assert.equal(typeInMessage('Exception in thread "mainTimeoutError'), "mainTimeoutError");
+    for (const message of ["", "\uFEFFTimeoutError: x", "Timeout\u00E9Error: x", "TimeoutErrors: x", "Error", "TimeoutError: x\n"]) {
+      assert.equal(typeInMessage(message), message === "Error" ? "Error" : undefined, JSON.stringify(message));
+    }
+    assertDecidesAsSidecar([
+      { message: "TimeoutError: The operation was aborted due to timeout" },
+      { message: "KeyError: 'query'" },
+      { message: "RecursionError: maximum recursion depth exceeded" },
+      { message: "asyncio.exceptions.CancelledError" },
+      { message: "json.decoder.JSONDecodeError: Expecting value: line 1 column 31 (char 30)" },
+      { exception_type: "ValueError", message: "TimeoutError: the cache said so" },
+      { exception_type: "ToolException", message: "KeyError: 'query'" },
+      { kind: "tool_error", message: "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)" },
+      { http_status: 401, message: "TimeoutError: x" },
+    ]);
   });
 
   it("matches an error code trimmed and ASCII case aside, as the sidecar, and nothing else", () => {

@@ -353,6 +353,43 @@ def _by_exception_type(exception_type: str) -> Optional[tuple[Category, str]]:
     return next((verdict for types, verdict in _EXCEPTION_TYPE_RULES if name in types or last in types), None)
 
 
+def _knows_type(exception_type: str) -> bool:
+    """Whether the fallback reads `exception_type`: one of its exception rules' types, or a parse type."""
+    return _by_exception_type(exception_type) is not None or not _TOOL_ERROR_PARSE_TYPES.isdisjoint(
+        _type_names(exception_type))
+
+
+_TYPE_ENDINGS = ("Error", "Exception", "Interrupt", "Exit", "Timeout")
+_TYPE_NAME = re.compile("[A-Za-z0-9_.]+")
+_JAVA_THREAD = 'Exception in thread "'
+
+
+def _type_in_message(message: str) -> str:
+    """The type a one-line message begins with, as the sidecar reads one (`type_in_message` in
+    src/classify.rs), or "": JavaScript's `String(error)` and Python's `format_exception_only` write
+    an error as `TimeoutError: The operation was aborted due to timeout`. The name runs to the first
+    `:`, is ASCII letters, digits, `_` and `.`, and ends as a type's name does."""
+    if "\n" in message:
+        return ""
+    line = message.strip(_RUST_WHITE_SPACE)
+    if line.startswith(_JAVA_THREAD):
+        rest = line[len(_JAVA_THREAD):]
+        _, quote, after = rest.partition('" ')
+        line = after if quote else rest
+    name = line.partition(":")[0]
+    return name if name.endswith(_TYPE_ENDINGS) and _TYPE_NAME.fullmatch(name) else ""
+
+
+def _exception_type(o: pb.Outcome) -> str:
+    """The type the fallback reads: the outcome's, or, when it names none the fallback knows (a
+    wrapper such as LangChain's `ToolException`, or none at all), the one its message begins with if
+    the fallback knows that one, as the sidecar reads a type from a one-line message."""
+    if _knows_type(o.exception_type):
+        return o.exception_type
+    named = _type_in_message(o.message)
+    return named if named and _knows_type(named) else o.exception_type
+
+
 # gRPC status codes (fixed by the gRPC spec) as the sidecar's rules grpc.* name them
 # (test_fallback checks for drift); RESOURCE_EXHAUSTED, which also reads words, comes below.
 _GRPC_CATEGORIES = {
@@ -836,12 +873,13 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return Category.FORMAT, "fallback.kind_no_tool_call"
     if kind is Kind.INVALID_TOOL_CALL:
         return Category.FORMAT, "fallback.kind_invalid_tool_call"
-    if kind is Kind.TOOL_ERROR and not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(o.exception_type)):
+    exception_type = _exception_type(o)
+    if kind is Kind.TOOL_ERROR and not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(exception_type)):
         return Category.INTERNAL, "fallback.kind_tool_error_parse"
     by_code = _CODES.get(_code_key(o.code))
     if by_code is not None:
         return by_code
-    by_type = _by_exception_type(o.exception_type)
+    by_type = _by_exception_type(exception_type)
     if by_type is not None:
         return by_type
     if o.HasField("grpc_code"):
