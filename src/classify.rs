@@ -190,9 +190,10 @@ pub struct Signals {
     pub kind: Option<OutcomeKind>,
     /// The error code, lowercased.
     pub code: String,
-    /// The exception type.
+    /// The exception type the rules read: the outcome's, or one its trace or its one-line message
+    /// gives (see `Classifier::best`).
     pub exception_type: String,
-    /// gRPC code.
+    /// gRPC code: the outcome's, or one its message names (`rpc error: code = Unavailable`).
     pub grpc_code: Option<i32>,
     /// HTTP status.
     pub http_status: Option<u16>,
@@ -419,23 +420,7 @@ impl Classifier {
     /// The winning rule index and, when `collect`, every match as (index, category, score).
     fn best(&self, outcome: &Outcome, collect: bool) -> (Option<usize>, Vec<(usize, Category, i32)>) {
         let text = match_text(outcome, self.text_limit);
-        // From a trace: the first type some rule knows (a root cause may be too generic to),
-        // when the outcome names no type, or one no rule knows (a wrapper such as Go's
-        // `exec.ExitError` around a process that printed its own exception); after those, the type a
-        // one-line message begins with.
-        let named = outcome.exception_type.trim();
-        let derived = if named.is_empty() {
-            let mut names = exceptions_in_trace(trace_text(outcome));
-            names.extend(type_in_message(&outcome.message));
-            names.iter().copied().find(|n| self.index.knows(n)).or(names.first().copied())
-        } else if !self.index.knows(named) {
-            let mut names =
-                exceptions_in_trace(trace_text(outcome)).into_iter().chain(type_in_message(&outcome.message));
-            names.find(|n| self.index.knows(n))
-        } else {
-            None
-        };
-        let exception = derived.unwrap_or_else(|| outcome.exception_type.trim());
+        let exception = self.exception_read(outcome);
         let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
         let mut candidates = Vec::with_capacity(16);
         let derived_grpc = if outcome.grpc_code.is_none() { grpc_code_in_message(&outcome.message) } else { None };
@@ -477,12 +462,32 @@ impl Classifier {
         (best.map(|(i, _)| i), all)
     }
 
+    /// The exception type the rules read. From a trace: the first type some rule knows (a root
+    /// cause may be too generic to), when the outcome names no type, or one no rule knows (a wrapper
+    /// such as Go's `exec.ExitError` around a process that printed its own exception); after those,
+    /// the type a one-line message begins with. Else the outcome's own.
+    fn exception_read<'a>(&self, outcome: &'a Outcome) -> &'a str {
+        let named = outcome.exception_type.trim();
+        let derived = if named.is_empty() {
+            let mut names = exceptions_in_trace(trace_text(outcome));
+            names.extend(type_in_message(&outcome.message));
+            names.iter().copied().find(|n| self.index.knows(n)).or(names.first().copied())
+        } else if !self.index.knows(named) {
+            let mut names =
+                exceptions_in_trace(trace_text(outcome)).into_iter().chain(type_in_message(&outcome.message));
+            names.find(|n| self.index.knows(n))
+        } else {
+            None
+        };
+        derived.unwrap_or(named)
+    }
+
     fn signals(&self, outcome: &Outcome) -> Signals {
         Signals {
             kind: outcome.kind,
             code: outcome.code.trim().to_ascii_lowercase(),
-            exception_type: outcome.exception_type.clone(),
-            grpc_code: outcome.grpc_code,
+            exception_type: self.exception_read(outcome).to_string(),
+            grpc_code: outcome.grpc_code.or_else(|| grpc_code_in_message(&outcome.message)),
             http_status: outcome.http_status,
             exit_code: outcome.exit_code,
             tool: outcome.tool.clone(),
@@ -1357,6 +1362,13 @@ mod tests {
         assert_eq!(e.winner, e.matched[0].rule);
         assert!(e.matched.len() >= 2, "{:?}", e.matched);
         assert!(e.matched.windows(2).all(|w| w[0].score >= w[1].score));
+        // The signals are what the rules read: a type and a gRPC code the message gives too.
+        let (_, e) = c.explain(&failure("TimeoutError: The operation was aborted due to timeout"));
+        assert_eq!((e.signals.exception_type.as_str(), e.winner.as_str()), ("TimeoutError", "exception.timeout"));
+        let (_, e) = c.explain(&failure("rpc error: code = Unavailable desc = connection refused"));
+        assert_eq!(e.signals.grpc_code, Some(14));
+        let typed = Outcome { exception_type: " httpx.ReadTimeout ".into(), ..failure("boom") };
+        assert_eq!(c.explain(&typed).1.signals.exception_type, "httpx.ReadTimeout");
     }
 
     #[test]
