@@ -960,6 +960,32 @@ mod tests {
     }
 
     #[test]
+    fn a_generic_type_gives_way_to_words_that_say_what_ran_out() {
+        // PyTorch's CPU allocator (c10/core/impl/alloc_cpu.cpp; still a RuntimeError in torch 2), CUDA's
+        // before torch 1.13, and llama-cpp-python's prompt over its context window (llama_cpp/llama.py,
+        // `create_completion`): sent with their type, or as text that begins with it.
+        let c = classifier();
+        for (exception, message, category) in [
+            (
+                "RuntimeError",
+                "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to allocate 911360 bytes.",
+                Category::QuotaExceeded,
+            ),
+            ("RuntimeError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total capacity; 6.42 GiB already allocated)", Category::QuotaExceeded),
+            ("ValueError", "Requested tokens (5000) exceed context window of 4096", Category::ContextLength),
+        ] {
+            let typed = Outcome { exception_type: exception.into(), ..failure(message) };
+            assert_eq!(c.classify(&typed).category, category, "{message}");
+            assert_eq!(c.classify(&failure(&format!("{exception}: {message}"))).category, category, "{message}");
+        }
+        // Without those words the type decides, as before.
+        let plain = Outcome { exception_type: "RuntimeError".into(), ..failure("Event loop is closed") };
+        assert_eq!(c.classify(&plain).category, Category::Internal);
+        let plain = Outcome { exception_type: "ValueError".into(), ..failure("max_tokens must be at least 1") };
+        assert_eq!(c.classify(&plain).category, Category::Validation);
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.

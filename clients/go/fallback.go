@@ -305,8 +305,9 @@ func codeClassOf(code string) (codeClass, bool) {
 // name or its last part) is the first one's, as on the sidecar, where equal
 // scores go to the rule listed first. Left out: the rules that also read the
 // message's words (exception.typeerror.fetch_url, exception.typeerror.fetch,
-// exception.rangeerror.stack, exception.valueerror.parse), so a TypeError is
-// validation here even when its words say fetch failed; and the types the
+// exception.rangeerror.stack, exception.valueerror.parse,
+// exception.runtimeerror.memory, exception.valueerror.context_length), so a
+// TypeError is validation here even when its words say fetch failed; and the types the
 // sidecar reads from a stack trace in the message or detail when the outcome
 // names none, or none a rule knows (Go's exec.ExitError around a Python
 // traceback), which the fallback does not parse (it reads only the type a
