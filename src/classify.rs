@@ -191,7 +191,7 @@ pub struct Signals {
     /// The error code, lowercased.
     pub code: String,
     /// The exception type the rules read: the outcome's, or one its trace or its one-line message
-    /// gives (see `Classifier::best`).
+    /// gives (see `Classifier::exception_read`).
     pub exception_type: String,
     /// gRPC code: the outcome's, or one its message names (`rpc error: code = Unavailable`).
     pub grpc_code: Option<i32>,
