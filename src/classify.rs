@@ -618,10 +618,8 @@ fn type_named_by(line: &str) -> Option<&str> {
 /// `traceback.format_exception_only` write an error (`TimeoutError: The operation was aborted due to
 /// timeout`), if it looks like one. A message of more lines is read as a trace (see [`trace_text`]).
 fn type_in_message(message: &str) -> Option<&str> {
-    if has_line_break(message) {
-        return None;
-    }
-    type_named_by(message)
+    // Lines asked for only once a type is found: most messages begin with none.
+    type_named_by(message).filter(|_| !has_line_break(message))
 }
 
 /// True when `text` has a line break (`\n`). The memchr crate's search: `str::contains('\n')`
