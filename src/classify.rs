@@ -984,6 +984,36 @@ mod tests {
     }
 
     #[test]
+    fn a_credential_missing_from_the_configuration_is_auth_whatever_its_type() {
+        // Made here: anthropic 2.14 (Python, a TypeError) and @anthropic-ai/sdk 1.14 (Node, an Error)
+        // built with no key, LangChain's `get_from_dict_or_env` (langchain-core 1.8, a ValueError).
+        // From the Stainless-made SDKs' sources: openai-python 1.x's `OpenAIError` and openai-node
+        // 4.x's (groq, runloop and others raise the same texts with their own names).
+        let c = classifier();
+        for (exception, message) in [
+            ("TypeError", "\"Could not resolve authentication method. Expected one of api_key, auth_token, or credentials to be set. Or for the `Authorization` header to be explicitly omitted\""),
+            ("Error", "Could not resolve authentication method. Expected one of apiKey, authToken, credentials, config, or profile to be set. Or for the \"Authorization\" header to be explicitly omitted"),
+            ("ValueError", "Did not find openai_api_key, please add an environment variable `OPENAI_API_KEY` which contains it, or pass `openai_api_key` as a named parameter."),
+            ("openai.OpenAIError", "The api_key client option must be set either by passing api_key to the client or by setting the OPENAI_API_KEY environment variable"),
+            ("OpenAIError", "The OPENAI_API_KEY environment variable is missing or empty; either provide it, or instantiate the OpenAI client with an apiKey option, like new OpenAI({ apiKey: 'My API Key' })."),
+            ("ValueError", "HF_TOKEN environment variable is missing or empty."),
+        ] {
+            let typed = Outcome { exception_type: exception.into(), ..failure(message) };
+            assert_eq!(c.classify(&typed).category, Category::Auth, "{exception}: {message}");
+            assert_eq!(c.classify(&failure(&format!("{exception}: {message}"))).category, Category::Auth, "{message}");
+        }
+        // Other words about keys and tokens leave the type its say.
+        for message in [
+            "Did not find token ')' at position 5",
+            "api_key must be a string, got int",
+            "The TIMEOUT environment variable is missing or empty",
+        ] {
+            let typed = Outcome { exception_type: "ValueError".into(), ..failure(message) };
+            assert_eq!(c.classify(&typed).category, Category::Validation, "{message}");
+        }
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.

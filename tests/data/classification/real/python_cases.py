@@ -3,8 +3,8 @@ this machine (a loopback HTTP server started here, a temporary SQLite file, a fi
 prints the outcome an agent would report, one JSON line per case, labelled beforehand.
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
-pydantic, jsonschema, boto3 from PyPI). The random ports are written as 8787 (the server) and
-8799 (a closed port) in the output.
+pydantic, jsonschema, boto3 and langchain-core from PyPI). The random ports are written as 8787 (the
+server) and 8799 (a closed port) in the output.
 
 The outcome is read from the exception as the Python client's build_outcome reads it
 (clients/python/src/rebound/outcome.py): `module.QualName` type, `str(exc)`, the HTTP status, an
@@ -423,3 +423,21 @@ import boto3
 
 case("r-py-boto3-no-credentials", "auth", v("boto3"), lambda: boto3.client(
     "s3", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{CLOSED}").list_buckets())
+
+# ---------------------------------------------------------------- SDKs and frameworks with no API key
+# Raised before any request, from the client's or the framework's own configuration check.
+for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "TAVILY_API_KEY"):
+    os.environ.pop(name, None)
+from langchain_core.utils import get_from_dict_or_env
+
+
+def anthropic_without_key():
+    client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{CLOSED}", max_retries=0)
+    client.messages.create(model="claude-sonnet-4-5", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+
+
+case("r-py-openai-no-key", "auth", O, lambda: openai.OpenAI())
+case("r-py-anthropic-no-key", "auth", N, anthropic_without_key)
+case("r-py-langchain-no-key", "auth", v("langchain-core"), lambda: get_from_dict_or_env({}, "openai_api_key", "OPENAI_API_KEY"))
+case_as_text("r-py-text-langchain-no-key", "auth", v("langchain-core"),
+             lambda: get_from_dict_or_env({}, "tavily_api_key", "TAVILY_API_KEY"))
