@@ -1014,6 +1014,23 @@ mod tests {
     }
 
     #[test]
+    fn a_key_error_naming_a_credential_is_auth() {
+        // CPython 3.11's `os.environ["SERPAPI_API_KEY"]` unset (holdout-real.jsonl's r-py-environ-no-key):
+        // the variable's name, quoted. A tool's own dict names its keys in lower case.
+        let c = classifier();
+        let key_error = |message: &str| Outcome { exception_type: "KeyError".into(), ..failure(message) };
+        for name in
+            ["'SERPAPI_API_KEY'", "'GITHUB_TOKEN'", "'AWS_SECRET_ACCESS_KEY'", "'PGPASSWORD'", "'OPENAI_APIKEY'"]
+        {
+            assert_eq!(c.classify(&key_error(name)).category, Category::Auth, "{name}");
+            assert_eq!(c.classify(&failure(&format!("KeyError: {name}"))).category, Category::Auth, "{name}");
+        }
+        for name in ["'api_key'", "'token'", "'Token'", "'query'", "'TOKENIZER_PATH'"] {
+            assert_eq!(c.classify(&key_error(name)).category, Category::Validation, "{name}");
+        }
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.

@@ -441,3 +441,7 @@ case("r-py-anthropic-no-key", "auth", N, anthropic_without_key)
 case("r-py-langchain-no-key", "auth", v("langchain-core"), lambda: get_from_dict_or_env({}, "openai_api_key", "OPENAI_API_KEY"))
 case_as_text("r-py-text-langchain-no-key", "auth", v("langchain-core"),
              lambda: get_from_dict_or_env({}, "tavily_api_key", "TAVILY_API_KEY"))
+os.environ.pop("SERPAPI_API_KEY", None)
+case("r-py-environ-no-key", "auth", P, lambda: os.environ["SERPAPI_API_KEY"])
+case_as_text("r-py-text-environ-no-key", "auth", P, lambda: os.environ["SERPAPI_API_KEY"])
+case("r-py-dict-no-key", "validation", P, lambda: {"query": "weather"}["api_key"])
