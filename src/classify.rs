@@ -1031,6 +1031,32 @@ mod tests {
     }
 
     #[test]
+    fn a_status_named_by_an_http_clients_phrasing_is_read_from_the_words() {
+        // Made here: openai 3.57 (Python) on a status with no body, passed on as text
+        // (holdout-real.jsonl's r-py-text-openai-empty-*). From the libraries' sources: openai-node's
+        // `400 status code (no body)`, axios's `Request failed with status code 422`.
+        let c = classifier();
+        for (message, category) in [
+            ("openai.BadRequestError: Error code: 400", Category::Validation),
+            ("openai.APIStatusError: Error code: 408", Category::Timeout),
+            ("openai.APIStatusError: Error code: 413", Category::ContextLength),
+            ("Error code: 529 - {'type': 'error'}", Category::Unavailable),
+            ("400 status code (no body)", Category::Validation),
+            ("Request failed with status code 422", Category::Validation),
+            ("upstream answered status_code=410", Category::NotFound),
+            ("Error code: 501", Category::Internal),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+        }
+        // The same numbers elsewhere say nothing; a body's words still win over the bare status.
+        for message in ["processed 400 rows", "retry 408 of 1000", "HTTP/1.1 400"] {
+            assert_eq!(c.classify(&failure(message)).category, Category::Unknown, "{message}");
+        }
+        let got = c.classify(&failure("Error code: 400 - This model's maximum context length is 8192 tokens"));
+        assert_eq!(got.category, Category::ContextLength);
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.

@@ -48,6 +48,9 @@ ROUTES = {
     "/plain/502": (502, {}, "<html><body><h1>502 Bad Gateway</h1></body></html>"),
     "/plain/503": (503, {"Retry-After": "30"}, {"error": "service unavailable"}),
     "/plain/402": (402, {}, {"error": {"code": "payment_required", "message": "Your plan's monthly credits are used up."}}),
+    "/openai/empty400": (400, {}, ""),
+    "/openai/empty408": (408, {}, ""),
+    "/openai/empty413": (413, {}, ""),
     "/openai/context": (400, {}, OPENAI_BODY("This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.", "invalid_request_error", "context_length_exceeded")),
     "/openai/key": (401, {}, OPENAI_BODY("Incorrect API key provided: sk-proj-****************************abcd. You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key")),
     "/openai/model": (404, {}, OPENAI_BODY("The model `gpt-9-turbo` does not exist or you do not have access to it.", "invalid_request_error", "model_not_found")),
@@ -58,6 +61,7 @@ ROUTES = {
     "/openai/policy": (400, {}, OPENAI_BODY("Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.", "invalid_request_error", "content_policy_violation")),
     "/openai/badparam": (400, {}, OPENAI_BODY("Invalid value for 'temperature': expected a number between 0 and 2, got 3.5.", "invalid_request_error", "invalid_value")),
     "/anthropic/529": (529, {}, ANTHROPIC_BODY("overloaded_error", "Overloaded")),
+    "/anthropic/empty529": (529, {}, ""),
     "/anthropic/long": (400, {}, ANTHROPIC_BODY("invalid_request_error", "prompt is too long: 215000 tokens > 200000 maximum")),
     "/anthropic/401": (401, {}, ANTHROPIC_BODY("authentication_error", "invalid x-api-key")),
     "/anthropic/403": (403, {}, ANTHROPIC_BODY("permission_error", "Your API key does not have permission to use the specified resource.")),
@@ -323,6 +327,10 @@ case("r-py-openai-policy", "content_filter", O, oa("policy"))
 case("r-py-openai-badparam", "validation", O, oa("badparam"))
 case("r-py-openai-refused", "network", O, oa("", base=f"http://127.0.0.1:{CLOSED}/v1"))
 case("r-py-openai-timeout", "timeout", O, oa("", timeout=0.5, base=f"{URL}/slow"))
+# Statuses with no body, passed on as text: the SDK's `Error code: 400` is all they say.
+case_as_text("r-py-text-openai-empty-400", "validation", O, oa("empty400"))
+case_as_text("r-py-text-openai-empty-408", "timeout", O, oa("empty408"))
+case_as_text("r-py-text-openai-empty-413", "context_length", O, oa("empty413"))
 
 # ---------------------------------------------------------------- anthropic SDK against the loopback server
 import anthropic
@@ -347,6 +355,7 @@ case("r-py-anthropic-credit", "quota_exceeded", N, an("credit"))
 case("r-py-anthropic-402", "quota_exceeded", N, an("402"))
 case("r-py-anthropic-504", "timeout", N, an("504"))
 case("r-py-anthropic-refused", "network", N, an("", base=f"http://127.0.0.1:{CLOSED}"))
+case_as_text("r-py-text-anthropic-empty-529", "unavailable", N, an("empty529"))
 
 # ---------------------------------------------------------------- standard library and local files
 P = f"CPython {sys.version.split()[0]}"
