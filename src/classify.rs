@@ -1057,6 +1057,31 @@ mod tests {
     }
 
     #[test]
+    fn a_browsers_network_errors_and_a_git_credential_prompt_are_read() {
+        // Made here with Debian's chromium 156: playwright 1.65 (holdout-real.jsonl's r-py-playwright-*)
+        // and puppeteer-core 24.43 (whose errors are plain `Error`s); git 2.39 cloning from a loopback
+        // server that answers 401 (r-git-http-no-credentials). The timed-out names are Chromium's
+        // (net/base/net_error_list.h), as the others.
+        let c = classifier();
+        for (exception, message, category) in [
+            ("playwright._impl._errors.Error", "Page.goto: net::ERR_CONNECTION_REFUSED at http://127.0.0.1:8799/\nCall log:\n  - navigating to \"http://127.0.0.1:8799/\", waiting until \"load\"\n", Category::Network),
+            ("Error", "net::ERR_NAME_NOT_RESOLVED at http://api.nonexistent.invalid/", Category::Network),
+            ("Error", "net::ERR_CONNECTION_RESET at https://example.com/", Category::Network),
+            ("Error", "net::ERR_CONNECTION_TIMED_OUT at https://example.com/", Category::Timeout),
+            ("Error", "No element found for selector: #missing", Category::NotFound),
+            ("", "Cloning into 'private'...\nfatal: could not read Username for 'http://127.0.0.1:8787': terminal prompts disabled", Category::Auth),
+            ("", "fatal: could not read Password for 'https://bot@github.com': terminal prompts disabled", Category::Auth),
+        ] {
+            let o = Outcome { exception_type: exception.into(), ..failure(message) };
+            assert_eq!(c.classify(&o).category, category, "{message}");
+        }
+        // A navigation the page itself cut short (a download, another navigation) is no network failure.
+        let aborted =
+            Outcome { exception_type: "Error".into(), ..failure("net::ERR_ABORTED at https://example.com/file.pdf") };
+        assert_ne!(c.classify(&aborted).category, Category::Network);
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.

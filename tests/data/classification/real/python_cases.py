@@ -3,8 +3,9 @@ this machine (a loopback HTTP server started here, a temporary SQLite file, a fi
 prints the outcome an agent would report, one JSON line per case, labelled beforehand.
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
-pydantic, jsonschema, boto3 and langchain-core from PyPI). The random ports are written as 8787 (the
-server) and 8799 (a closed port) in the output.
+pydantic, jsonschema, boto3, langchain-core and playwright from PyPI, and Debian's chromium, which
+playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
+output.
 
 The outcome is read from the exception as the Python client's build_outcome reads it
 (clients/python/src/rebound/outcome.py): `module.QualName` type, `str(exc)`, the HTTP status, an
@@ -454,3 +455,16 @@ os.environ.pop("SERPAPI_API_KEY", None)
 case("r-py-environ-no-key", "auth", P, lambda: os.environ["SERPAPI_API_KEY"])
 case_as_text("r-py-text-environ-no-key", "auth", P, lambda: os.environ["SERPAPI_API_KEY"])
 case("r-py-dict-no-key", "validation", P, lambda: {"query": "weather"}["api_key"])
+
+# ---------------------------------------------------------------- playwright, driving Debian's chromium
+import shutil
+from playwright.sync_api import sync_playwright
+
+with sync_playwright() as browsers:
+    chromium = shutil.which("chromium")
+    browser = browsers.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+    PW = f"{v('playwright')}, chromium {browser.version} (Debian)"
+    page = browser.new_page()
+    case("r-py-playwright-refused", "network", PW, lambda: page.goto(f"http://127.0.0.1:{CLOSED}/"))
+    case("r-py-playwright-dns", "network", PW, lambda: page.goto("http://api.nonexistent.invalid/"))
+    browser.close()

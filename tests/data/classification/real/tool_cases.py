@@ -144,6 +144,13 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
+        if self.path.startswith("/private.git/"):
+            # A git host asking for credentials, as a private repository's does.
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/slow":
             time.sleep(3)
         status = {"/404": 404, "/503": 503, "/429": 429, "/401": 401}.get(self.path, 200)
@@ -177,6 +184,9 @@ case("r-curl-401", "auth", C, ["curl", "-sSf", f"{http}/401"])
 case("r-curl-empty-reply", "network", C, ["curl", "-sS", f"{http}/empty"])
 case("r-curl-tls-on-plain", "network", C, ["curl", "-sS", f"https://127.0.0.1:{server.server_address[1]}/"])
 case("r-curl-bad-url", "validation", C, ["curl", "-sS", "http://exa mple.com/"])
+# git over HTTP with no credential to give (no terminal to ask on, as for an agent's shell tool).
+case("r-git-http-no-credentials", "auth", G, ["git", "clone", f"{http}/private.git", os.path.join(WORK, "private")],
+     env={**env, "GIT_TERMINAL_PROMPT": "0"})
 server.shutdown()
 
 # ---------------------------------------------------------------- jq
