@@ -1082,6 +1082,25 @@ mod tests {
     }
 
     #[test]
+    fn postgres_errors_that_no_type_names_are_read_by_their_words() {
+        // Made here with Debian's PostgreSQL 15.18 through psql (holdout-real.jsonl's r-psql-*); psycopg
+        // raises the server's same text under a type no rule lists (`psycopg2.errors.NotNullViolation`).
+        let c = classifier();
+        for (message, category) in [
+            ("ERROR:  null value in column \"email\" of relation \"users\" violates not-null constraint\nDETAIL:  Failing row contains (3, null).", Category::Validation),
+            ("ERROR:  insert or update on table \"orders\" violates foreign key constraint \"orders_user_id_fkey\"\nDETAIL:  Key (user_id)=(999) is not present in table \"users\".", Category::NotFound),
+            ("ERROR:  update or delete on table \"users\" violates foreign key constraint \"orders_user_id_fkey\" on table \"orders\"\nDETAIL:  Key (id)=(1) is still referenced from table \"orders\".", Category::Conflict),
+            ("ERROR:  could not serialize access due to concurrent update", Category::Conflict),
+            ("ERROR:  cannot execute INSERT in a read-only transaction", Category::PermissionDenied),
+            ("FATAL:  terminating connection due to administrator command\nserver closed the connection unexpectedly", Category::Unavailable),
+        ] {
+            assert_eq!(c.classify(&Outcome { exit_code: Some(1), ..failure(message) }).category, category, "{message}");
+            let typed = Outcome { exception_type: "psycopg2.errors.DatabaseError".into(), ..failure(message) };
+            assert_eq!(c.classify(&typed).category, category, "{message}");
+        }
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.

@@ -1,11 +1,13 @@
 """Real command-line failures for holdout-real.jsonl: redis-server (through redis-cli), the sqlite3
-shell, git, curl, jq, make, npm and pip, each run on this machine (servers on loopback ports), with
+shell, git, curl, jq, make, npm, pip and PostgreSQL (through psql), each run on this machine (servers
+on loopback ports), with
 the outcome an agent's shell tool would report: what the command wrote to stderr (stdout when stderr
 is empty) as the message, and its exit code (none when it is 0: redis-cli exits 0 after an error
 reply, which the agent then has alone). One JSON line per case, labelled beforehand.
 
 Run: python3 tool_cases.py > tools.jsonl (needs redis-server and redis-cli, sqlite3, git, curl, jq,
-make, npm, pip; npm and pip ask their registries about one package name that does not exist).
+make, npm, pip, and Debian's postgresql 15 (its server is started here as the postgres user); npm and
+pip ask their registries about one package name that does not exist).
 Random ports are written as 8787 (a server) and 8799 (a closed port), temporary directories as /work/repo.
 """
 
@@ -226,5 +228,87 @@ PIP = " ".join(first_line([sys.executable, "-m", "pip", "--version"]).split()[:2
 case("r-pip-no-distribution", "not_found", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "rebound-holdout-no-such-package-zq"])
 case("r-pip-invalid-requirement", "validation", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "requests=2.31"])
 case("r-pip-no-such-requirements-file", "not_found", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", "requirement.txt"])
+
+# ---------------------------------------------------------------- PostgreSQL 15, through psql
+# A cluster of its own on a loopback port, run as the postgres user (the server refuses root).
+PG_BIN = "/usr/lib/postgresql/15/bin"
+PG = "PostgreSQL " + first_line([f"{PG_BIN}/postgres", "--version"]).split()[2] + ", psql"
+pg_data, pg_port = os.path.join(WORK, "pg"), free_port()
+REPLACE.append((str(pg_port), "8787"))
+os.chmod(WORK, 0o755)
+os.mkdir(pg_data)
+shutil.chown(pg_data, "postgres", "postgres")
+as_postgres = ["runuser", "-u", "postgres", "--"]
+pg_password = os.path.join(WORK, "pg-password")
+open(pg_password, "w").write("pg")
+shutil.chown(pg_password, "postgres", "postgres")
+subprocess.run(as_postgres + [f"{PG_BIN}/initdb", "-D", pg_data, "-A", "scram-sha-256", f"--pwfile={pg_password}", "-U", "postgres"],
+               capture_output=True, check=True)
+subprocess.run(as_postgres + [f"{PG_BIN}/pg_ctl", "-D", pg_data, "-w", "-l", os.path.join(pg_data, "log"), "start", "-o",
+                              f"-p {pg_port} -k {pg_data} -c listen_addresses=127.0.0.1"], capture_output=True, check=True)
+pg_env = {**os.environ, "PGHOST": "127.0.0.1", "PGPORT": str(pg_port), "PGUSER": "postgres", "PGPASSWORD": "pg",
+          "PGDATABASE": "postgres"}
+PSQL = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1"]
+
+
+def pg_case(id, category, sql, **env):
+    case(id, category, PG, PSQL + ["-c", sql], env={**pg_env, **env})
+
+
+def pg_run(sql):
+    subprocess.run(PSQL + ["-c", sql], env=pg_env, capture_output=True, check=True)
+
+
+def pg_print(id, category, process):
+    """A case whose psql was run by hand (a second session acts on it meanwhile)."""
+    _, err = process.communicate()
+    print(json.dumps({"id": id, "source": PG, "category": category, "retryable": category in RETRYABLE, "tags": [],
+                      "outcome": {"message": fixed(err.strip()), "exit_code": process.returncode}}, ensure_ascii=False))
+
+
+pg_run("""
+    CREATE TABLE users (id serial PRIMARY KEY, email text NOT NULL UNIQUE);
+    CREATE TABLE orders (id serial PRIMARY KEY, user_id int NOT NULL REFERENCES users (id), total int);
+    INSERT INTO users (email) VALUES ('a@example.com');
+    INSERT INTO orders (user_id, total) VALUES (1, 10);
+    CREATE ROLE reader LOGIN PASSWORD 'pw';
+    CREATE ROLE limited LOGIN PASSWORD 'pw' CONNECTION LIMIT 1;
+""")
+pg_case("r-psql-undefined-table", "not_found", "SELECT * FROM invoices;")
+pg_case("r-psql-undefined-column", "not_found", "SELECT emial FROM users;")
+pg_case("r-psql-syntax", "validation", "SELEC * FROM users;")
+pg_case("r-psql-invalid-input", "validation", "SELECT * FROM users WHERE id = 'abc';")
+pg_case("r-psql-unique", "conflict", "INSERT INTO users (email) VALUES ('a@example.com');")
+pg_case("r-psql-not-null", "validation", "INSERT INTO users (email) VALUES (NULL);")
+pg_case("r-psql-foreign-key-missing", "not_found", "INSERT INTO orders (user_id, total) VALUES (999, 5);")
+pg_case("r-psql-foreign-key-referenced", "conflict", "DELETE FROM users WHERE id = 1;")
+pg_case("r-psql-read-only", "permission_denied", "BEGIN READ ONLY; INSERT INTO users (email) VALUES ('b@example.com');")
+pg_case("r-psql-statement-timeout", "timeout", "SET statement_timeout = 100; SELECT pg_sleep(2);")
+pg_case("r-psql-permission", "permission_denied", "SELECT * FROM users;", PGUSER="reader", PGPASSWORD="pw")
+pg_case("r-psql-password", "auth", "SELECT 1;", PGUSER="reader", PGPASSWORD="wrong")
+pg_case("r-psql-refused", "network", "SELECT 1;", PGPORT=str(closed))
+# A second session while the role's one allowed session is open.
+holder = subprocess.Popen(PSQL + ["-c", "SELECT pg_sleep(3);"], env={**pg_env, "PGUSER": "limited", "PGPASSWORD": "pw"},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(1)
+pg_case("r-psql-too-many-connections", "unavailable", "SELECT 1;", PGUSER="limited", PGPASSWORD="pw")
+holder.wait()
+# A session the server ends mid-query (as a failover or a restart ends it): another terminates it.
+victim = subprocess.Popen(PSQL + ["-c", "SELECT pg_sleep(5);"], env={**pg_env, "PGAPPNAME": "victim"},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+time.sleep(1)
+pg_run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'victim';")
+pg_print("r-psql-terminated", "unavailable", victim)
+# Two repeatable-read transactions updating one row: the later to commit cannot be serialized.
+first = subprocess.Popen(PSQL, env=pg_env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+first.stdin.write("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT total FROM orders WHERE id = 1;\n")
+first.stdin.flush()
+time.sleep(1)
+pg_run("UPDATE orders SET total = 20 WHERE id = 1;")
+first.stdin.write("UPDATE orders SET total = 30 WHERE id = 1;\nCOMMIT;\n")
+first.stdin.close()
+first.stdin = None
+pg_print("r-psql-serialization", "conflict", first)
+subprocess.run(as_postgres + [f"{PG_BIN}/pg_ctl", "-D", pg_data, "-w", "stop", "-m", "fast"], capture_output=True)
 
 shutil.rmtree(WORK)
