@@ -48,14 +48,18 @@ def fixed(text):
 def case(id, category, source, cmd, cwd=None, input=None, env=None):
     r = subprocess.run(cmd, cwd=cwd or WORK, capture_output=True, text=True, input=input, timeout=120,
                        env={**os.environ, **(env or {})}, shell=isinstance(cmd, str))
-    text = r.stderr.strip() or r.stdout.strip()
-    if r.returncode == 0 and not text.startswith(("(error)", "ERR", "WRONGTYPE", "NOAUTH", "OOM", "NOPERM", "AUTH failed")):
+    report(id, category, source, r.stderr.strip() or r.stdout.strip(), r.returncode)
+
+
+def report(id, category, source, text, returncode):
+    """Prints the case of a command that wrote `text` and exited with `returncode`."""
+    if returncode == 0 and not text.startswith(("(error)", "ERR", "WRONGTYPE", "NOAUTH", "OOM", "NOPERM", "AUTH failed")):
         print(f"{id}: did not fail: {text[:200]!r}", file=sys.stderr)
         return
     # redis-cli exits 0 on an error reply: the reply is all the agent has.
-    outcome = {"message": fixed(text), "exit_code": r.returncode} if r.returncode else {"message": fixed(text)}
+    outcome = {"message": fixed(text), "exit_code": returncode} if returncode else {"message": fixed(text)}
     line = {"id": id, "source": source, "category": category, "retryable": category in RETRYABLE,
-            "tags": [] if r.returncode else ["message-only"], "outcome": outcome}
+            "tags": [] if returncode else ["message-only"], "outcome": outcome}
     print(json.dumps(line, ensure_ascii=False))
 
 
@@ -262,8 +266,7 @@ def pg_run(sql):
 def pg_print(id, category, process):
     """A case whose psql was run by hand (a second session acts on it meanwhile)."""
     _, err = process.communicate()
-    print(json.dumps({"id": id, "source": PG, "category": category, "retryable": category in RETRYABLE, "tags": [],
-                      "outcome": {"message": fixed(err.strip()), "exit_code": process.returncode}}, ensure_ascii=False))
+    report(id, category, PG, err.strip(), process.returncode)
 
 
 pg_run("""
