@@ -189,7 +189,12 @@ fn split(text: &str, shape: &mut String, words: &mut String) {
         // The word around the digit. ASCII bytes bound it, so both ends are char boundaries; the
         // last word taken out ended at a byte of no word, so this one starts after it.
         let start = bytes[..digit].iter().rposition(|&b| !is_word(b)).map_or(0, |p| p + 1);
-        let end = bytes[digit..].iter().position(|&b| !is_word(b)).map_or(bytes.len(), |p| digit + p);
+        let mut end = bytes[digit..].iter().position(|&b| !is_word(b)).map_or(bytes.len(), |p| digit + p);
+        // Its trailing `-` and `_` stay in the shape: a fingerprint reads a quote after one as opening a
+        // quoted value, and after the mark as after a letter or digit (`0-''` is not `0''`).
+        while end > digit + 1 && matches!(bytes[end - 1], b'-' | b'_') {
+            end -= 1;
+        }
         shape.push_str(&text[kept_to..start]);
         shape.push(MARK);
         if !words.is_empty() {
