@@ -1101,6 +1101,34 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_past_the_context_is_read_in_each_providers_words() {
+        // The providers' texts as agent toolkits quote them in their context-overflow tests (no
+        // provider's server runs here): Gemini's, which "maximum number of" made a used-up quota and
+        // so an escalation, xAI's, Moonshot's Kimi, GitHub Copilot's, Bedrock's, Anthropic's second
+        // form, Ollama's two, llama.cpp's server, vLLM's. As an agent passes them on: text alone.
+        let c = classifier();
+        for message in [
+            "The input token count (1196265) exceeds the maximum number of tokens allowed (1048575).",
+            "The input token count exceeds the maximum number of tokens allowed 1048576.",
+            "This model's maximum prompt length is 131072 but the request contains 537812 tokens",
+            "Invalid request: Your request exceeded model token limit: 262144 (requested: 291351)",
+            "prompt token count of 5000 exceeds the limit of 4096",
+            "An error occurred (ValidationException) when calling the InvokeModel operation: Input is too long for requested model.",
+            "input length and `max_tokens` exceed context limit: 178902 + 32000 > 200000, decrease input length or `max_tokens` and try again",
+            "Ollama model error: the input length exceeds the context length (status code: 400)",
+            "prompt too long; exceeded max context length by 4 tokens",
+            "the request exceeds the available context size, try increasing it",
+            "The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure that `max_model_len` is no smaller than the number of text tokens.",
+        ] {
+            let got = c.classify(&failure(message));
+            assert_eq!((got.category, &*got.rule), (Category::ContextLength, "message.context_length"), "{message}");
+        }
+        // The quota words still read a limit of things other than tokens.
+        let buckets = "You have attempted to create more buckets than allowed: exceeded the maximum number of buckets";
+        assert_eq!(c.classify(&failure(buckets)).category, Category::QuotaExceeded);
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.
