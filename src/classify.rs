@@ -1129,6 +1129,31 @@ mod tests {
     }
 
     #[test]
+    fn googles_quota_per_minute_is_a_rate_limit_and_per_day_a_used_up_quota() {
+        // The Gemini API's 429 says "exceeded your current quota ... billing" for both; the quota's id
+        // decides, in the forms it is written in: google-genai's dict (holdout-real's r-py-gemini-*),
+        // JSON, and google-api-core's protobuf text (as quoted from a project's notes).
+        let c = classifier();
+        let words = "429 You exceeded your current quota, please check your plan and billing details.";
+        for (details, category) in [
+            ("'quotaId': 'GenerateRequestsPerMinutePerProjectPerModel-FreeTier'", Category::RateLimited),
+            ("\"quotaId\": \"GenerateContentInputTokensPerModelPerMinute-FreeTier\"", Category::RateLimited),
+            ("quota_id: \"GenerateRequestsPerMinutePerProjectPerModel\"", Category::RateLimited),
+            ("'quotaId': 'GenerateRequestsPerDayPerProjectPerModel-FreeTier'", Category::QuotaExceeded),
+            (
+                "\"quotaId\": \"GenerateRequestsPerMinutePerProjectPerModel-FreeTier\" \"quotaId\": \"GenerateRequestsPerDayPerProjectPerModel-FreeTier\"",
+                Category::QuotaExceeded,
+            ),
+            ("", Category::QuotaExceeded),
+        ] {
+            let message = format!("{words} {details}");
+            let status = Outcome { http_status: Some(429), ..failure(&message) };
+            assert_eq!(c.classify(&status).category, category, "{message}");
+            assert_eq!(c.classify(&failure(&message)).category, category, "as text: {message}");
+        }
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.

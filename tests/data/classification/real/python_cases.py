@@ -3,7 +3,7 @@ this machine (a loopback HTTP server started here, a temporary SQLite file, a fi
 prints the outcome an agent would report, one JSON line per case, labelled beforehand.
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
-pydantic, jsonschema, boto3, langchain-core and playwright from PyPI, and Debian's chromium, which
+pydantic, jsonschema, boto3, langchain-core, google-genai and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
 
@@ -38,6 +38,16 @@ CLOSED_PORT_TEXT = "8799"
 # the provider each route imitates; the exception texts built from them are the libraries' own.
 OPENAI_BODY = lambda message, typ, code: {"error": {"message": message, "type": typ, "param": None, "code": code}}
 ANTHROPIC_BODY = lambda typ, message: {"type": "error", "error": {"type": typ, "message": message}, "request_id": "req_011CTest"}
+GEMINI_BODY = lambda code, status, message, details=(): {"error": {"code": code, "message": message, "status": status, **({"details": list(details)} if details else {})}}
+# The Gemini API's 429 says the same words for every quota and names the ones hit in its details
+# (a quota per minute, or per day, with the per-minute one beside it as the API lists them).
+GEMINI_429 = lambda quota_ids: GEMINI_BODY(429, "RESOURCE_EXHAUSTED",
+    "You exceeded your current quota, please check your plan and billing details. For more information on this error, "
+    "head to: https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your current usage, head to: https://ai.dev/rate-limit. \n"
+    "* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10, model: gemini-2.5-flash\n"
+    "Please retry in 23.472316927s.",
+    [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests", "quotaId": q, "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"}, "quotaValue": "10"} for q in quota_ids]},
+     {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "23s"}])
 ROUTES = {
     "/plain/401": (401, {}, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}),
     "/plain/403": (403, {}, {"message": "Resource not accessible by integration", "documentation_url": "https://docs.github.com/rest", "status": "403"}),
@@ -74,6 +84,11 @@ ROUTES = {
     # The error types of Anthropic's API reference ("Errors": 402 billing_error, 504 timeout_error).
     "/anthropic/402": (402, {}, ANTHROPIC_BODY("billing_error", "There is an issue with your account's billing. Please add a payment method to continue.")),
     "/anthropic/504": (504, {}, ANTHROPIC_BODY("timeout_error", "Request timed out while processing. Please try again.")),
+    "/gemini/minute": (429, {}, GEMINI_429(["GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
+    "/gemini/day": (429, {}, GEMINI_429(["GenerateRequestsPerDayPerProjectPerModel-FreeTier", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
+    "/gemini/long": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")),
+    "/gemini/key": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"}])),
+    "/gemini/503": (503, {}, GEMINI_BODY(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")),
 }
 
 
@@ -91,6 +106,8 @@ class Handler(BaseHTTPRequestHandler):
         for prefix in ("/chat/completions", "/v1/messages"):
             if path.endswith(prefix):
                 path = path[: -len(prefix)]
+        # google-genai's /v1/models/{model}:generateContent (/v1beta/ at Google's own address)
+        path = path.split("/models/")[0].removesuffix("/v1").removesuffix("/v1beta")
         if path.startswith("/slow"):
             time.sleep(3)
         if path.startswith("/drop"):
@@ -357,6 +374,27 @@ case("r-py-anthropic-402", "quota_exceeded", N, an("402"))
 case("r-py-anthropic-504", "timeout", N, an("504"))
 case("r-py-anthropic-refused", "network", N, an("", base=f"http://127.0.0.1:{CLOSED}"))
 case_as_text("r-py-text-anthropic-empty-529", "unavailable", N, an("empty529"))
+
+# ---------------------------------------------------------------- google-genai (Gemini) against the loopback server
+from google import genai
+from google.genai import types as genai_types
+
+G = v("google-genai")
+
+
+def gm(route):
+    options = genai_types.HttpOptions(base_url=f"{URL}/gemini/{route}", retry_options=genai_types.HttpRetryOptions(attempts=1))
+    client = genai.Client(api_key="test-key", http_options=options)
+    return lambda: client.models.generate_content(model="gemini-2.5-flash", contents="hi")
+
+
+case("r-py-gemini-per-minute", "rate_limited", G, gm("minute"))
+case("r-py-gemini-per-day", "quota_exceeded", G, gm("day"))
+case("r-py-gemini-long", "context_length", G, gm("long"))
+case("r-py-gemini-key", "auth", G, gm("key"))
+case("r-py-gemini-503", "unavailable", G, gm("503"))
+case_as_text("r-py-text-gemini-per-minute", "rate_limited", G, gm("minute"))
+case_as_text("r-py-text-gemini-long", "context_length", G, gm("long"))
 
 # ---------------------------------------------------------------- standard library and local files
 P = f"CPython {sys.version.split()[0]}"
