@@ -18,9 +18,10 @@
 //! (the headline under a token budget, as long as the texts at most, and the message and location
 //! shown, cut), under 5 MiB at the very most.
 
+use crate::backoff;
 use crate::compact::{self, Digest};
 use crate::fingerprint;
-use crate::model::{Classification, Outcome, OutcomeKind};
+use crate::model::{Category, Classification, Outcome, OutcomeKind};
 use crate::policy::Policy;
 use crate::shapes::{KeptMessage, Shapes};
 use std::borrow::Cow;
@@ -47,6 +48,9 @@ pub struct Analysis {
     pub digest: Digest<'static>,
     /// The message shown, as the sessions keep it (see [`crate::shapes`]).
     pub kept: KeptMessage,
+    /// For a failure retried after a wait (rate limited, unavailable), the wait its message asks for
+    /// ([`backoff::delay_in_text`]), which a provider's headers outrank.
+    pub delay_in_text_ms: Option<u64>,
 }
 
 impl Analysis {
@@ -61,8 +65,11 @@ impl Analysis {
         }
         let digest = digest.into_owned();
         let kept = shapes.keep(&digest.message);
+        let classification = policy.classifier.classify(o);
+        let waits = matches!(classification.category, Category::RateLimited | Category::Unavailable);
         Analysis {
-            classification: policy.classifier.classify(o),
+            delay_in_text_ms: if waits { backoff::delay_in_text(&o.message) } else { None },
+            classification,
             fingerprint: fingerprint::of_shown(kept.fingerprint(), &digest.location),
             kept,
             digest,

@@ -293,6 +293,39 @@ pub fn parse_go_duration(value: &str) -> Option<u64> {
     Some(total_ms.round() as u64)
 }
 
+/// The wait a provider wrote into its error's text, for a failure whose headers gave none: the Gemini
+/// API's body, `'retryDelay': '23s'` (its `google.rpc.RetryInfo`) and "Please retry in 23.47s", OpenAI's
+/// and Groq's "Please try again in 1.836s" (or `812ms`, `6m0s`), Azure OpenAI's "Please retry after 20
+/// seconds". The first of those phrases the text holds decides; one without a number ("try again
+/// later") gives nothing.
+pub fn delay_in_text(text: &str) -> Option<u64> {
+    const PHRASES: [&str; 4] = ["retrydelay", "retry in ", "try again in ", "retry after "];
+    let lower = text.to_ascii_lowercase();
+    let at = PHRASES.iter().filter_map(|p| lower.find(p).map(|at| at + p.len())).min()?;
+    leading_duration(text[at..].trim_start_matches(['"', '\'', ':', ' ']))
+}
+
+/// The duration `text` begins with: Go's form (`23.47s`, `1m30s`, `812ms`) or a number and a word
+/// (`20 seconds`, `1 minute`).
+fn leading_duration(text: &str) -> Option<u64> {
+    let token_len = text.find(|c: char| !(c.is_ascii_alphanumeric() || c == '.')).unwrap_or(text.len());
+    let token = text[..token_len].trim_end_matches('.');
+    if let Some(ms) = parse_go_duration(token) {
+        return Some(ms);
+    }
+    let number: f64 = token.parse().ok()?;
+    let rest = text[token_len..].trim_start_matches(' ');
+    let word = &rest[..rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len())];
+    let scale = match word.to_ascii_lowercase().as_str() {
+        "ms" | "millisecond" | "milliseconds" => 1.0,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1000.0,
+        "min" | "mins" | "minute" | "minutes" => 60_000.0,
+        "h" | "hour" | "hours" => 3_600_000.0,
+        _ => return None,
+    };
+    (number.is_finite() && number >= 0.0).then(|| (number * scale).round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,6 +367,40 @@ mod tests {
                 let dec = make(Jitter::Decorrelated).delay_ms(retry, prev, &mut rng);
                 assert!((100..=1200).contains(&dec), "{dec}");
             }
+        }
+    }
+
+    #[test]
+    fn a_delay_written_in_the_text_is_read() {
+        for (text, ms) in [
+            // google-genai 3.6's ClientError for the Gemini API's 429 (holdout-real's r-py-gemini-per-minute, cut).
+            ("429 RESOURCE_EXHAUSTED. {'error': {'code': 429, 'message': 'You exceeded your current quota ... Please retry in 23.472316927s.', 'status': 'RESOURCE_EXHAUSTED', 'details': [{'@type': 'type.googleapis.com/google.rpc.RetryInfo', 'retryDelay': '23s'}]}}", 23_472),
+            ("{\"@type\": \"type.googleapis.com/google.rpc.RetryInfo\", \"retryDelay\": \"37s\"}", 37_000),
+            // OpenAI's 429 (the engine's and shapes' tests quote it).
+            ("Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29867, Requested 1205. Please try again in 2.144s.", 2_144),
+            ("Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29001, Requested 990. Please try again in 812ms.", 812),
+            ("Rate limit reached for gpt-4o on requests per day (RPD): Limit 10000, Used 10000, Requested 1. Please try again in 8m38.4s.", 518_400),
+            ("Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 20 seconds.", 20_000),
+        ] {
+            assert_eq!(delay_in_text(text), Some(ms), "{text}");
+        }
+        for text in [
+            "The model is overloaded. Please try again later.",
+            "retry in a moment",
+            "Please try again in",
+            "retry after -5 seconds",
+            "try again in 5 fortnights",
+            "",
+        ] {
+            assert_eq!(delay_in_text(text), None, "{text}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn reading_a_delay_from_any_text_never_panics(text in "\\PC{0,80}") {
+            let _ = delay_in_text(&text);
+            let _ = delay_in_text(&format!("retry in {text}"));
         }
     }
 

@@ -366,7 +366,9 @@ impl Engine {
         let judged = (!outcome.ok).then(|| {
             let (analysis, reused) = self.analyses.get(outcome, &policy);
             self.metrics.failure_analysis(reused);
-            Judged { analysis, provider: provider_delay(&outcome.headers, || self.clock.wall_ms()) }
+            let provider = provider_delay(&outcome.headers, || self.clock.wall_ms())
+                .or_else(|| analysis.delay_in_text_ms.map(ProviderDelay::After));
+            Judged { analysis, provider }
         });
         let window = self.settings.idempotency_window;
         let history = self.settings.history;
@@ -883,6 +885,31 @@ mod tests {
         assert!(again.replayed);
         assert_eq!(again.retry.unwrap().delay_ms, delay);
         assert_eq!(e.end_session("s").unwrap().unwrap().errors, 1);
+    }
+
+    #[test]
+    fn a_wait_the_provider_wrote_in_its_error_is_kept_when_no_header_gives_one() {
+        let (e, _) = engine();
+        // google-genai 3.6's ClientError for the Gemini API's 429 for a quota per minute (holdout-real's
+        // r-py-gemini-per-minute, cut): no Retry-After, the wait is in the body.
+        let gemini = "429 RESOURCE_EXHAUSTED. {'error': {'code': 429, 'message': 'You exceeded your current quota, please check your plan and billing details. Please retry in 23.472316927s.', 'status': 'RESOURCE_EXHAUSTED', 'details': [{'@type': 'type.googleapis.com/google.rpc.QuotaFailure', 'violations': [{'quotaId': 'GenerateRequestsPerMinutePerProjectPerModel-FreeTier'}]}, {'@type': 'type.googleapis.com/google.rpc.RetryInfo', 'retryDelay': '23s'}]}}";
+        let v = e.report(&Outcome { http_status: Some(429), ..fail("s", "gemini", gemini) }).unwrap();
+        assert_eq!(v.action, Action::Retry);
+        let retry = v.retry.unwrap();
+        assert!(retry.provider_delay);
+        assert!((23_472..=28_167).contains(&retry.delay_ms), "{}", retry.delay_ms);
+        // A header outranks the text.
+        let headed = Outcome {
+            http_status: Some(429),
+            headers: Headers::new([("retry-after", "7")]),
+            ..fail("s2", "gemini", gemini)
+        };
+        let delay = e.report(&headed).unwrap().retry.unwrap().delay_ms;
+        assert!((7000..=8400).contains(&delay), "{delay}");
+        // The words of a failure that is not waited out ask for nothing.
+        let told = fail("s3", "search", "ValueError: bad query; retry in 30 seconds with another one");
+        let v = e.report(&Outcome { exception_type: "ValueError".into(), ..told }).unwrap();
+        assert_eq!((v.action, v.retry), (Action::Recover, None));
     }
 
     #[test]
