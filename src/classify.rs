@@ -1123,6 +1123,13 @@ mod tests {
             let got = c.classify(&failure(message));
             assert_eq!((got.category, &*got.rule), (Category::ContextLength, "message.context_length"), "{message}");
         }
+        // Bedrock's throttling speaks of tokens too, and is a rate limit (as agent toolkits' tests pin it).
+        for message in [
+            "Throttling error: Too many tokens, please wait before trying again.",
+            "An error occurred (ThrottlingException) when calling the InvokeModel operation (reached max retries: 4): Too many tokens, please wait before trying again.",
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, Category::RateLimited, "{message}");
+        }
         // The quota words still read a limit of things other than tokens.
         let buckets = "You have attempted to create more buckets than allowed: exceeded the maximum number of buckets";
         assert_eq!(c.classify(&failure(buckets)).category, Category::QuotaExceeded);
