@@ -1130,6 +1130,20 @@ mod tests {
         ] {
             assert_eq!(c.classify(&failure(message)).category, Category::RateLimited, "{message}");
         }
+        // OpenAI's 429 for one request over its limit per minute (openai 3.57's text, holdout-real's
+        // r-py-openai-tpm-too-large) must shrink, however it comes; a limit reached for now waits.
+        let too_large = "Error code: 429 - Request too large for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Requested 50000. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.";
+        let reached = "Error code: 429 - Rate limit reached for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. Please try again in 2s. Visit https://platform.openai.com/account/rate-limits to learn more.";
+        for (message, category) in [(too_large, Category::ContextLength), (reached, Category::RateLimited)] {
+            for outcome in [
+                Outcome { http_status: Some(429), code: "rate_limit_exceeded".into(), ..failure(message) },
+                Outcome { exception_type: "openai.RateLimitError".into(), ..failure(message) },
+                Outcome { http_status: Some(429), ..failure(message) },
+                failure(message),
+            ] {
+                assert_eq!(c.classify(&outcome).category, category, "{outcome:?}");
+            }
+        }
         // The quota words still read a limit of things other than tokens.
         let buckets = "You have attempted to create more buckets than allowed: exceeded the maximum number of buckets";
         assert_eq!(c.classify(&failure(buckets)).category, Category::QuotaExceeded);

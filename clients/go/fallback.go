@@ -307,8 +307,9 @@ func codeClassOf(code string) (codeClass, bool) {
 // message's words (exception.typeerror.fetch_url, exception.typeerror.fetch,
 // exception.rangeerror.stack, exception.valueerror.parse,
 // exception.runtimeerror.memory, exception.valueerror.context_length,
-// exception.missing_credentials, exception.keyerror.credentials), so a
-// TypeError is validation here even when its words say fetch failed; and the
+// exception.missing_credentials, exception.keyerror.credentials,
+// exception.ratelimiterror.request_too_large), so a TypeError is validation
+// here even when its words say fetch failed; and the
 // types the sidecar reads from a stack trace in the message or detail when the
 // outcome names none, or none a rule knows (Go's exec.ExitError around a
 // Python traceback), which the fallback does not parse (it reads only the type

@@ -66,6 +66,7 @@ ROUTES = {
     "/openai/key": (401, {}, OPENAI_BODY("Incorrect API key provided: sk-proj-****************************abcd. You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key")),
     "/openai/model": (404, {}, OPENAI_BODY("The model `gpt-9-turbo` does not exist or you do not have access to it.", "invalid_request_error", "model_not_found")),
     "/openai/rate": (429, {"retry-after": "2", "x-ratelimit-reset-requests": "1.2s"}, OPENAI_BODY("Rate limit reached for gpt-4o in organization org-abc on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms.", "requests", "rate_limit_exceeded")),
+    "/openai/tpm": (429, {}, OPENAI_BODY("Request too large for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Requested 50000. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.", "tokens", "rate_limit_exceeded")),
     "/openai/quota": (429, {}, OPENAI_BODY("You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "insufficient_quota")),
     "/openai/500": (500, {}, OPENAI_BODY("The server had an error while processing your request. Sorry about that!", "server_error", None)),
     "/openai/503": (503, {}, OPENAI_BODY("The engine is currently overloaded, please try again later.", "server_error", None)),
@@ -339,6 +340,7 @@ case("r-py-openai-key", "auth", O, oa("key"))
 case("r-py-openai-model", "not_found", O, oa("model"))
 case("r-py-openai-rate", "rate_limited", O, oa("rate"))
 case("r-py-openai-quota", "quota_exceeded", O, oa("quota"))
+case("r-py-openai-tpm-too-large", "context_length", O, oa("tpm"))
 case("r-py-openai-500", "internal", O, oa("500"))
 case("r-py-openai-503", "unavailable", O, oa("503"))
 case("r-py-openai-policy", "content_filter", O, oa("policy"))
@@ -349,6 +351,7 @@ case("r-py-openai-timeout", "timeout", O, oa("", timeout=0.5, base=f"{URL}/slow"
 case_as_text("r-py-text-openai-empty-400", "validation", O, oa("empty400"))
 case_as_text("r-py-text-openai-empty-408", "timeout", O, oa("empty408"))
 case_as_text("r-py-text-openai-empty-413", "context_length", O, oa("empty413"))
+case_as_text("r-py-text-openai-tpm-too-large", "context_length", O, oa("tpm"))
 
 # ---------------------------------------------------------------- anthropic SDK against the loopback server
 import anthropic
