@@ -1496,11 +1496,13 @@ mod tests {
 
     #[test]
     fn a_404_that_will_not_say_whether_it_exists_is_not_found() {
-        // npm 11's E404 for a package that does not exist, and OpenAI's for a model.
+        // npm 11's E404 for a package that does not exist, OpenAI's for a model, and Docker's for an image
+        // (the daemon's text, as a Kubernetes troubleshooting page quotes kubelet relaying it).
         let c = classifier();
         for message in [
             "npm error 404  The requested resource 'x@*' could not be found or you do not have permission to access it.",
             "The model `gpt-9` does not exist or you do not have access to it.",
+            "Error response from daemon: pull access denied for 1.9.3, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
         ] {
             assert_eq!(c.classify(&failure(message)).category, Category::NotFound, "{message}");
         }
