@@ -813,7 +813,10 @@ fn parse_range(text: &str) -> Option<StatusMatch> {
     (100 <= lo && lo <= hi && hi <= 599).then_some(StatusMatch::Range(lo, hi))
 }
 
-/// The gRPC code a grpc-go error string names: `rpc error: code = Unavailable desc = ...`.
+/// The gRPC code a grpc-go error string names: `rpc error: code = Unavailable desc = ...`. Not
+/// `Unknown`: grpc-go gives it to every error that is not a status (a Go server's plain error, the
+/// container runtime's as kubelet relays it), so the words after `desc =` say more than it does
+/// (`code = Unknown desc = context deadline exceeded` is a timeout, not an internal error).
 fn grpc_code_in_message(message: &str) -> Option<i32> {
     const MARK: &str = "rpc error: code = ";
     // Built once: `str::find` would set up its searcher again for every failure.
@@ -821,8 +824,11 @@ fn grpc_code_in_message(message: &str) -> Option<i32> {
         std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARK));
     let rest = &message[FINDER.find(message.as_bytes())? + MARK.len()..];
     let name: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-    grpc_code_from_name(&name)
+    grpc_code_from_name(&name).filter(|&code| code != GRPC_UNKNOWN)
 }
+
+/// gRPC's `UNKNOWN`.
+const GRPC_UNKNOWN: i32 = 2;
 
 /// The gRPC code names, in code order (0 = OK).
 pub const GRPC_CODE_NAMES: [&str; 17] = [
@@ -1589,6 +1595,23 @@ mod tests {
     }
 
     #[test]
+    fn a_grpc_unknown_in_a_message_gives_way_to_its_words() {
+        // grpc-go's text for a plain error, as a Go service or kubelet relays it: `Unknown` is no
+        // signal, the words after it are. A code an outcome sends as a field still counts.
+        let c = classifier();
+        for (message, category) in [
+            ("rpc error: code = Unknown desc = context deadline exceeded", Category::Timeout),
+            ("rpc error: code = Unknown desc = connection refused", Category::Network),
+            ("rpc error: code = Unknown desc = the frobnicator declined", Category::Unknown),
+            ("rpc error: code = Unavailable desc = the frobnicator declined", Category::Unavailable),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+        }
+        let sent = Outcome { grpc_code: Some(GRPC_UNKNOWN), ..failure("the frobnicator declined") };
+        assert_eq!(c.classify(&sent).category, Category::Internal);
+    }
+
+    #[test]
     fn grpc_names_parse() {
         assert_eq!(grpc_code_from_name("UNAVAILABLE"), Some(14));
         assert_eq!(grpc_code_from_name("Deadline Exceeded"), Some(4));
@@ -1596,6 +1619,7 @@ mod tests {
         assert_eq!(grpc_code_from_name("DeadlineExceeded"), Some(4));
         assert_eq!(grpc_code_in_message("rpc error: code = PermissionDenied desc = no"), Some(7));
         assert_eq!(grpc_code_in_message("no code here"), None);
+        assert_eq!(grpc_code_in_message("rpc error: code = Unknown desc = no"), None);
         assert_eq!(grpc_code_from_name("nope"), None);
         // A rule's code name comes from the config file: other scripts must not panic.
         assert_eq!(grpc_code_from_name("éUnavailable"), None);
