@@ -1181,6 +1181,26 @@ mod tests {
     }
 
     #[test]
+    fn an_account_a_human_must_act_for_is_escalated_whatever_its_status() {
+        // OpenAI's unfunded account (a 429, as projects' tests and notes quote it), its unverified
+        // organization (403, and 400 or 404 as some reports show it), the Gemini API's region refusal
+        // (400 FAILED_PRECONDITION): none is retried or handed back to the agent to fix.
+        let c = classifier();
+        for (status, message, category) in [
+            (Some(429), "Your account is not active, please check your billing details on our website.", Category::QuotaExceeded),
+            (None, "Error code: 429 - Your account is not active, please check your billing details.", Category::QuotaExceeded),
+            (Some(400), "Your organization must be verified to use the model `o3`. Please go to: https://platform.openai.com/settings/organization/general and click on Verify Organization.", Category::PermissionDenied),
+            (Some(404), "Your organization must be verified to use the model `gpt-5`.", Category::PermissionDenied),
+            (None, "Error [AI_APICallError]: Your organization must be verified to use the model `gpt-image-1`.", Category::PermissionDenied),
+            (Some(400), "User location is not supported for the API use.", Category::PermissionDenied),
+            (None, "400 FAILED_PRECONDITION. {'error': {'code': 400, 'message': 'User location is not supported for the API use.', 'status': 'FAILED_PRECONDITION'}}", Category::PermissionDenied),
+        ] {
+            let outcome = Outcome { http_status: status, ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, category, "{status:?} {message}");
+        }
+    }
+
+    #[test]
     fn a_wrapper_no_rule_knows_gives_way_to_the_trace_it_carries() {
         // Go's exec reports a child's failure as `exec.ExitError` (`exit status 1`) with the
         // child's stderr: a real Python traceback of the set.
