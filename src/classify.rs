@@ -1181,6 +1181,28 @@ mod tests {
     }
 
     #[test]
+    fn a_google_status_name_in_text_is_read_as_its_words() {
+        // google-genai 3.6 writes its errors `{code} {STATUS}. {body}` (holdout-real's r-py-gemini-*);
+        // passed on as text, INVALID_ARGUMENT is an invalid argument unless the body says more.
+        let c = classifier();
+        let text = |body: &str| {
+            format!(
+                "400 INVALID_ARGUMENT. {{'error': {{'code': 400, 'message': '{body}', 'status': 'INVALID_ARGUMENT'}}}}"
+            )
+        };
+        for (body, category) in [
+            ("* GenerateContentRequest.contents: contents is not specified", Category::Validation),
+            ("API key not valid. Please pass a valid API key.", Category::Auth),
+            (
+                "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+                Category::ContextLength,
+            ),
+        ] {
+            assert_eq!(c.classify(&failure(&text(body))).category, category, "{body}");
+        }
+    }
+
+    #[test]
     fn an_account_a_human_must_act_for_is_escalated_whatever_its_status() {
         // OpenAI's unfunded account (a 429, as projects' tests and notes quote it), its unverified
         // organization (403, and 400 or 404 as some reports show it), the Gemini API's region refusal
