@@ -1211,6 +1211,11 @@ mod tests {
         for (status, message, category) in [
             (Some(429), "Your account is not active, please check your billing details on our website.", Category::QuotaExceeded),
             (None, "Error code: 429 - Your account is not active, please check your billing details.", Category::QuotaExceeded),
+            // The search tools agents call most: SerpApi's used-up plan (a 429), Tavily's (its own 432, 433;
+            // the texts of its API reference).
+            (Some(429), "Your account has run out of searches.", Category::QuotaExceeded),
+            (Some(432), "This request exceeds your plan's set usage limit. Please upgrade your plan or contact support@tavily.com", Category::QuotaExceeded),
+            (Some(433), "This request exceeds the pay-as-you-go limit. You can increase your limit on the Tavily dashboard.", Category::QuotaExceeded),
             (Some(400), "Your organization must be verified to use the model `o3`. Please go to: https://platform.openai.com/settings/organization/general and click on Verify Organization.", Category::PermissionDenied),
             (Some(404), "Your organization must be verified to use the model `gpt-5`.", Category::PermissionDenied),
             (None, "Error [AI_APICallError]: Your organization must be verified to use the model `gpt-image-1`.", Category::PermissionDenied),
