@@ -1181,6 +1181,28 @@ mod tests {
     }
 
     #[test]
+    fn a_tools_error_code_quoted_in_its_text_is_read() {
+        // slack_sdk 3.48's SlackApiError (holdout-real's r-py-slack-*: HTTP 200 and the code in the body
+        // it quotes), and Stripe's "No such customer" (as projects' tests quote stripe's errors).
+        let c = classifier();
+        let slack = |code: &str| {
+            format!("The request to the Slack API failed. (url: https://slack.com/api/chat.postMessage)\nThe server responded with: {{'ok': False, 'error': '{code}'}}")
+        };
+        for (message, category) in [
+            (slack("not_in_channel"), Category::PermissionDenied),
+            (slack("missing_scope"), Category::PermissionDenied),
+            (slack("invalid_auth"), Category::Auth),
+            (slack("token_revoked"), Category::Auth),
+            (slack("channel_not_found"), Category::NotFound),
+            ("Request req_123: No such customer: 'cus_NffrFeUfNV2Hib'".to_string(), Category::NotFound),
+            ("No such price: 'price_1MoBy5LkdIwHu7ixZhnattbh'".to_string(), Category::NotFound),
+        ] {
+            let outcome = Outcome { http_status: Some(200), ..failure(&message) };
+            assert_eq!(c.classify(&outcome).category, category, "{message}");
+        }
+    }
+
+    #[test]
     fn a_google_status_name_in_text_is_read_as_its_words() {
         // google-genai 3.6 writes its errors `{code} {STATUS}. {body}` (holdout-real's r-py-gemini-*);
         // passed on as text, INVALID_ARGUMENT is an invalid argument unless the body says more.

@@ -3,7 +3,7 @@ this machine (a loopback HTTP server started here, a temporary SQLite file, a fi
 prints the outcome an agent would report, one JSON line per case, labelled beforehand.
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
-pydantic, jsonschema, boto3, langchain-core, google-genai and playwright from PyPI, and Debian's chromium, which
+pydantic, jsonschema, boto3, langchain-core, google-genai, slack_sdk and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
 
@@ -85,6 +85,11 @@ ROUTES = {
     # The error types of Anthropic's API reference ("Errors": 402 billing_error, 504 timeout_error).
     "/anthropic/402": (402, {}, ANTHROPIC_BODY("billing_error", "There is an issue with your account's billing. Please add a payment method to continue.")),
     "/anthropic/504": (504, {}, ANTHROPIC_BODY("timeout_error", "Request timed out while processing. Please try again.")),
+    "/slack/1": (200, {}, {"ok": False, "error": "not_in_channel"}),
+    "/slack/2": (200, {}, {"ok": False, "error": "invalid_auth"}),
+    "/slack/3": (200, {}, {"ok": False, "error": "missing_scope", "needed": "channels:history", "provided": "chat:write"}),
+    "/slack/4": (200, {}, {"ok": False, "error": "channel_not_found"}),
+    "/slack/5": (429, {"Retry-After": "30"}, {"ok": False, "error": "ratelimited"}),
     "/gemini/minute": (429, {}, GEMINI_429(["GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/day": (429, {}, GEMINI_429(["GenerateRequestsPerDayPerProjectPerModel-FreeTier", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/long": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")),
@@ -107,6 +112,8 @@ class Handler(BaseHTTPRequestHandler):
         for prefix in ("/chat/completions", "/v1/messages"):
             if path.endswith(prefix):
                 path = path[: -len(prefix)]
+        if path.startswith("/slack/"):
+            path = path.rsplit("/", 1)[0]  # slack_sdk's {base_url}{method}: /slack/{route}/chat.postMessage
         # google-genai's /v1/models/{model}:generateContent (/v1beta/ at Google's own address)
         path = path.split("/models/")[0].removesuffix("/v1").removesuffix("/v1beta")
         if path.startswith("/slow"):
@@ -377,6 +384,28 @@ case("r-py-anthropic-402", "quota_exceeded", N, an("402"))
 case("r-py-anthropic-504", "timeout", N, an("504"))
 case("r-py-anthropic-refused", "network", N, an("", base=f"http://127.0.0.1:{CLOSED}"))
 case_as_text("r-py-text-anthropic-empty-529", "unavailable", N, an("empty529"))
+
+# ---------------------------------------------------------------- slack_sdk against the loopback server
+# Slack answers most refusals with HTTP 200 and {"ok": false, "error": "<code>"}; the SDK raises SlackApiError,
+# whose text quotes that body (the Python client reads no code from it). The routes are numbered: their
+# names would be in the URL the text quotes.
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+
+SL = v("slack_sdk")
+
+
+def sl(route):
+    client = WebClient(token="xoxb-test", base_url=f"{URL}/slack/{route}/")
+    client.retry_handlers = [h for h in client.retry_handlers if not isinstance(h, RateLimitErrorRetryHandler)]
+    return lambda: client.chat_postMessage(channel="C123", text="hi")
+
+
+case("r-py-slack-not-in-channel", "permission_denied", SL, sl("1"))
+case("r-py-slack-invalid-auth", "auth", SL, sl("2"))
+case("r-py-slack-missing-scope", "permission_denied", SL, sl("3"))
+case("r-py-slack-channel-not-found", "not_found", SL, sl("4"))
+case("r-py-slack-ratelimited", "rate_limited", SL, sl("5"))
 
 # ---------------------------------------------------------------- google-genai (Gemini) against the loopback server
 from google import genai
