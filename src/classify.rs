@@ -1181,6 +1181,22 @@ mod tests {
     }
 
     #[test]
+    fn mysqls_own_words_are_read() {
+        // MySQL's client and server errors as PyMySQL raises them (`(code, message)`), in the words of
+        // MySQL's error reference: a query the agent wrote wrong, a connection lost mid-query.
+        let c = classifier();
+        for (exception, message, category) in [
+            ("pymysql.err.ProgrammingError", "(1064, \"You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near 'FORM users' at line 1\")", Category::Validation),
+            ("pymysql.err.OperationalError", "(2013, 'Lost connection to MySQL server during query')", Category::Network),
+            ("pymysql.err.OperationalError", "(2006, 'MySQL server has gone away')", Category::Network),
+        ] {
+            let outcome = Outcome { exception_type: exception.into(), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, category, "{message}");
+            assert_eq!(c.classify(&failure(message)).category, category, "as text: {message}");
+        }
+    }
+
+    #[test]
     fn a_tools_error_code_quoted_in_its_text_is_read() {
         // slack_sdk 3.48's SlackApiError (holdout-real's r-py-slack-*: HTTP 200 and the code in the body
         // it quotes), and Stripe's "No such customer" (as projects' tests quote stripe's errors).
