@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,6 +96,10 @@ func main() {
 	emit("r-go-json-invalid-character", "format", json.Unmarshal([]byte(`{"limit": ten}`), &args))
 	emit("r-go-json-unexpected-end", "format", json.Unmarshal([]byte(`{"limit": 1`), &args))
 	emit("r-go-json-wrong-type", "validation", json.Unmarshal([]byte(`{"limit": "ten"}`), &args))
+
+	// What a QueryRow's Scan returns when the query found no row (database/sql's own value: the
+	// standard library has no driver to run a query with).
+	emit("r-go-sql-no-rows", "not_found", sql.ErrNoRows)
 
 	_, err = os.Open("/srv/agent/reports/q3.csv")
 	emit("r-go-open-missing", "not_found", err)
