@@ -1181,6 +1181,15 @@ mod tests {
     }
 
     #[test]
+    fn gos_no_rows_is_not_found() {
+        // database/sql's ErrNoRows (holdout-real's r-go-sql-no-rows), alone and wrapped as Go code wraps it.
+        let c = classifier();
+        for message in ["sql: no rows in result set", "load user 42: sql: no rows in result set"] {
+            assert_eq!(c.classify(&failure(message)).category, Category::NotFound, "{message}");
+        }
+    }
+
+    #[test]
     fn mysqls_own_words_are_read() {
         // MySQL's client and server errors as PyMySQL raises them (`(code, message)`), in the words of
         // MySQL's error reference: a query the agent wrote wrong, a connection lost mid-query.
