@@ -424,13 +424,17 @@ impl Classifier {
         let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
         let mut candidates = Vec::with_capacity(16);
         let derived_grpc = if outcome.grpc_code.is_none() { grpc_code_in_message(&outcome.message) } else { None };
+        let derived_code = if outcome.code.trim().is_empty() { aws_code_in_message(&outcome.message) } else { None };
         let with_code;
-        let outcome = match derived_grpc {
-            Some(code) => {
-                with_code = Outcome { grpc_code: Some(code), ..outcome.clone() };
-                &with_code
-            }
-            None => outcome,
+        let outcome = if derived_grpc.is_some() || derived_code.is_some() {
+            with_code = Outcome {
+                grpc_code: derived_grpc.or(outcome.grpc_code),
+                code: derived_code.map_or_else(|| outcome.code.clone(), str::to_string),
+                ..outcome.clone()
+            };
+            &with_code
+        } else {
+            outcome
         };
         self.index.candidates(outcome, exception, exception_last, &mut candidates);
         if !text.is_empty() && !self.messages.is_empty() {
@@ -485,7 +489,10 @@ impl Classifier {
     fn signals(&self, outcome: &Outcome) -> Signals {
         Signals {
             kind: outcome.kind,
-            code: outcome.code.trim().to_ascii_lowercase(),
+            code: match outcome.code.trim() {
+                "" => aws_code_in_message(&outcome.message).unwrap_or_default().to_ascii_lowercase(),
+                code => code.to_ascii_lowercase(),
+            },
             exception_type: self.exception_read(outcome).to_string(),
             grpc_code: outcome.grpc_code.or_else(|| grpc_code_in_message(&outcome.message)),
             http_status: outcome.http_status,
@@ -830,6 +837,28 @@ fn grpc_code_in_message(message: &str) -> Option<i32> {
 /// gRPC's `UNKNOWN`.
 const GRPC_UNKNOWN: i32 = 2;
 
+/// The error code an AWS SDK's text names, for an outcome that sends none: botocore's `An error occurred
+/// (ExpiredToken) when calling the GetCallerIdentity operation: ...` (boto3's `ClientError`, the AWS CLI),
+/// aws-sdk-go-v2's `... api error NoSuchKey: The specified key does not exist.` The SDKs carry it as a
+/// field, which a client may not read (the Python client does not look into `ClientError.response`).
+fn aws_code_in_message(message: &str) -> Option<&str> {
+    static BOTOCORE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("An error occurred ("));
+    static GO_V2: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("api error "));
+    let (rest, end) = if let Some(at) = BOTOCORE.find(message.as_bytes()) {
+        (&message[at + BOTOCORE.needle().len()..], ')')
+    } else {
+        let at = GO_V2.find(message.as_bytes())?;
+        (&message[at + GO_V2.needle().len()..], ':')
+    };
+    let code = &rest[..rest.find(end)?];
+    let fits = !code.is_empty()
+        && code.len() <= 64
+        && code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_');
+    fits.then_some(code)
+}
+
 /// The gRPC code names, in code order (0 = OK).
 pub const GRPC_CODE_NAMES: [&str; 17] = [
     "OK",
@@ -1119,7 +1148,7 @@ mod tests {
             "This model's maximum prompt length is 131072 but the request contains 537812 tokens",
             "Invalid request: Your request exceeded model token limit: 262144 (requested: 291351)",
             "prompt token count of 5000 exceeds the limit of 4096",
-            "An error occurred (ValidationException) when calling the InvokeModel operation: Input is too long for requested model.",
+            "Input is too long for requested model.",
             "input length and `max_tokens` exceed context limit: 178902 + 32000 > 200000, decrease input length or `max_tokens` and try again",
             "Ollama model error: the input length exceeds the context length (status code: 400)",
             "prompt too long; exceeded max context length by 4 tokens",
@@ -1686,6 +1715,34 @@ mod tests {
         assert_eq!(e.signals.grpc_code, Some(14));
         let typed = Outcome { exception_type: " httpx.ReadTimeout ".into(), ..failure("boom") };
         assert_eq!(c.explain(&typed).1.signals.exception_type, "httpx.ReadTimeout");
+    }
+
+    #[test]
+    fn an_aws_sdks_error_code_in_its_text_is_read_as_a_code() {
+        // botocore's ClientError (boto3; the AWS CLI prints the same) and aws-sdk-go-v2's operation error,
+        // in their formats: the code decides as it would sent as a field.
+        let c = classifier();
+        for (message, category) in [
+            ("An error occurred (ExpiredToken) when calling the GetCallerIdentity operation: The security token included in the request is expired", Category::Auth),
+            ("An error occurred (NoSuchKey) when calling the GetObject operation: The specified key does not exist.", Category::NotFound),
+            // Bedrock's prompt too long: its code with its words (code.validation.context_length).
+            ("An error occurred (ValidationException) when calling the InvokeModel operation: Input is too long for requested model.", Category::ContextLength),
+            ("An error occurred (ThrottlingException) when calling the InvokeModel operation (reached max retries: 4): Rate exceeded", Category::RateLimited),
+            ("operation error S3: GetObject, https response error StatusCode: 404, RequestID: X, HostID: Y, api error NoSuchKey: The specified key does not exist.", Category::NotFound),
+            ("operation error STS: GetCallerIdentity, https response error StatusCode: 403, RequestID: X, api error ExpiredToken: The security token included in the request is expired", Category::Auth),
+        ] {
+            let typed = Outcome { exception_type: "botocore.exceptions.ClientError".into(), ..failure(message) };
+            assert_eq!(c.classify(&typed).category, category, "{message}");
+            assert_eq!(c.classify(&failure(message)).category, category, "as text: {message}");
+        }
+        assert_eq!(aws_code_in_message("An error occurred (Bad Code!) when calling"), None);
+        assert_eq!(aws_code_in_message("An error occurred (unclosed"), None);
+        // A code sent as a field is the one read.
+        let sent = Outcome {
+            code: "AccessDenied".into(),
+            ..failure("An error occurred (NoSuchKey) when calling the GetObject operation")
+        };
+        assert_eq!(c.classify(&sent).category, Category::PermissionDenied);
     }
 
     #[test]

@@ -90,6 +90,9 @@ ROUTES = {
     "/slack/3": (200, {}, {"ok": False, "error": "missing_scope", "needed": "channels:history", "provided": "chat:write"}),
     "/slack/4": (200, {}, {"ok": False, "error": "channel_not_found"}),
     "/slack/5": (429, {"Retry-After": "30"}, {"ok": False, "error": "ratelimited"}),
+    # AWS's query-protocol error (STS), and its S3 REST one: botocore raises ClientError with the code in its text.
+    "/aws/sts-expired": (403, {}, '<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type><Code>ExpiredToken</Code><Message>The security token included in the request is expired</Message></Error><RequestId>4c1d1e1a-0000-4000-8000-000000000000</RequestId></ErrorResponse>'),
+    "/aws/s3-nokey": (404, {}, '<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><Key>reports/q3.csv</Key><RequestId>TX1</RequestId><HostId>H1</HostId></Error>'),
     "/gemini/minute": (429, {}, GEMINI_429(["GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/day": (429, {}, GEMINI_429(["GenerateRequestsPerDayPerProjectPerModel-FreeTier", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/long": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")),
@@ -112,6 +115,8 @@ class Handler(BaseHTTPRequestHandler):
         for prefix in ("/chat/completions", "/v1/messages"):
             if path.endswith(prefix):
                 path = path[: -len(prefix)]
+        if path.startswith("/aws/"):
+            path = "/".join(path.split("/")[:3])  # /aws/{route}/ (STS), /aws/{route}/{bucket}/{key} (S3)
         if path.startswith("/slack/"):
             path = path.rsplit("/", 1)[0]  # slack_sdk's {base_url}{method}: /slack/{route}/chat.postMessage
         # google-genai's /v1/models/{model}:generateContent (/v1beta/ at Google's own address)
@@ -503,6 +508,17 @@ import boto3
 
 case("r-py-boto3-no-credentials", "auth", v("boto3"), lambda: boto3.client(
     "s3", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{CLOSED}").list_buckets())
+
+# With credentials (fake), against the loopback server answering as AWS would.
+def aws(service, route):
+    return boto3.client(service, region_name="us-east-1", endpoint_url=f"{URL}/aws/{route}",
+                        aws_access_key_id="AKIAEXAMPLEEXAMPLE00", aws_secret_access_key="secret/example/example/example",
+                        config=__import__("botocore.config").config.Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}))
+
+
+case("r-py-boto3-sts-expired", "auth", v("boto3"), lambda: aws("sts", "sts-expired").get_caller_identity())
+case("r-py-boto3-s3-nokey", "not_found", v("boto3"), lambda: aws("s3", "s3-nokey").get_object(Bucket="b", Key="reports/q3.csv"))
+case_as_text("r-py-text-boto3-sts-expired", "auth", v("boto3"), lambda: aws("sts", "sts-expired").get_caller_identity())
 
 # ---------------------------------------------------------------- SDKs and frameworks with no API key
 # Raised before any request, from the client's or the framework's own configuration check.
