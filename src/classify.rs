@@ -11,6 +11,7 @@
 
 use crate::message_patterns::MessagePatterns;
 use crate::model::{Action, Category, Outcome, OutcomeKind};
+use crate::named_codes::{named_codes, NamedCodes};
 use arcstr::ArcStr;
 use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Serialize};
@@ -423,8 +424,9 @@ impl Classifier {
         let exception = self.exception_read(outcome);
         let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
         let mut candidates = Vec::with_capacity(16);
-        let derived_grpc = if outcome.grpc_code.is_none() { grpc_code_in_message(&outcome.message) } else { None };
-        let derived_code = if outcome.code.trim().is_empty() { aws_code_in_message(&outcome.message) } else { None };
+        let named = named_in_message(outcome);
+        let derived_grpc = named.grpc.filter(|_| outcome.grpc_code.is_none());
+        let derived_code = named.code.filter(|_| outcome.code.trim().is_empty());
         let with_code;
         let outcome = if derived_grpc.is_some() || derived_code.is_some() {
             with_code = Outcome {
@@ -490,11 +492,11 @@ impl Classifier {
         Signals {
             kind: outcome.kind,
             code: match outcome.code.trim() {
-                "" => aws_code_in_message(&outcome.message).unwrap_or_default().to_ascii_lowercase(),
+                "" => named_in_message(outcome).code.unwrap_or_default().to_ascii_lowercase(),
                 code => code.to_ascii_lowercase(),
             },
             exception_type: self.exception_read(outcome).to_string(),
-            grpc_code: outcome.grpc_code.or_else(|| grpc_code_in_message(&outcome.message)),
+            grpc_code: outcome.grpc_code.or(named_in_message(outcome).grpc),
             http_status: outcome.http_status,
             exit_code: outcome.exit_code,
             tool: outcome.tool.clone(),
@@ -820,43 +822,14 @@ fn parse_range(text: &str) -> Option<StatusMatch> {
     (100 <= lo && lo <= hi && hi <= 599).then_some(StatusMatch::Range(lo, hi))
 }
 
-/// The gRPC code a grpc-go error string names: `rpc error: code = Unavailable desc = ...`. Not
-/// `Unknown`: grpc-go gives it to every error that is not a status (a Go server's plain error, the
-/// container runtime's as kubelet relays it), so the words after `desc =` say more than it does
-/// (`code = Unknown desc = context deadline exceeded` is a timeout, not an internal error).
-fn grpc_code_in_message(message: &str) -> Option<i32> {
-    const MARK: &str = "rpc error: code = ";
-    // Built once: `str::find` would set up its searcher again for every failure.
-    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARK));
-    let rest = &message[FINDER.find(message.as_bytes())? + MARK.len()..];
-    let name: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-    grpc_code_from_name(&name).filter(|&code| code != GRPC_UNKNOWN)
-}
-
-/// gRPC's `UNKNOWN`.
-const GRPC_UNKNOWN: i32 = 2;
-
-/// The error code an AWS SDK's text names, for an outcome that sends none: botocore's `An error occurred
-/// (ExpiredToken) when calling the GetCallerIdentity operation: ...` (boto3's `ClientError`, the AWS CLI),
-/// aws-sdk-go-v2's `... api error NoSuchKey: The specified key does not exist.` The SDKs carry it as a
-/// field, which a client may not read (the Python client does not look into `ClientError.response`).
-fn aws_code_in_message(message: &str) -> Option<&str> {
-    static BOTOCORE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("An error occurred ("));
-    static GO_V2: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("api error "));
-    let (rest, end) = if let Some(at) = BOTOCORE.find(message.as_bytes()) {
-        (&message[at + BOTOCORE.needle().len()..], ')')
+/// The codes an outcome's message names, when it sends no code or no gRPC code of its own (see
+/// [`crate::named_codes`]): they count as its own.
+fn named_in_message(outcome: &Outcome) -> NamedCodes<'_> {
+    if outcome.grpc_code.is_none() || outcome.code.trim().is_empty() {
+        named_codes(&outcome.message)
     } else {
-        let at = GO_V2.find(message.as_bytes())?;
-        (&message[at + GO_V2.needle().len()..], ':')
-    };
-    let code = &rest[..rest.find(end)?];
-    let fits = !code.is_empty()
-        && code.len() <= 64
-        && code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_');
-    fits.then_some(code)
+        NamedCodes::default()
+    }
 }
 
 /// The gRPC code names, in code order (0 = OK).
@@ -1735,14 +1708,65 @@ mod tests {
             assert_eq!(c.classify(&typed).category, category, "{message}");
             assert_eq!(c.classify(&failure(message)).category, category, "as text: {message}");
         }
-        assert_eq!(aws_code_in_message("An error occurred (Bad Code!) when calling"), None);
-        assert_eq!(aws_code_in_message("An error occurred (unclosed"), None);
         // A code sent as a field is the one read.
         let sent = Outcome {
             code: "AccessDenied".into(),
             ..failure("An error occurred (NoSuchKey) when calling the GetObject operation")
         };
         assert_eq!(c.classify(&sent).category, Category::PermissionDenied);
+    }
+
+    #[test]
+    fn azures_errors_are_read_by_their_code_type_and_words() {
+        // azure-core's texts, as azure-mgmt-resource 26 and azure-storage-blob 12.31 raise them
+        // (tests/data/classification/real/python_cases.py): Resource Manager's code on a line of
+        // its own after the message, Storage's as `ErrorCode:`. Unknown before, or a bad key
+        // escalated as a missing permission (by its 403).
+        let c = classifier();
+        for (exception, message, status, category) in [
+            ("HttpResponseError", "(AuthorizationFailed) The client 'x' with object id 'x' does not have authorization to perform action 'Microsoft.Resources/subscriptions/resourcegroups/read' over scope '/subscriptions/s'.\nCode: AuthorizationFailed\nMessage: The client 'x'", Some(403), Category::PermissionDenied),
+            ("ClientAuthenticationError", "(ExpiredAuthenticationToken) The access token expiry UTC time '11/29/2026 21:00:00' is earlier than current UTC time '11/29/2026 22:30:00'.\nCode: ExpiredAuthenticationToken\nMessage: The access token expiry", Some(401), Category::Auth),
+            ("ClientAuthenticationError", "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature.\nRequestId:r\nTime:t\nErrorCode:AuthenticationFailed\nContent: <?xml", Some(403), Category::Auth),
+            ("ResourceNotFoundError", "The specified blob does not exist.\nRequestId:r\nTime:t\nErrorCode:BlobNotFound\nContent: <?xml", Some(404), Category::NotFound),
+            ("HttpResponseError", "The server is busy.\nRequestId:r\nTime:t\nErrorCode:ServerBusy\nContent: <?xml", Some(503), Category::Unavailable),
+            ("CredentialUnavailableError", "EnvironmentCredential authentication unavailable. Environment variables are not fully configured.\nVisit https://aka.ms/azsdk/python/identity/environmentcredential/troubleshoot to troubleshoot this issue.", None, Category::Auth),
+        ] {
+            let typed = Outcome {
+                exception_type: format!("azure.core.exceptions.{exception}"),
+                http_status: status,
+                ..failure(message)
+            };
+            assert_eq!(c.classify(&typed).category, category, "{message}");
+            let text = failure(&format!("azure.core.exceptions.{exception}: {message}"));
+            assert_eq!(c.classify(&text).category, category, "as text: {message}");
+        }
+    }
+
+    #[test]
+    fn an_mcp_servers_unknown_tool_is_an_unknown_tool_under_its_invalid_params_code() {
+        // MCP servers answer a call to a tool they lack with -32602 (invalid params), as they answer
+        // bad arguments: the words tell the two apart. The TypeScript SDK's McpError writes its code
+        // into its text, which is read as the code when the outcome sends none.
+        let c = classifier();
+        for (message, category) in [
+            ("MCP error -32602: Tool search_web not found", Category::UnknownTool),
+            ("MCP error -32602: Unknown tool: search_web", Category::UnknownTool),
+            ("MCP error -32602: Invalid params", Category::Validation),
+            // The Python SDK's (mcp 2.3) for a resource it does not have.
+            ("MCP error -32602: Unknown resource: file:///notes.txt", Category::NotFound),
+            ("MCP error -32602: Input validation error: Invalid arguments for tool add: [...]", Category::Validation),
+            ("MCP error -32001: Request timed out", Category::Timeout),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+            let sent = Outcome { code: message[10..16].to_string(), ..failure(message) };
+            assert_eq!(c.classify(&sent).category, category, "with its code: {message}");
+        }
+        // JSON-RPC's internal error wraps whatever a handler threw: in text its words decide; a code
+        // sent as a field still counts, as gRPC's `Unknown` does.
+        let internal = "MCP error -32603: connect ECONNREFUSED 127.0.0.1:8080";
+        assert_eq!(c.classify(&failure(internal)).category, Category::Network);
+        let sent = Outcome { code: "-32603".into(), ..failure(internal) };
+        assert_eq!(c.classify(&sent).category, Category::Internal);
     }
 
     #[test]
@@ -1758,7 +1782,7 @@ mod tests {
         ] {
             assert_eq!(c.classify(&failure(message)).category, category, "{message}");
         }
-        let sent = Outcome { grpc_code: Some(GRPC_UNKNOWN), ..failure("the frobnicator declined") };
+        let sent = Outcome { grpc_code: Some(crate::named_codes::GRPC_UNKNOWN), ..failure("the frobnicator declined") };
         assert_eq!(c.classify(&sent).category, Category::Internal);
     }
 
@@ -1768,9 +1792,6 @@ mod tests {
         assert_eq!(grpc_code_from_name("Deadline Exceeded"), Some(4));
         assert_eq!(grpc_code_from_name("canceled"), Some(1));
         assert_eq!(grpc_code_from_name("DeadlineExceeded"), Some(4));
-        assert_eq!(grpc_code_in_message("rpc error: code = PermissionDenied desc = no"), Some(7));
-        assert_eq!(grpc_code_in_message("no code here"), None);
-        assert_eq!(grpc_code_in_message("rpc error: code = Unknown desc = no"), None);
         assert_eq!(grpc_code_from_name("nope"), None);
         // A rule's code name comes from the config file: other scripts must not panic.
         assert_eq!(grpc_code_from_name("éUnavailable"), None);

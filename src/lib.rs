@@ -50,6 +50,7 @@ pub mod memory;
 pub mod message_patterns;
 pub mod metrics;
 pub mod model;
+pub mod named_codes;
 pub mod nearest;
 pub mod policy;
 pub mod redact;

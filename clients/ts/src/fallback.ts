@@ -325,6 +325,7 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "UNAVAILABLE",
     "InternalFailure",
     "ModelStreamErrorException",
+    "ServerBusy",
   ].map((code) => [code, [C.CATEGORY_UNAVAILABLE, "fallback.code_overloaded"]] as const),
   ...["api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"].map(
     (code) => [code, [C.CATEGORY_INTERNAL, "fallback.code_internal"]] as const,
@@ -396,6 +397,12 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "unauthorized",
     "UNAUTHENTICATED",
     "bad_credentials",
+    "InvalidAuthenticationToken",
+    "ExpiredAuthenticationToken",
+    "InvalidAuthenticationTokenTenant",
+    "AuthenticationFailed",
+    "InvalidAuthenticationInfo",
+    "NoAuthenticationInformation",
   ].map((code) => [code, [C.CATEGORY_AUTH, "fallback.code_auth"]] as const),
   // Rule code.permission: the caller is known but not allowed (EACCES and EPERM among them).
   ...[
@@ -409,6 +416,10 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "PERMISSION_DENIED",
     "EACCES",
     "EPERM",
+    "AuthorizationFailed",
+    "AuthorizationPermissionMismatch",
+    "AuthorizationFailure",
+    "LinkedAuthorizationFailed",
   ].map((code) => [code, [C.CATEGORY_PERMISSION_DENIED, "fallback.code_permission"]] as const),
   // Rule code.not_found: a model, key, bucket, file or module that is not there.
   ...[
@@ -426,6 +437,13 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "NOT_FOUND",
     "MODULE_NOT_FOUND",
     "ERR_MODULE_NOT_FOUND",
+    "ResourceGroupNotFound",
+    "ResourceNotFound",
+    "SubscriptionNotFound",
+    "BlobNotFound",
+    "ContainerNotFound",
+    "QueueNotFound",
+    "ShareNotFound",
   ].map((code) => [code, [C.CATEGORY_NOT_FOUND, "fallback.code_not_found"]] as const),
   // Rule code.validation: arguments the API refused. Its refinements by words (code.validation.quota,
   // code.validation.context_length) read the message, which the fallback does not: not here.
@@ -462,6 +480,9 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "ENOTEMPTY",
     "ALREADY_EXISTS",
     "name_taken",
+    "ContainerAlreadyExists",
+    "BlobAlreadyExists",
+    "ResourceGroupBeingDeleted",
   ].map((code) => [code, [C.CATEGORY_CONFLICT, "fallback.code_conflict"]] as const),
   // Rule code.quota_disk: a full disk or disk quota (its own suggestion: see RULE_SUGGESTIONS).
   ...["ENOSPC", "EDQUOT"].map((code) => [code, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota_disk"]] as const),
@@ -547,6 +568,8 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "ReadTimeoutException",
     "asyncio.TimeoutError",
     "socket.timeout",
+    "ServiceRequestTimeoutError",
+    "ServiceResponseTimeoutError",
   ].map((type) => [type, [C.CATEGORY_TIMEOUT, "fallback.type_timeout"]] as const),
   // Rule exception.network.
   ...[
@@ -581,6 +604,8 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "EndpointConnectionError",
     "ConnectionClosedError",
     "HttpRequestException",
+    "ServiceRequestError",
+    "ServiceResponseError",
   ].map((type) => [type, [C.CATEGORY_NETWORK, "fallback.type_connection"]] as const),
   // Rule exception.rate_limited.
   ...[
@@ -613,6 +638,9 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "InvalidAuthenticationError",
     "CredentialsError",
     "IdentityTokenFileError",
+    "ClientAuthenticationError",
+    "CredentialUnavailableError",
+    "AuthenticationRequiredError",
   ].map((type) => [type, [C.CATEGORY_AUTH, "fallback.type_auth"]] as const),
   // Rule exception.permission.
   ...[
@@ -640,6 +668,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "NotADirectoryError",
     "ProcessLookupError",
     "LookupError",
+    "ResourceNotFoundError",
   ].map((type) => [type, [C.CATEGORY_NOT_FOUND, "fallback.type_not_found"]] as const),
   // Rule exception.validation: JavaScript's TypeError and RangeError among them.
   ...[
@@ -702,6 +731,8 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "DuplicateKeyException",
     "OptimisticLockException",
     "StaleElementReferenceException",
+    "ResourceExistsError",
+    "ResourceModifiedError",
   ].map((type) => [type, [C.CATEGORY_CONFLICT, "fallback.type_conflict"]] as const),
   // Rule exception.context_length.
   ...[

@@ -87,20 +87,26 @@ _CODE_LISTS = {
     **dict.fromkeys(
         ["invalid_api_key", "authentication_error", "invalid_auth", "not_authed", "ExpiredToken", "ExpiredTokenException",
          "InvalidClientTokenId", "UnrecognizedClientException", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-         "token_expired", "unauthorized", "UNAUTHENTICATED", "bad_credentials"],
+         "token_expired", "unauthorized", "UNAUTHENTICATED", "bad_credentials",
+         "InvalidAuthenticationToken", "ExpiredAuthenticationToken", "InvalidAuthenticationTokenTenant",
+         "AuthenticationFailed", "InvalidAuthenticationInfo", "NoAuthenticationInformation"],
         (Category.AUTH, "fallback.code_auth"),
     ),
     # Rule code.permission.
     **dict.fromkeys(
         ["permission_error", "AccessDenied", "AccessDeniedException", "Forbidden", "insufficient_permissions",
-         "missing_scope", "not_allowed_token_type", "PERMISSION_DENIED", "EACCES", "EPERM"],
+         "missing_scope", "not_allowed_token_type", "PERMISSION_DENIED", "EACCES", "EPERM",
+         "AuthorizationFailed", "AuthorizationPermissionMismatch", "AuthorizationFailure",
+         "LinkedAuthorizationFailed"],
         (Category.PERMISSION_DENIED, "fallback.code_permission"),
     ),
     # Rule code.not_found.
     **dict.fromkeys(
         ["model_not_found", "not_found_error", "NoSuchKey", "NoSuchBucket", "ResourceNotFoundException", "NotFound",
          "channel_not_found", "resource_missing", "ENOENT", "ENOTDIR", "EISDIR", "NOT_FOUND", "MODULE_NOT_FOUND",
-         "ERR_MODULE_NOT_FOUND"],
+         "ERR_MODULE_NOT_FOUND",
+         "ResourceGroupNotFound", "ResourceNotFound", "SubscriptionNotFound", "BlobNotFound",
+         "ContainerNotFound", "QueueNotFound", "ShareNotFound"],
         (Category.NOT_FOUND, "fallback.code_not_found"),
     ),
     # Rule code.validation.
@@ -114,13 +120,15 @@ _CODE_LISTS = {
     # Rule code.conflict.
     **dict.fromkeys(
         ["ConditionalCheckFailedException", "ResourceInUseException", "BucketAlreadyExists", "BucketAlreadyOwnedByYou",
-         "already_exists", "ConflictException", "EEXIST", "ENOTEMPTY", "ALREADY_EXISTS", "name_taken"],
+         "already_exists", "ConflictException", "EEXIST", "ENOTEMPTY", "ALREADY_EXISTS", "name_taken",
+         "ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted"],
         (Category.CONFLICT, "fallback.code_conflict"),
     ),
     # Rule code.overloaded.
     **dict.fromkeys(
         ["overloaded_error", "ServiceUnavailable", "ServiceUnavailableException", "ModelNotReadyException",
-         "server_overloaded", "engine_overloaded", "UNAVAILABLE", "InternalFailure", "ModelStreamErrorException"],
+         "server_overloaded", "engine_overloaded", "UNAVAILABLE", "InternalFailure", "ModelStreamErrorException",
+         "ServerBusy"],
         (Category.UNAVAILABLE, "fallback.code_overloaded"),
     ),
     # Rule code.internal.
@@ -203,6 +211,7 @@ _EXCEPTION_TYPE_RULES = (
             "APITimeoutError", "RequestTimeoutError", "SocketTimeoutException", "HttpTimeoutException",
             "TimeoutExpired", "DeadlineExceeded", "ReadTimeoutException", "asyncio.TimeoutError",
             "socket.timeout",
+            "ServiceRequestTimeoutError", "ServiceResponseTimeoutError",
         }),
         (Category.TIMEOUT, "fallback.type_timeout"),
     ),
@@ -217,6 +226,7 @@ _EXCEPTION_TYPE_RULES = (
             "ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException",
             "gaierror", "socket.gaierror", "MaxRetryError", "EndpointConnectionError",
             "ConnectionClosedError", "HttpRequestException",
+            "ServiceRequestError", "ServiceResponseError",
         }),
         (Category.NETWORK, "fallback.type_connection"),
     ),
@@ -242,6 +252,7 @@ _EXCEPTION_TYPE_RULES = (
             "AuthenticationError", "openai.AuthenticationError", "anthropic.AuthenticationError", "Unauthenticated",
             "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "ExpiredTokenException",
             "InvalidAuthenticationError", "CredentialsError", "IdentityTokenFileError",
+            "ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError",
         }),
         (Category.AUTH, "fallback.type_auth"),
     ),
@@ -259,6 +270,7 @@ _EXCEPTION_TYPE_RULES = (
             "NotFoundError", "FileNotFoundError", "NotFound", "NoSuchKey", "ModuleNotFoundError",
             "FileNotFoundException", "NoSuchFileException", "NoSuchElementException", "ResourceNotFoundException",
             "IsADirectoryError", "NotADirectoryError", "ProcessLookupError", "LookupError",
+            "ResourceNotFoundError",
         }),
         (Category.NOT_FOUND, "fallback.type_not_found"),
     ),
@@ -291,6 +303,7 @@ _EXCEPTION_TYPE_RULES = (
             "UniqueViolation", "IntegrityError", "FileExistsError", "ConflictError", "PreconditionFailedError",
             "ConcurrentModificationException", "DuplicateKeyException", "OptimisticLockException",
             "StaleElementReferenceException",
+            "ResourceExistsError", "ResourceModifiedError",
         }),
         (Category.CONFLICT, "fallback.type_conflict"),
     ),

@@ -3,7 +3,8 @@ this machine (a loopback HTTP server started here, a temporary SQLite file, a fi
 prints the outcome an agent would report, one JSON line per case, labelled beforehand.
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
-pydantic, jsonschema, boto3, langchain-core, google-genai, slack_sdk and playwright from PyPI, and Debian's chromium, which
+pydantic, jsonschema, boto3, langchain-core, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
+azure-identity and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
 
@@ -16,6 +17,7 @@ without `kind` and the traceback, so the rules must work from the type, the word
 import asyncio
 import errno
 import json
+import logging
 import os
 import socket
 import ssl
@@ -48,6 +50,11 @@ GEMINI_429 = lambda quota_ids: GEMINI_BODY(429, "RESOURCE_EXHAUSTED",
     "Please retry in 23.472316927s.",
     [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests", "quotaId": q, "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"}, "quotaValue": "10"} for q in quota_ids]},
      {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "23s"}])
+# Azure Storage's error body, as its REST API documents it (the message's RequestId and Time lines too).
+AZURE_STORAGE = lambda code, message: (
+    f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{message}\n'
+    "RequestId:8c1f3b2a-001e-0042-2f3a-1b2c3d000000\nTime:2026-11-29T22:30:00.0000000Z</Message></Error>")
+XML = {"Content-Type": "application/xml"}
 ROUTES = {
     "/plain/401": (401, {}, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}),
     "/plain/403": (403, {}, {"message": "Resource not accessible by integration", "documentation_url": "https://docs.github.com/rest", "status": "403"}),
@@ -93,6 +100,16 @@ ROUTES = {
     # AWS's query-protocol error (STS), and its S3 REST one: botocore raises ClientError with the code in its text.
     "/aws/sts-expired": (403, {}, '<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type><Code>ExpiredToken</Code><Message>The security token included in the request is expired</Message></Error><RequestId>4c1d1e1a-0000-4000-8000-000000000000</RequestId></ErrorResponse>'),
     "/aws/s3-nokey": (404, {}, '<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><Key>reports/q3.csv</Key><RequestId>TX1</RequestId><HostId>H1</HostId></Error>'),
+    # Azure Storage's errors (its XML, its x-ms-error-code header) and Resource Manager's (JSON),
+    # numbered so that the URL gives nothing away.
+    "/azure/1": (404, {"x-ms-error-code": "BlobNotFound", **XML}, AZURE_STORAGE("BlobNotFound", "The specified blob does not exist.")),
+    "/azure/2": (403, {"x-ms-error-code": "AuthenticationFailed", **XML}, AZURE_STORAGE("AuthenticationFailed", "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature.")),
+    "/azure/3": (403, {"x-ms-error-code": "AuthorizationPermissionMismatch", **XML}, AZURE_STORAGE("AuthorizationPermissionMismatch", "This request is not authorized to perform this operation using this permission.")),
+    "/azure/4": (503, {"x-ms-error-code": "ServerBusy", **XML}, AZURE_STORAGE("ServerBusy", "The server is busy.")),
+    "/azure/5": (403, {}, {"error": {"code": "AuthorizationFailed", "message": "The client '00000000-0000-0000-0000-000000000001' with object id '00000000-0000-0000-0000-000000000001' does not have authorization to perform action 'Microsoft.Resources/subscriptions/resourcegroups/read' over scope '/subscriptions/00000000-0000-0000-0000-000000000002/resourcegroups/rg-agent' or the scope is invalid. If access was recently granted, please refresh your credentials."}}),
+    "/azure/6": (404, {}, {"error": {"code": "ResourceGroupNotFound", "message": "Resource group 'rg-agent' could not be found."}}),
+    "/azure/7": (401, {}, {"error": {"code": "ExpiredAuthenticationToken", "message": "The access token expiry UTC time '11/29/2026 21:00:00' is earlier than current UTC time '11/29/2026 22:30:00'."}}),
+    "/azure/8": (429, {"Retry-After": "17"}, {"error": {"code": "TooManyRequests", "message": "The request is being throttled as the limit has been reached for operation type - Read_ObservationWindow_00:05:00. For more information, refer to - https://aka.ms/armthrottling"}}),
     "/gemini/minute": (429, {}, GEMINI_429(["GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/day": (429, {}, GEMINI_429(["GenerateRequestsPerDayPerProjectPerModel-FreeTier", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/long": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")),
@@ -117,6 +134,8 @@ class Handler(BaseHTTPRequestHandler):
                 path = path[: -len(prefix)]
         if path.startswith("/aws/"):
             path = "/".join(path.split("/")[:3])  # /aws/{route}/ (STS), /aws/{route}/{bucket}/{key} (S3)
+        if path.startswith("/azure/"):
+            path = "/".join(path.split("/")[:3])  # /azure/{route}/{container}/{blob}, /azure/{route}/subscriptions/...
         if path.startswith("/slack/"):
             path = path.rsplit("/", 1)[0]  # slack_sdk's {base_url}{method}: /slack/{route}/chat.postMessage
         # google-genai's /v1/models/{model}:generateContent (/v1beta/ at Google's own address)
@@ -131,7 +150,8 @@ class Handler(BaseHTTPRequestHandler):
         status, headers, body = ROUTES.get(path, (200, {}, {"ok": True}))
         data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "text/html" if isinstance(body, str) else "application/json")
+        # A route may name its own (Azure Storage's XML is application/xml, which its SDK reads).
+        headers = {"Content-Type": "text/html" if isinstance(body, str) else "application/json", **headers}
         self.send_header("Content-Length", str(len(data)))
         for k, v in headers.items():
             self.send_header(k, v)
@@ -519,6 +539,54 @@ def aws(service, route):
 case("r-py-boto3-sts-expired", "auth", v("boto3"), lambda: aws("sts", "sts-expired").get_caller_identity())
 case("r-py-boto3-s3-nokey", "not_found", v("boto3"), lambda: aws("s3", "s3-nokey").get_object(Bucket="b", Key="reports/q3.csv"))
 case_as_text("r-py-text-boto3-sts-expired", "auth", v("boto3"), lambda: aws("sts", "sts-expired").get_caller_identity())
+
+# ---------------------------------------------------------------- Azure SDKs
+# azure-storage-blob and azure-mgmt-resource against the loopback server answering as Azure Storage
+# and Resource Manager do, with a fake key and a fake token; azure-identity with no configuration.
+from azure.core.credentials import AccessToken
+from azure.identity import EnvironmentCredential
+from azure.mgmt.resource.resources import ResourceManagementClient
+from azure.storage.blob import BlobClient
+
+AZ = f"{v('azure-core')}, {v('azure-storage-blob')}"
+ARM = f"{v('azure-core')}, {v('azure-mgmt-resource')}"
+
+
+def blob(route):
+    key = {"account_name": "devstoreaccount1", "account_key": "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U="}
+    client = BlobClient(account_url=f"{URL}/azure/{route}", container_name="reports", blob_name="q3.csv",
+                        credential=key, retry_total=0)
+    return lambda: client.download_blob()
+
+
+class FakeToken:
+    def get_token(self, *scopes, **kwargs):
+        return AccessToken("eyJ0eXAiOiJKV1QifQ.e30.fake", 4102444800)
+
+
+def arm(route):
+    client = ResourceManagementClient(FakeToken(), "00000000-0000-0000-0000-000000000002",
+                                      base_url=f"{URL}/azure/{route}", retry_total=0)
+    # The policy refuses a bearer token over plain HTTP unless told the loopback is fine.
+    return lambda: client.resource_groups.get("rg-agent", enforce_https=False)
+
+
+case("r-py-azure-blob-not-found", "not_found", AZ, blob(1))
+case("r-py-azure-storage-auth", "auth", AZ, blob(2))
+case("r-py-azure-storage-permission", "permission_denied", AZ, blob(3))
+case("r-py-azure-storage-busy", "unavailable", AZ, blob(4))
+case("r-py-azure-arm-authorization", "permission_denied", ARM, arm(5))
+case("r-py-azure-arm-no-group", "not_found", ARM, arm(6))
+case("r-py-azure-arm-expired-token", "auth", ARM, arm(7))
+case("r-py-azure-arm-throttled", "rate_limited", ARM, arm(8))
+for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_USERNAME"):
+    os.environ.pop(name, None)
+logging.getLogger("azure.identity").setLevel(logging.CRITICAL)
+case("r-py-azure-no-credentials", "auth", v("azure-identity"),
+     lambda: EnvironmentCredential().get_token("https://management.azure.com/.default"))
+case_as_text("r-py-text-azure-storage-auth", "auth", AZ, blob(2))
+case_as_text("r-py-text-azure-arm-authorization", "permission_denied", ARM, arm(5))
+case_as_text("r-py-text-azure-arm-expired-token", "auth", ARM, arm(7))
 
 # ---------------------------------------------------------------- SDKs and frameworks with no API key
 # Raised before any request, from the client's or the framework's own configuration check.
