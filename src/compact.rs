@@ -390,7 +390,10 @@ fn headline_with<'a>(
             Cow::Owned(format!("{message}: {}", trace.exception))
         }
         _ if no_detail && message.len() > HEADLINE_CHARS && crate::classify::has_line_break(message) => {
-            Cow::Owned(failure_lines(message, HEADLINE_CHARS))
+            Cow::Owned(match exception_type.trim().is_empty() {
+                true => failure_lines(message, HEADLINE_CHARS),
+                false => exception_lines(message, HEADLINE_CHARS),
+            })
         }
         // A bare status line (`422 Unprocessable Entity`, `exit status 1`) with a body or tool
         // output beside it that is not a stack trace: the body says what to fix (which field,
@@ -426,8 +429,20 @@ fn headline_with<'a>(
 /// its last line, where tools print their verdict, joined by " | ". Output with no
 /// failure line gives its last line.
 pub fn failure_lines(detail: &str, max_chars: usize) -> String {
+    said_lines(detail, max_chars, false)
+}
+
+/// [`failure_lines`] for an exception's message of several lines, whose first line says what went
+/// wrong whatever its words (azure-storage's `The specified blob does not exist.`, azure-identity's
+/// `EnvironmentCredential authentication unavailable.`): it leads, then its first later failure line
+/// (`ErrorCode:BlobNotFound`) and its last line.
+fn exception_lines(message: &str, max_chars: usize) -> String {
+    said_lines(message, max_chars, true)
+}
+
+fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     const MARKS: [&str; 8] = ["error", "err!", "failed", "fatal", "exception", "panic", "traceback", "conflict"];
-    let lines: Vec<&str> = detail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     let Some(&last) = lines.last() else {
         return String::new();
     };
@@ -435,25 +450,46 @@ pub fn failure_lines(detail: &str, max_chars: usize) -> String {
         let lower = l.to_ascii_lowercase();
         (MARKS.iter().any(|w| lower.contains(w)) || is_diagnostic(l)) && !l.ends_with(':')
     };
-    let Some(first) = lines.iter().position(|l| reports(l)) else {
-        return redact_and_cut(last, max_chars);
-    };
-    let mut picked = vec![lines[first]];
-    if lines[first].len() < 40 && lines[first].split_whitespace().count() <= 4 && first + 1 < lines.len() - 1 {
-        picked.push(lines[first + 1]);
+    let mut picked = vec![];
+    if first_leads {
+        picked.push(lines[0]);
+        picked.extend(lines[1..].iter().find(|l| reports(l)));
+    } else {
+        let Some(first) = lines.iter().position(|l| reports(l)) else {
+            return redact_and_cut(last, max_chars);
+        };
+        picked.push(lines[first]);
+        if lines[first].len() < 40 && lines[first].split_whitespace().count() <= 4 && first + 1 < lines.len() - 1 {
+            picked.push(lines[first + 1]);
+        }
     }
-    if !picked.contains(&last) {
+    // A line that says again what the first said after a label of its own (azure-core's `Message: ...`
+    // after its `(Code) ...`) is left out.
+    let repeats_first =
+        |l: &str| l.split_once(": ").is_some_and(|(_, said)| said.len() >= 20 && picked[0].contains(said));
+    if !picked.contains(&last) && !repeats_first(last) {
         picked.push(last);
     }
-    // The first failure line says most; the last line gets at most a quarter.
+    // The last line gets at most a quarter, a line between at most an equal share of the rest, and
+    // the first line, which says most, what they leave.
     let n = picked.len();
     let budget = max_chars.saturating_sub(3 * (n - 1));
-    let last_share = if n > 1 { (budget / 4).min(picked[n - 1].chars().count()) } else { 0 };
-    let first_share = ((budget - last_share) / (n - usize::from(n > 1)).max(1)).max(20);
+    let chars = |l: &str| l.chars().count();
+    let last_share = if n > 1 { (budget / 4).min(chars(picked[n - 1])) } else { 0 };
+    let between_share = (budget.saturating_sub(last_share) / (n - usize::from(n > 1)).max(1)).max(20);
+    let between: usize = picked[1..n.saturating_sub(1).max(1)].iter().map(|l| chars(l).min(between_share)).sum();
+    let first_share = budget.saturating_sub(last_share + between).max(20);
     picked
         .iter()
         .enumerate()
-        .map(|(i, l)| redact_and_cut(l, if n > 1 && i == n - 1 { last_share.max(20) } else { first_share }))
+        .map(|(i, l)| {
+            let share = match i {
+                0 => first_share,
+                i if i == n - 1 => last_share.max(20),
+                _ => between_share,
+            };
+            redact_and_cut(l, share)
+        })
         .collect::<Vec<_>>()
         .join(" | ")
 }
@@ -775,6 +811,28 @@ mod tests {
         // The budget holds, separators included.
         let long = format!("error: {}\n{}", "x".repeat(400), "y".repeat(400));
         assert!(failure_lines(&long, 200).chars().count() <= 200);
+    }
+
+    #[test]
+    fn an_exceptions_message_of_several_lines_leads_with_its_first() {
+        // azure-storage-blob 12.31's ResourceNotFoundError (its first line has no failure word; tool
+        // output's first failure line would be `ErrorCode:`), azure-identity 1.27's
+        // CredentialUnavailableError (none has: tool output would give its last line alone).
+        let blob = "The specified blob does not exist.\nRequestId:8c1f3b2a-001e-0042-2f3a-1b2c3d000000\nTime:2026-11-29T22:30:00.0000000Z\nErrorCode:BlobNotFound\nContent: <?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>BlobNotFound</Code><Message>The specified blob does not exist.\nRequestId:8c1f3b2a-001e-0042-2f3a-1b2c3d000000\nTime:2026-11-29T22:30:00.0000000Z</Message></Error>";
+        let said = headline(blob, "azure.core.exceptions.ResourceNotFoundError", "");
+        assert!(
+            said.starts_with("azure.core.exceptions.ResourceNotFoundError: The specified blob does not exist. | ErrorCode:BlobNotFound | Time:"),
+            "{said}"
+        );
+        let unset = "EnvironmentCredential authentication unavailable. Environment variables are not fully configured.\nVisit https://aka.ms/azsdk/python/identity/environmentcredential/troubleshoot to troubleshoot this issue.";
+        let said = headline(unset, "azure.identity._exceptions.CredentialUnavailableError", "");
+        assert!(said.contains("EnvironmentCredential authentication unavailable. Environment variables are not fully configured. | Visit"), "{said}");
+        // azure-core's Resource Manager error says its message twice: the second, after its label, is left out.
+        let expired = "(ExpiredAuthenticationToken) The access token expiry UTC time '11/29/2026 21:00:00' is earlier than current UTC time '11/29/2026 22:30:00'.\nCode: ExpiredAuthenticationToken\nMessage: The access token expiry UTC time '11/29/2026 21:00:00' is earlier than current UTC time '11/29/2026 22:30:00'.";
+        assert_eq!(
+            headline(expired, "azure.core.exceptions.ClientAuthenticationError", ""),
+            format!("azure.core.exceptions.ClientAuthenticationError: {}", expired.lines().next().unwrap())
+        );
     }
 
     #[test]
