@@ -1743,6 +1743,26 @@ mod tests {
     }
 
     #[test]
+    fn an_oauth_grant_the_token_endpoint_refuses_is_auth() {
+        // google-auth 2.63's RefreshError for a refresh token Google's endpoint refused (RFC 6749's
+        // invalid_grant), often with no more than "Bad Request": it was `validation`, handed back to
+        // the agent, which cannot mint a new grant; a human must sign in again.
+        let c = classifier();
+        let bare = "('invalid_grant: Bad Request', {'error': 'invalid_grant', 'error_description': 'Bad Request'})";
+        let typed = Outcome { exception_type: "google.auth.exceptions.RefreshError".into(), ..failure(bare) };
+        assert_eq!(c.classify(&typed).category, Category::Auth);
+        assert_eq!(
+            c.classify(&failure(&format!("google.auth.exceptions.RefreshError: {bare}"))).category,
+            Category::Auth
+        );
+        assert_eq!(c.classify(&failure(bare)).category, Category::Auth);
+        for code in ["invalid_grant", "invalid_client", "unauthorized_client"] {
+            let sent = Outcome { code: code.into(), http_status: Some(400), ..failure("Bad Request") };
+            assert_eq!(c.classify(&sent).category, Category::Auth, "{code}");
+        }
+    }
+
+    #[test]
     fn an_mcp_servers_unknown_tool_is_an_unknown_tool_under_its_invalid_params_code() {
         // MCP servers answer a call to a tool they lack with -32602 (invalid params), as they answer
         // bad arguments: the words tell the two apart. The TypeScript SDK's McpError writes its code

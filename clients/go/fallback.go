@@ -210,7 +210,8 @@ var codeRules = []struct {
 			"ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException", "InvalidAccessKeyId",
 			"SignatureDoesNotMatch", "token_expired", "unauthorized", "UNAUTHENTICATED", "bad_credentials",
 			"InvalidAuthenticationToken", "ExpiredAuthenticationToken", "InvalidAuthenticationTokenTenant",
-			"AuthenticationFailed", "InvalidAuthenticationInfo", "NoAuthenticationInformation"}},
+			"AuthenticationFailed", "InvalidAuthenticationInfo", "NoAuthenticationInformation",
+			"invalid_grant", "invalid_client", "unauthorized_client"}},
 	// code.permission
 	{codeClass{category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.code_permission"},
 		[]string{"permission_error", "AccessDenied", "AccessDeniedException", "Forbidden", "insufficient_permissions",
@@ -359,7 +360,7 @@ var exceptionRules = []struct {
 		[]string{"AuthenticationError", "openai.AuthenticationError", "anthropic.AuthenticationError", "Unauthenticated",
 			"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "ExpiredTokenException",
 			"InvalidAuthenticationError", "CredentialsError", "IdentityTokenFileError",
-			"ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError"}},
+			"ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError", "RefreshError"}},
 	// exception.permission
 	{codeClass{category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.type_permission"},
 		[]string{"PermissionDeniedError", "PermissionError", "PermissionDenied", "AccessDeniedException", "Forbidden",

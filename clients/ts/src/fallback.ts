@@ -403,6 +403,9 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "AuthenticationFailed",
     "InvalidAuthenticationInfo",
     "NoAuthenticationInformation",
+    "invalid_grant",
+    "invalid_client",
+    "unauthorized_client",
   ].map((code) => [code, [C.CATEGORY_AUTH, "fallback.code_auth"]] as const),
   // Rule code.permission: the caller is known but not allowed (EACCES and EPERM among them).
   ...[
@@ -641,6 +644,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "ClientAuthenticationError",
     "CredentialUnavailableError",
     "AuthenticationRequiredError",
+    "RefreshError",
   ].map((type) => [type, [C.CATEGORY_AUTH, "fallback.type_auth"]] as const),
   // Rule exception.permission.
   ...[

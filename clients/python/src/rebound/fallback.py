@@ -89,7 +89,8 @@ _CODE_LISTS = {
          "InvalidClientTokenId", "UnrecognizedClientException", "InvalidAccessKeyId", "SignatureDoesNotMatch",
          "token_expired", "unauthorized", "UNAUTHENTICATED", "bad_credentials",
          "InvalidAuthenticationToken", "ExpiredAuthenticationToken", "InvalidAuthenticationTokenTenant",
-         "AuthenticationFailed", "InvalidAuthenticationInfo", "NoAuthenticationInformation"],
+         "AuthenticationFailed", "InvalidAuthenticationInfo", "NoAuthenticationInformation",
+         "invalid_grant", "invalid_client", "unauthorized_client"],
         (Category.AUTH, "fallback.code_auth"),
     ),
     # Rule code.permission.
@@ -252,7 +253,7 @@ _EXCEPTION_TYPE_RULES = (
             "AuthenticationError", "openai.AuthenticationError", "anthropic.AuthenticationError", "Unauthenticated",
             "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "ExpiredTokenException",
             "InvalidAuthenticationError", "CredentialsError", "IdentityTokenFileError",
-            "ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError",
+            "ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError", "RefreshError",
         }),
         (Category.AUTH, "fallback.type_auth"),
     ),

@@ -4,7 +4,7 @@ prints the outcome an agent would report, one JSON line per case, labelled befor
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
 pydantic, jsonschema, boto3, langchain-core, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
-azure-identity and playwright from PyPI, and Debian's chromium, which
+azure-identity, google-auth and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
 
@@ -110,6 +110,10 @@ ROUTES = {
     "/azure/6": (404, {}, {"error": {"code": "ResourceGroupNotFound", "message": "Resource group 'rg-agent' could not be found."}}),
     "/azure/7": (401, {}, {"error": {"code": "ExpiredAuthenticationToken", "message": "The access token expiry UTC time '11/29/2026 21:00:00' is earlier than current UTC time '11/29/2026 22:30:00'."}}),
     "/azure/8": (429, {"Retry-After": "17"}, {"error": {"code": "TooManyRequests", "message": "The request is being throttled as the limit has been reached for operation type - Read_ObservationWindow_00:05:00. For more information, refer to - https://aka.ms/armthrottling"}}),
+    # Google's OAuth token endpoint refusing a refresh token (RFC 6749's invalid_grant): revoked, and as
+    # it often answers, with no more than "Bad Request" (googleapis/google-auth-library-python#1142).
+    "/google/1": (400, {}, {"error": "invalid_grant", "error_description": "Token has been expired or revoked."}),
+    "/google/2": (400, {}, {"error": "invalid_grant", "error_description": "Bad Request"}),
     "/gemini/minute": (429, {}, GEMINI_429(["GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/day": (429, {}, GEMINI_429(["GenerateRequestsPerDayPerProjectPerModel-FreeTier", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/long": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")),
@@ -587,6 +591,23 @@ case("r-py-azure-no-credentials", "auth", v("azure-identity"),
 case_as_text("r-py-text-azure-storage-auth", "auth", AZ, blob(2))
 case_as_text("r-py-text-azure-arm-authorization", "permission_denied", ARM, arm(5))
 case_as_text("r-py-text-azure-arm-expired-token", "auth", ARM, arm(7))
+
+# ---------------------------------------------------------------- google-auth
+# A user's OAuth credentials whose refresh token was revoked, refreshed against the loopback server
+# answering as Google's token endpoint does.
+from google.auth.transport.requests import Request as GoogleRequest
+from google.oauth2.credentials import Credentials as GoogleCredentials
+
+
+def google_refresh(route):
+    credentials = GoogleCredentials(token=None, refresh_token="1//0e-fake-refresh-token", client_secret="fake-secret",
+                                    client_id="1234.apps.googleusercontent.com", token_uri=f"{URL}/google/{route}")
+    return lambda: credentials.refresh(GoogleRequest())
+
+
+case("r-py-google-auth-revoked", "auth", v("google-auth"), google_refresh(1))
+case("r-py-google-auth-invalid-grant", "auth", v("google-auth"), google_refresh(2))
+case_as_text("r-py-text-google-auth-invalid-grant", "auth", v("google-auth"), google_refresh(2))
 
 # ---------------------------------------------------------------- SDKs and frameworks with no API key
 # Raised before any request, from the client's or the framework's own configuration check.
