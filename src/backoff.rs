@@ -296,13 +296,30 @@ pub fn parse_go_duration(value: &str) -> Option<u64> {
 /// The wait a provider wrote into its error's text, for a failure whose headers gave none: the Gemini
 /// API's body, `'retryDelay': '23s'` (its `google.rpc.RetryInfo`) and "Please retry in 23.47s", OpenAI's
 /// and Groq's "Please try again in 1.836s" (or `812ms`, `6m0s`), Azure OpenAI's "Please retry after 20
-/// seconds". The first of those phrases the text holds decides; one without a number ("try again
-/// later") gives nothing.
+/// seconds", python-telegram-bot's "Flood control exceeded. Retry in 23 seconds". A bare number after
+/// "retry after" is seconds, as in the header of that name (the Telegram Bot API's "Too Many Requests:
+/// retry after 23"). The first of those phrases the text holds decides; one without a number ("try
+/// again later") gives nothing.
 pub fn delay_in_text(text: &str) -> Option<u64> {
     const PHRASES: [&str; 4] = ["retrydelay", "retry in ", "try again in ", "retry after "];
     let lower = text.to_ascii_lowercase();
-    let at = PHRASES.iter().filter_map(|p| lower.find(p).map(|at| at + p.len())).min()?;
-    leading_duration(text[at..].trim_start_matches(['"', '\'', ':', ' ']))
+    let (at, phrase) = PHRASES.iter().filter_map(|p| lower.find(p).map(|at| (at + p.len(), *p))).min()?;
+    let rest = text[at..].trim_start_matches(['"', '\'', ':', ' ']);
+    leading_duration(rest).or_else(|| (phrase == "retry after ").then(|| bare_seconds(rest)).flatten())
+}
+
+/// The whole seconds `text` begins with when nothing but the end of a sentence follows them (`23`,
+/// `23.`, `23, `): not a number a word of some other unit follows (`5 fortnights`), nor a date's.
+fn bare_seconds(text: &str) -> Option<u64> {
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let mut after = text[digits..].chars();
+    let ends = match after.next() {
+        None | Some(',' | ';' | ')' | '"' | '\'' | '\n' | '\r') => true,
+        Some('.' | ' ') => !after.next().is_some_and(|c| c.is_ascii_alphanumeric()),
+        Some(_) => false,
+    };
+    let seconds: u64 = text[..digits].parse().ok()?;
+    ends.then(|| seconds.saturating_mul(1000))
 }
 
 /// The duration `text` begins with: Go's form (`23.47s`, `1m30s`, `812ms`) or a number and a word
@@ -381,6 +398,11 @@ mod tests {
             ("Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29001, Requested 990. Please try again in 812ms.", 812),
             ("Rate limit reached for gpt-4o on requests per day (RPD): Limit 10000, Used 10000, Requested 1. Please try again in 8m38.4s.", 518_400),
             ("Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 20 seconds.", 20_000),
+            // python-telegram-bot 22.8's RetryAfter, and the Telegram Bot API's own description it is made
+            // from (a bare number, seconds as in the Retry-After header).
+            ("Flood control exceeded. Retry in 23 seconds", 23_000),
+            ("Too Many Requests: retry after 23", 23_000),
+            ("429: Too Many Requests: retry after 7. Slow down.", 7_000),
         ] {
             assert_eq!(delay_in_text(text), Some(ms), "{text}");
         }
@@ -390,6 +412,10 @@ mod tests {
             "Please try again in",
             "retry after -5 seconds",
             "try again in 5 fortnights",
+            "retry after 5 fortnights",
+            "retry after 2026-11-30T10:00:00Z",
+            "retry after 23.5",
+            "retry after 23 a",
             "",
         ] {
             assert_eq!(delay_in_text(text), None, "{text}");
@@ -401,6 +427,7 @@ mod tests {
         fn reading_a_delay_from_any_text_never_panics(text in "\\PC{0,80}") {
             let _ = delay_in_text(&text);
             let _ = delay_in_text(&format!("retry in {text}"));
+            let _ = delay_in_text(&format!("retry after {text}"));
         }
     }
 

@@ -1763,6 +1763,23 @@ mod tests {
     }
 
     #[test]
+    fn telegrams_flood_control_is_a_rate_limit_and_a_scrapers_used_credits_a_quota() {
+        // python-telegram-bot 22.8's RetryAfter (unknown before), aiogram's and Telethon's types, and
+        // firecrawl-py 4.55's text for a plan out of credits (402) passed on without its type.
+        let c = classifier();
+        for (exception, message, category) in [
+            ("telegram.error.RetryAfter", "Flood control exceeded. Retry in 23 seconds", Category::RateLimited),
+            ("", "telegram.error.RetryAfter: Flood control exceeded. Retry in 23 seconds", Category::RateLimited),
+            ("aiogram.exceptions.TelegramRetryAfter", "Telegram server says - Flood control exceeded on method 'SendMessage' in chat 1. Retry in 23 seconds.", Category::RateLimited),
+            ("telethon.errors.rpcerrorlist.FloodWaitError", "A wait of 23 seconds is required (caused by SendMessageRequest)", Category::RateLimited),
+            ("", "Payment Required: Failed to scrape. Insufficient credits to perform this request. For more credits, you can upgrade your plan at https://firecrawl.dev/pricing", Category::QuotaExceeded),
+        ] {
+            let outcome = Outcome { exception_type: exception.into(), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, category, "{message}");
+        }
+    }
+
+    #[test]
     fn an_mcp_servers_unknown_tool_is_an_unknown_tool_under_its_invalid_params_code() {
         // MCP servers answer a call to a tool they lack with -32602 (invalid params), as they answer
         // bad arguments: the words tell the two apart. The TypeScript SDK's McpError writes its code

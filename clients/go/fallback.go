@@ -350,7 +350,7 @@ var exceptionRules = []struct {
 	// exception.rate_limited
 	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.type_rate_limited"},
 		[]string{"RateLimitError", "openai.RateLimitError", "anthropic.RateLimitError", "TooManyRequests",
-			"ThrottlingException", "ResourceExhausted"}},
+			"ThrottlingException", "ResourceExhausted", "RetryAfter", "TelegramRetryAfter", "FloodWaitError"}},
 	// exception.unavailable
 	{codeClass{category: reboundpb.Category_CATEGORY_UNAVAILABLE, rule: "fallback.type_unavailable"},
 		[]string{"ServiceUnavailableError", "ServiceUnavailable", "OverloadedError", "BadGateway", "GatewayTimeout",

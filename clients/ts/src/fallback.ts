@@ -618,6 +618,9 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "TooManyRequests",
     "ThrottlingException",
     "ResourceExhausted",
+    "RetryAfter",
+    "TelegramRetryAfter",
+    "FloodWaitError",
   ].map((type) => [type, [C.CATEGORY_RATE_LIMITED, "fallback.type_rate_limited"]] as const),
   // Rule exception.unavailable.
   ...[

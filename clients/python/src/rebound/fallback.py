@@ -235,7 +235,7 @@ _EXCEPTION_TYPE_RULES = (
     (
         frozenset({
             "RateLimitError", "openai.RateLimitError", "anthropic.RateLimitError", "TooManyRequests",
-            "ThrottlingException", "ResourceExhausted",
+            "ThrottlingException", "ResourceExhausted", "RetryAfter", "TelegramRetryAfter", "FloodWaitError",
         }),
         (Category.RATE_LIMITED, "fallback.type_rate_limited"),
     ),

@@ -4,7 +4,7 @@ prints the outcome an agent would report, one JSON line per case, labelled befor
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
 pydantic, jsonschema, boto3, langchain-core, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
-azure-identity, google-auth and playwright from PyPI, and Debian's chromium, which
+azure-identity, google-auth, python-telegram-bot and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
 
@@ -114,6 +114,8 @@ ROUTES = {
     # it often answers, with no more than "Bad Request" (googleapis/google-auth-library-python#1142).
     "/google/1": (400, {}, {"error": "invalid_grant", "error_description": "Token has been expired or revoked."}),
     "/google/2": (400, {}, {"error": "invalid_grant", "error_description": "Bad Request"}),
+    # The Telegram Bot API's flood control (python-telegram-bot reads its parameters.retry_after).
+    "/telegram/1": (429, {}, {"ok": False, "error_code": 429, "description": "Too Many Requests: retry after 23", "parameters": {"retry_after": 23}}),
     "/gemini/minute": (429, {}, GEMINI_429(["GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/day": (429, {}, GEMINI_429(["GenerateRequestsPerDayPerProjectPerModel-FreeTier", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"])),
     "/gemini/long": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")),
@@ -140,6 +142,8 @@ class Handler(BaseHTTPRequestHandler):
             path = "/".join(path.split("/")[:3])  # /aws/{route}/ (STS), /aws/{route}/{bucket}/{key} (S3)
         if path.startswith("/azure/"):
             path = "/".join(path.split("/")[:3])  # /azure/{route}/{container}/{blob}, /azure/{route}/subscriptions/...
+        if path.startswith("/telegram/"):
+            path = "/".join(path.split("/")[:3])  # /telegram/{route}/bot{token}/{method}
         if path.startswith("/slack/"):
             path = path.rsplit("/", 1)[0]  # slack_sdk's {base_url}{method}: /slack/{route}/chat.postMessage
         # google-genai's /v1/models/{model}:generateContent (/v1beta/ at Google's own address)
@@ -608,6 +612,19 @@ def google_refresh(route):
 case("r-py-google-auth-revoked", "auth", v("google-auth"), google_refresh(1))
 case("r-py-google-auth-invalid-grant", "auth", v("google-auth"), google_refresh(2))
 case_as_text("r-py-text-google-auth-invalid-grant", "auth", v("google-auth"), google_refresh(2))
+
+# ---------------------------------------------------------------- python-telegram-bot
+import telegram
+
+
+def telegram_send(route):
+    async def send():
+        await telegram.Bot("123456:ABC-fake-token", base_url=f"{URL}/telegram/{route}/bot").send_message(chat_id=1, text="hi")
+    return lambda: asyncio.run(send())
+
+
+case("r-py-telegram-flood", "rate_limited", v("python-telegram-bot"), telegram_send(1))
+case_as_text("r-py-text-telegram-flood", "rate_limited", v("python-telegram-bot"), telegram_send(1))
 
 # ---------------------------------------------------------------- SDKs and frameworks with no API key
 # Raised before any request, from the client's or the framework's own configuration check.
