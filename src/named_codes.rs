@@ -6,7 +6,7 @@
 //!
 //! One pass over the text finds every form's mark (it runs for each failure analysed afresh).
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, MatchKind};
 use std::sync::LazyLock;
 
 /// The codes a text names.
@@ -54,8 +54,14 @@ const JSON_RPC_INTERNAL: &str = "-32603";
 
 /// The codes `text` names, in one pass over it.
 pub fn named_codes(text: &str) -> NamedCodes<'_> {
-    static SEARCH: LazyLock<AhoCorasick> =
-        LazyLock::new(|| AhoCorasick::new(MARKS.map(|(mark, _)| mark)).expect("the marks are tested"));
+    // Leftmost-first, for its SIMD prefilter (Teddy): the standard semantics walk the automaton byte
+    // by byte, about 2,000 instructions for a 200-byte message.
+    static SEARCH: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(MARKS.map(|(mark, _)| mark))
+            .expect("the marks are tested")
+    });
     let mut named = NamedCodes::default();
     for found in SEARCH.find_iter(text) {
         let rest = &text[found.end()..];
