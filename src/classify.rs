@@ -1780,6 +1780,29 @@ mod tests {
     }
 
     #[test]
+    fn a_command_line_tool_not_logged_in_a_port_taken_and_a_missing_container_are_read() {
+        // What agents meet running command-line tools, as the tools print it (all `unknown` before):
+        // the cloud CLIs' and Terraform's AWS provider's "log in first", a port another process holds
+        // (Node's and Python's), Docker's daemon on a container it does not have, and Anthropic's answer
+        // to a conversation whose tool call has no result.
+        let c = classifier();
+        for (message, category) in [
+            ("ERROR: Please run 'az login' to setup account.", Category::Auth),
+            ("To get started with GitHub CLI, please run:  gh auth login\nAlternatively, populate the GH_TOKEN environment variable with a GitHub API authentication token.", Category::Auth),
+            ("ERROR: (gcloud.compute.instances.list) You do not currently have an active account selected.", Category::Auth),
+            ("Error: No valid credential sources found", Category::Auth),
+            ("Error: listen EADDRINUSE: address already in use :::3000", Category::Conflict),
+            ("OSError: [Errno 98] Address already in use", Category::Conflict),
+            ("Error response from daemon: No such container: web", Category::NotFound),
+            ("messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", Category::Validation),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+        }
+        let sent = Outcome { code: "EADDRINUSE".into(), ..failure("listen failed") };
+        assert_eq!(c.classify(&sent).category, Category::Conflict);
+    }
+
+    #[test]
     fn an_mcp_servers_unknown_tool_is_an_unknown_tool_under_its_invalid_params_code() {
         // MCP servers answer a call to a tool they lack with -32602 (invalid params), as they answer
         // bad arguments: the words tell the two apart. The TypeScript SDK's McpError writes its code

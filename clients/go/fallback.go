@@ -235,7 +235,7 @@ var codeRules = []struct {
 		[]string{"ConditionalCheckFailedException", "ResourceInUseException", "BucketAlreadyExists",
 			"BucketAlreadyOwnedByYou", "already_exists", "ConflictException", "EEXIST", "ENOTEMPTY", "ALREADY_EXISTS",
 			"name_taken",
-			"ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted"}},
+			"ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted", "EADDRINUSE"}},
 	// code.overloaded
 	{codeClass{category: reboundpb.Category_CATEGORY_UNAVAILABLE, rule: "fallback.code_overloaded"},
 		[]string{"overloaded_error", "ServiceUnavailable", "ServiceUnavailableException", "ModelNotReadyException",

@@ -486,6 +486,7 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "ContainerAlreadyExists",
     "BlobAlreadyExists",
     "ResourceGroupBeingDeleted",
+    "EADDRINUSE",
   ].map((code) => [code, [C.CATEGORY_CONFLICT, "fallback.code_conflict"]] as const),
   // Rule code.quota_disk: a full disk or disk quota (its own suggestion: see RULE_SUGGESTIONS).
   ...["ENOSPC", "EDQUOT"].map((code) => [code, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota_disk"]] as const),

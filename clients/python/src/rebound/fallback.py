@@ -122,7 +122,7 @@ _CODE_LISTS = {
     **dict.fromkeys(
         ["ConditionalCheckFailedException", "ResourceInUseException", "BucketAlreadyExists", "BucketAlreadyOwnedByYou",
          "already_exists", "ConflictException", "EEXIST", "ENOTEMPTY", "ALREADY_EXISTS", "name_taken",
-         "ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted"],
+         "ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted", "EADDRINUSE"],
         (Category.CONFLICT, "fallback.code_conflict"),
     ),
     # Rule code.overloaded.

@@ -119,4 +119,12 @@ await kaseAsText("r-node-text-fetch-timeout", "timeout", NODE, () => fetch(`http
 await kaseAsText("r-node-text-json-bad", "format", NODE, () => JSON.parse('{"query": "weather", "units": metric}'));
 await kaseAsText("r-node-text-stack", "internal", NODE, () => recurse());
 
+// A port the loopback server already holds.
+const listenTaken = () => new Promise((resolve, reject) => {
+  const again = net.createServer().on("error", reject);
+  again.listen(PORT, "127.0.0.1", () => again.close(resolve));
+});
+await kase("r-node-listen-in-use", "conflict", NODE, listenTaken);
+await kaseAsText("r-node-text-listen-in-use", "conflict", NODE, listenTaken);
+
 server.close();

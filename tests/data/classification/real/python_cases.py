@@ -626,6 +626,14 @@ def telegram_send(route):
 case("r-py-telegram-flood", "rate_limited", v("python-telegram-bot"), telegram_send(1))
 case_as_text("r-py-text-telegram-flood", "rate_limited", v("python-telegram-bot"), telegram_send(1))
 
+# ---------------------------------------------------------------- a port another socket holds
+def bind_taken():
+    with socket.socket() as again:
+        again.bind(("127.0.0.1", PORT))
+
+
+case("r-py-bind-in-use", "conflict", P, bind_taken)
+
 # ---------------------------------------------------------------- SDKs and frameworks with no API key
 # Raised before any request, from the client's or the framework's own configuration check.
 for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "TAVILY_API_KEY"):
