@@ -1803,6 +1803,32 @@ mod tests {
     }
 
     #[test]
+    fn an_e2b_sandbox_past_its_lifetime_is_gone_not_slow() {
+        // The e2b SDKs' error for a call to a sandbox whose lifetime ran out (a 502), Python's and
+        // JavaScript's, with their types and as text: a timeout, retried to fail the same way, before.
+        let c = classifier();
+        let python = "502: This error is likely due to sandbox timeout. You can modify the sandbox timeout by passing 'timeout' when starting the sandbox or calling '.set_timeout' on the sandbox with the desired timeout.";
+        let js = "502: This error is likely due to sandbox timeout. You can modify the sandbox timeout by passing 'timeoutMs' when starting the sandbox or calling '.setTimeout' on the sandbox with the desired timeout.";
+        for outcome in [
+            Outcome { exception_type: "e2b.exceptions.TimeoutException".into(), ..failure(python) },
+            failure(&format!("e2b.exceptions.TimeoutException: {python}")),
+            Outcome { exception_type: "TimeoutError".into(), ..failure(js) },
+            failure(&format!("TimeoutError: {js}")),
+            Outcome {
+                exception_type: "SandboxNotFoundError".into(),
+                ..failure("Sandbox is probably not running anymore")
+            },
+        ] {
+            let got = c.classify(&outcome);
+            assert_eq!(got.category, Category::NotFound, "{outcome:?}");
+            assert!(got.suggestion.contains("start a new one"), "{}", got.suggestion);
+        }
+        // Any other timeout stays one.
+        let other = Outcome { exception_type: "TimeoutException".into(), ..failure("Request timed out") };
+        assert_eq!(c.classify(&other).category, Category::Timeout);
+    }
+
+    #[test]
     fn an_mcp_servers_unknown_tool_is_an_unknown_tool_under_its_invalid_params_code() {
         // MCP servers answer a call to a tool they lack with -32602 (invalid params), as they answer
         // bad arguments: the words tell the two apart. The TypeScript SDK's McpError writes its code

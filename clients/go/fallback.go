@@ -316,7 +316,7 @@ func codeClassOf(code string) (codeClass, bool) {
 // exception.rangeerror.stack, exception.valueerror.parse,
 // exception.runtimeerror.memory, exception.valueerror.context_length,
 // exception.missing_credentials, exception.keyerror.credentials,
-// exception.ratelimiterror.request_too_large), so a TypeError is validation
+// exception.ratelimiterror.request_too_large, exception.timeout.sandbox_gone), so a TypeError is validation
 // here even when its words say fetch failed; and the
 // types the sidecar reads from a stack trace in the message or detail when the
 // outcome names none, or none a rule knows (Go's exec.ExitError around a

@@ -617,7 +617,8 @@ func TestExceptionTypesMatchSidecarRules(t *testing.T) {
 		"exception.typeerror.fetch": "fallback.type_validation", "exception.rangeerror.stack": "fallback.type_validation",
 		"exception.valueerror.parse": "fallback.type_validation", "exception.runtimeerror.memory": "fallback.type_internal",
 		"exception.valueerror.context_length": "fallback.type_validation", "exception.missing_credentials": "fallback.type_validation",
-		"exception.keyerror.credentials": "fallback.type_validation", "exception.ratelimiterror.request_too_large": "fallback.type_rate_limited"} {
+		"exception.keyerror.credentials": "fallback.type_validation", "exception.ratelimiterror.request_too_large": "fallback.type_rate_limited",
+		"exception.timeout.sandbox_gone": "fallback.type_timeout"} {
 		r, ok := rules[id]
 		if !ok || r.messages == "" || len(r.exceptions) == 0 {
 			t.Fatalf("%s: no rule %s with exception types and words", path, id)
@@ -1268,7 +1269,7 @@ func TestEveryReadSignalDecidesLikeTheSidecar(t *testing.T) {
 	}
 	for _, id := range []string{"exception.typeerror.fetch_url", "exception.rangeerror.stack", "exception.valueerror.parse",
 		"exception.runtimeerror.memory", "exception.valueerror.context_length", "exception.missing_credentials",
-		"exception.keyerror.credentials", "exception.ratelimiterror.request_too_large"} {
+		"exception.keyerror.credentials", "exception.ratelimiterror.request_too_large", "exception.timeout.sandbox_gone"} {
 		for _, v := range rules[id].exceptions {
 			alone = append(alone, map[string]any{"exception_type": v})
 		}

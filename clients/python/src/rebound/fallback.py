@@ -192,8 +192,9 @@ _CODES = {_code_key(code): verdict for code, verdict in _CODE_LISTS.items()}
 # that names it winning. The rules that read a type and words (exception.typeerror.fetch_url,
 # exception.typeerror.fetch, exception.rangeerror.stack, exception.valueerror.parse,
 # exception.runtimeerror.memory, exception.valueerror.context_length, exception.missing_credentials,
-# exception.keyerror.credentials, exception.ratelimiterror.request_too_large) are not carried: the fallback reads no words
-# there, so a TypeError is validation whatever it says.
+# exception.keyerror.credentials, exception.ratelimiterror.request_too_large,
+# exception.timeout.sandbox_gone) are not carried: the fallback reads no words there, so a TypeError
+# is validation whatever it says.
 _EXCEPTION_TYPE_RULES = (
     # Rule exception.cancelled.
     (
