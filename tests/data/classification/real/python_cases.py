@@ -634,6 +634,52 @@ def bind_taken():
 
 case("r-py-bind-in-use", "conflict", P, bind_taken)
 
+# ---------------------------------------------------------------- smtplib
+# A loopback SMTP server refusing the login as Gmail does (its 535 reply, two lines).
+import smtplib
+
+
+def smtp_refusing_logins():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve():
+        while True:
+            conn, _ = listener.accept()
+            with conn, conn.makefile("rwb") as f:
+                f.write(b"220 smtp.example.com ESMTP ready\r\n")
+                f.flush()
+                for line in f:
+                    verb = line.split(b" ", 1)[0].strip().upper()
+                    if verb == b"EHLO":
+                        f.write(b"250-smtp.example.com at your service\r\n250-AUTH LOGIN PLAIN\r\n250 8BITMIME\r\n")
+                    elif verb == b"AUTH":
+                        f.write(b"535-5.7.8 Username and Password not accepted. For more information, go to\r\n"
+                                b"535 5.7.8  https://support.google.com/mail/?p=BadCredentials a1b2c3 - gsmtp\r\n")
+                    elif verb == b"QUIT":
+                        f.write(b"221 2.0.0 closing connection\r\n")
+                        f.flush()
+                        break
+                    else:
+                        f.write(b"250 2.0.0 OK\r\n")
+                    f.flush()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+SMTP_PORT = smtp_refusing_logins()
+
+
+def smtp_login():
+    with smtplib.SMTP("127.0.0.1", SMTP_PORT, timeout=5) as smtp:
+        smtp.login("agent@example.com", "wrong-app-password")
+
+
+case("r-py-smtp-auth", "auth", P, smtp_login)
+case_as_text("r-py-text-smtp-auth", "auth", P, smtp_login)
+
 # ---------------------------------------------------------------- SDKs and frameworks with no API key
 # Raised before any request, from the client's or the framework's own configuration check.
 for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "TAVILY_API_KEY"):
