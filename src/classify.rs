@@ -489,14 +489,15 @@ impl Classifier {
     }
 
     fn signals(&self, outcome: &Outcome) -> Signals {
+        let named = named_in_message(outcome);
         Signals {
             kind: outcome.kind,
             code: match outcome.code.trim() {
-                "" => named_in_message(outcome).code.unwrap_or_default().to_ascii_lowercase(),
+                "" => named.code.unwrap_or_default().to_ascii_lowercase(),
                 code => code.to_ascii_lowercase(),
             },
             exception_type: self.exception_read(outcome).to_string(),
-            grpc_code: outcome.grpc_code.or(named_in_message(outcome).grpc),
+            grpc_code: outcome.grpc_code.or(named.grpc),
             http_status: outcome.http_status,
             exit_code: outcome.exit_code,
             tool: outcome.tool.clone(),
