@@ -476,8 +476,8 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     let budget = max_chars.saturating_sub(3 * (n - 1));
     let chars = |l: &str| l.chars().count();
     let last_share = if n > 1 { (budget / 4).min(chars(picked[n - 1])) } else { 0 };
-    let between_share = (budget.saturating_sub(last_share) / (n - usize::from(n > 1)).max(1)).max(20);
-    let between: usize = picked[1..n.saturating_sub(1).max(1)].iter().map(|l| chars(l).min(between_share)).sum();
+    let between_share = ((budget - last_share) / (n - 1).max(1)).max(20);
+    let between: usize = picked.get(1..n - 1).unwrap_or_default().iter().map(|l| chars(l).min(between_share)).sum();
     let first_share = budget.saturating_sub(last_share + between).max(20);
     picked
         .iter()
