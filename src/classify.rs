@@ -1865,18 +1865,24 @@ mod tests {
             let sent = Outcome { code: message[10..16].to_string(), ..failure(message) };
             assert_eq!(c.classify(&sent).category, category, "with its code: {message}");
         }
-        // JSON-RPC's internal error wraps whatever a handler threw: in text its words decide; a code
-        // sent as a field still counts, as gRPC's `Unknown` does.
+        // JSON-RPC's internal error wraps whatever a handler threw: its words decide, in text or
+        // with the code sent as a field (rule code.mcp.internal scores below words, as grpc.unknown);
+        // alone, it is internal.
         let internal = "MCP error -32603: connect ECONNREFUSED 127.0.0.1:8080";
         assert_eq!(c.classify(&failure(internal)).category, Category::Network);
         let sent = Outcome { code: "-32603".into(), ..failure(internal) };
-        assert_eq!(c.classify(&sent).category, Category::Internal);
+        assert_eq!(c.classify(&sent).category, Category::Network);
+        let sent = Outcome { code: "-32603".into(), ..failure("the frobnicator declined") };
+        assert_eq!(
+            (c.classify(&sent).category, c.classify(&sent).rule.as_str()),
+            (Category::Internal, "code.mcp.internal")
+        );
     }
 
     #[test]
-    fn a_grpc_unknown_in_a_message_gives_way_to_its_words() {
+    fn a_grpc_unknown_gives_way_to_its_words() {
         // grpc-go's text for a plain error, as a Go service or kubelet relays it: `Unknown` is no
-        // signal, the words after it are. A code an outcome sends as a field still counts.
+        // signal, the words after it are.
         let c = classifier();
         for (message, category) in [
             ("rpc error: code = Unknown desc = context deadline exceeded", Category::Timeout),
@@ -1886,8 +1892,22 @@ mod tests {
         ] {
             assert_eq!(c.classify(&failure(message)).category, category, "{message}");
         }
-        let sent = Outcome { grpc_code: Some(crate::named_codes::GRPC_UNKNOWN), ..failure("the frobnicator declined") };
-        assert_eq!(c.classify(&sent).category, Category::Internal);
+        // Sent as a field, as grpcio answers an exception its handler did not map ("Exception
+        // calling application: ..."): the words decide (rule grpc.unknown scores below them), and
+        // so does every other signal; alone, it is internal.
+        let unknown = |message: &str| Outcome { grpc_code: Some(crate::named_codes::GRPC_UNKNOWN), ..failure(message) };
+        for (outcome, category) in [
+            (unknown("Exception calling application: Read timed out"), Category::Timeout),
+            (
+                unknown("Exception calling application: [Errno 13] Permission denied: '/data/x'"),
+                Category::PermissionDenied,
+            ),
+            (Outcome { http_status: Some(503), ..unknown("the frobnicator declined") }, Category::Unavailable),
+            (unknown("the frobnicator declined"), Category::Internal),
+        ] {
+            assert_eq!(c.classify(&outcome).category, category, "{}", outcome.message);
+        }
+        assert_eq!(c.classify(&unknown("the frobnicator declined")).rule.as_str(), "grpc.unknown");
     }
 
     #[test]

@@ -274,9 +274,6 @@ var codeRules = []struct {
 	// code.mcp.method: JSON-RPC's method not found
 	{codeClass{category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.code_mcp_method"},
 		[]string{"-32601"}},
-	// code.mcp.internal: JSON-RPC's internal error
-	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_mcp_internal"},
-		[]string{"-32603"}},
 }
 
 // codeClasses are codeRules by code, ASCII-lowercased: the sidecar matches a
@@ -554,10 +551,10 @@ func typeInMessage(message string) (string, bool) {
 // grpcClasses are the gRPC status codes (their numbers, fixed by the gRPC
 // spec) as the sidecar's rules grpc.* name them (src/defaults/rules.toml;
 // TestGRPCCodesMatchSidecarRules checks for drift). RESOURCE_EXHAUSTED, which
-// also reads words, is read apart (grpcResourceExhausted).
+// also reads words, is read apart (grpcResourceExhausted), and UNKNOWN last
+// (weakSignals).
 var grpcClasses = map[int32]codeClass{
 	1:  {category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.grpc_cancelled"},                 // CANCELLED
-	2:  {category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_internal"},                   // UNKNOWN
 	3:  {category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.grpc_invalid_argument"},         // INVALID_ARGUMENT
 	4:  {category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.grpc_deadline_exceeded"},           // DEADLINE_EXCEEDED
 	5:  {category: reboundpb.Category_CATEGORY_NOT_FOUND, rule: "fallback.grpc_not_found"},                 // NOT_FOUND
@@ -915,7 +912,7 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 // the outcome's, or the one a one-line message begins with, exceptionTypeOf),
 // then a gRPC code (50), then a single HTTP status (40), then an exit code
 // (40 too, but the HTTP rules are listed first), then an HTTP status by its
-// range (38). So a 503 whose connection was reset is a network failure, a 401
+// range (38), then gRPC's UNKNOWN and JSON-RPC's -32603 (9: weakSignals). So a 503 whose connection was reset is a network failure, a 401
 // raised as httpx.ReadTimeout a timeout, a 429 with gRPC RESOURCE_EXHAUSTED
 // about billing a used-up quota, ENOENT with a 500 not found, exit code 127
 // with a 404 not found by the status (the HTTP rule is listed first) but with
@@ -973,8 +970,31 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 			return r.class
 		}
 	}
+	if o.GrpcCode != nil && o.GetGrpcCode() == grpcUnknown {
+		return grpcUnknownClass
+	}
+	if strings.TrimSpace(o.GetCode()) == mcpInternalCode {
+		return mcpInternalClass
+	}
 	return codeClass{category: reboundpb.Category_CATEGORY_UNKNOWN, rule: "fallback.default"}
 }
+
+// The weak signals, which say only that a handler failed: gRPC's UNKNOWN (what
+// a server answers for an exception it did not map: grpcio's "Exception calling
+// application: ...") and JSON-RPC's internal error, -32603 (what an MCP server
+// answers for whatever a handler threw). The sidecar's rules grpc.unknown and
+// code.mcp.internal score them 9 (their priority), below every other signal and
+// below any words, which say what failed; the fallback reads no words, so it
+// reads them after every other signal (TestWeakSignalsMatchSidecarRules).
+const (
+	grpcUnknown     = 2
+	mcpInternalCode = "-32603"
+)
+
+var (
+	grpcUnknownClass = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_unknown"}
+	mcpInternalClass = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_mcp_internal"}
+)
 
 // maxProviderWait bounds a provider's delay: anything above a day is nonsense
 // (and escalates under any sane MaxProviderDelay), and clamping keeps the

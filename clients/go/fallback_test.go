@@ -374,6 +374,8 @@ type sidecarRule struct {
 	exitCodes []int32
 	// suggestion is the rule's own; empty for none.
 	suggestion string
+	// priority replaces the rule's score; nil for none.
+	priority *int
 	// order is the rule's place in the file.
 	order int
 }
@@ -459,6 +461,11 @@ func readSidecarRules(t *testing.T) (string, map[string]*sidecarRule) {
 		case "suggestion":
 			if id != "" {
 				rules[id].suggestion = str()
+			}
+		case "priority":
+			if id != "" {
+				rules[id].priority = new(int)
+				array(rules[id].priority)
 			}
 		}
 	}
@@ -1013,7 +1020,7 @@ func TestGRPCCodesMatchSidecarRules(t *testing.T) {
 	path, rules := readSidecarRules(t)
 	sidecar := map[int32]string{}
 	for id, r := range rules {
-		if len(r.grpcCodes) == 0 || strings.HasPrefix(id, "grpc.resource_exhausted") {
+		if len(r.grpcCodes) == 0 || strings.HasPrefix(id, "grpc.resource_exhausted") || r.priority != nil {
 			continue
 		}
 		if keys := slices.Sorted(slices.Values(r.keys)); !slices.Equal(keys, []string{"category", "grpc_code", "id"}) {
@@ -1580,8 +1587,55 @@ func TestHTTP5xxSplitMatchesSidecarRules(t *testing.T) {
 		}
 	}
 	slices.Sort(numbers)
-	if !slices.Equal(numbers, []int32{2, 13, 15}) {
-		t.Errorf("rule grpc.internal's codes are %v, want 2, 13 and 15", numbers)
+	if !slices.Equal(numbers, []int32{13, 15}) {
+		t.Errorf("rule grpc.internal's codes are %v, want 13 and 15", numbers)
+	}
+}
+
+// The weak signals (gRPC's UNKNOWN, JSON-RPC's -32603) are the sidecar's rules
+// grpc.unknown and code.mcp.internal, the only rules whose priority puts them
+// below a message's words (10), so the fallback reads them after every other
+// signal: UNKNOWN with a 503 is unavailable, -32603 with ECONNREFUSED a network
+// failure, and each alone internal.
+func TestWeakSignalsMatchSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	var weak []string
+	for id, r := range rules {
+		if r.priority != nil && *r.priority < 10 {
+			weak = append(weak, id)
+		}
+	}
+	slices.Sort(weak)
+	if !slices.Equal(weak, []string{"code.mcp.internal", "grpc.unknown"}) {
+		t.Fatalf("%s: the rules scored below words are %q, want code.mcp.internal and grpc.unknown", path, weak)
+	}
+	if r := rules["grpc.unknown"]; !slices.Equal(r.grpcCodes, []string{"UNKNOWN"}) || len(r.keys) != 4 {
+		t.Errorf("%s: rule grpc.unknown has gRPC codes %q and keys %q, want [UNKNOWN] and id, grpc_code, category, priority", path, r.grpcCodes, r.keys)
+	}
+	if r := rules["code.mcp.internal"]; !slices.Equal(r.codes, []string{mcpInternalCode}) || len(r.keys) != 4 {
+		t.Errorf("%s: rule code.mcp.internal has codes %q and keys %q, want [%s] and id, code, category, priority", path, r.codes, r.keys, mcpInternalCode)
+	}
+	checkSidecarClass(t, "grpc.unknown", rules["grpc.unknown"], grpcUnknownClass)
+	checkSidecarClass(t, "code.mcp.internal", rules["code.mcp.internal"], mcpInternalClass)
+	tests := []struct {
+		outcome  *reboundpb.Outcome
+		category Category
+		rule     string
+	}{
+		{&reboundpb.Outcome{GrpcCode: i32(2)}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_unknown"},
+		{&reboundpb.Outcome{Code: " -32603 "}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_mcp_internal"},
+		// Equal scores: grpc.unknown is listed first.
+		{&reboundpb.Outcome{GrpcCode: i32(2), Code: "-32603"}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_unknown"},
+		{&reboundpb.Outcome{GrpcCode: i32(2), HttpStatus: 503}, reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"},
+		{&reboundpb.Outcome{GrpcCode: i32(2), HttpStatus: 599}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.http_5xx"},
+		{&reboundpb.Outcome{GrpcCode: i32(2), ExceptionType: "ConnectionError"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"},
+		{&reboundpb.Outcome{Code: "-32603", GrpcCode: i32(4)}, reboundpb.Category_CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"},
+		{&reboundpb.Outcome{Code: "-32603", HttpStatus: 404}, reboundpb.Category_CATEGORY_NOT_FOUND, "fallback.http_404"},
+	}
+	for _, tt := range tests {
+		if category, rule := classifyCoarse(tt.outcome); category != tt.category || rule != tt.rule {
+			t.Errorf("%v: %s, %s; want %s, %s", tt.outcome, category, rule, tt.category, tt.rule)
+		}
 	}
 }
 
@@ -1598,7 +1652,7 @@ func TestFallbackInternalRulesAndRetries(t *testing.T) {
 		{&reboundpb.Outcome{HttpStatus: 503}, reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"},
 		{&reboundpb.Outcome{HttpStatus: 529}, reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"},
 		{&reboundpb.Outcome{GrpcCode: i32(13)}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},
-		{&reboundpb.Outcome{GrpcCode: i32(2), HttpStatus: 500}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},
+		{&reboundpb.Outcome{GrpcCode: i32(15), HttpStatus: 500}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_internal"},
 		{&reboundpb.Outcome{HttpStatus: 500, Kind: KindTimeout}, reboundpb.Category_CATEGORY_TIMEOUT, "fallback.kind_timeout"},
 		{&reboundpb.Outcome{HttpStatus: 500, Code: "ECONNRESET"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"},
 		{&reboundpb.Outcome{HttpStatus: 500, ExceptionType: "ConnectionError"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"},

@@ -37,6 +37,7 @@ from rebound.fallback import (
     _SUGGESTIONS,
     _TEXT_LIMIT,
     _TOOL_ERROR_PARSE_TYPES,
+    _WEAK_SIGNALS,
     DeclaredLimits,
     SessionCounters,
     classify_coarse,
@@ -260,7 +261,6 @@ PORTED_CODE_RULES = [
     ("code.mcp.parse", Category.FORMAT, "fallback.code_mcp_parse"),
     ("code.mcp.invalid", Category.VALIDATION, "fallback.code_mcp_invalid"),
     ("code.mcp.method", Category.NOT_FOUND, "fallback.code_mcp_method"),
-    ("code.mcp.internal", Category.INTERNAL, "fallback.code_mcp_internal"),
 ]
 """The sidecar's code rules the fallback carries, with the category and rule id it gives."""
 
@@ -480,7 +480,7 @@ def test_grpc_codes_are_the_sidecars() -> None:
     # RESOURCE_EXHAUSTED, which also reads words, has a test of its own.
     sidecar: dict[int, str] = {}
     for rule in tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]:
-        if "grpc_code" not in rule or rule["id"].startswith("grpc.resource_exhausted"):
+        if "grpc_code" not in rule or rule["id"].startswith("grpc.resource_exhausted") or "priority" in rule:
             continue
         assert set(rule) == {"id", "grpc_code", "category"}, rule["id"]
         for name in rule["grpc_code"]:
@@ -489,6 +489,31 @@ def test_grpc_codes_are_the_sidecars() -> None:
             sidecar[number] = rule["category"]
     assert {number: category.label for number, (category, _) in _GRPC_CATEGORIES.items()} == sidecar
     assert _GRPC_RESOURCE_EXHAUSTED not in _GRPC_CATEGORIES
+
+
+
+def test_weak_signals_are_the_sidecars() -> None:
+    # gRPC's UNKNOWN and JSON-RPC's -32603 say only that a handler failed: the sidecar's rules
+    # grpc.unknown and code.mcp.internal, the only ones scored below words (10), so the fallback,
+    # which reads no words, reads them after every other signal.
+    rules = tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]
+    weak = {rule["id"]: rule for rule in rules if rule.get("priority", 10) < 10}
+    assert weak == {
+        "grpc.unknown": {"id": "grpc.unknown", "grpc_code": ["UNKNOWN"], "category": "internal", "priority": 9},
+        "code.mcp.internal": {"id": "code.mcp.internal", "code": ["-32603"], "category": "internal", "priority": 9},
+    }
+    assert [r["id"] for r in rules if r["id"] in weak] == list(_WEAK_SIGNALS)  # in the sidecar's order
+    assert classify_coarse(failure(grpc_code=2)) == (Category.INTERNAL, "fallback.grpc_unknown")
+    assert classify_coarse(failure(code=" -32603 ")) == (Category.INTERNAL, "fallback.code_mcp_internal")
+    # Equal scores: grpc.unknown is listed first.
+    assert classify_coarse(failure(grpc_code=2, code="-32603")) == (Category.INTERNAL, "fallback.grpc_unknown")
+    assert classify_coarse(failure(grpc_code=2, http_status=503)) == (Category.UNAVAILABLE, "fallback.http_502")
+    assert classify_coarse(failure(grpc_code=2, http_status=599)) == (Category.INTERNAL, "fallback.http_5xx")
+    assert classify_coarse(failure(grpc_code=2, exception_type="ConnectionError")) == (
+        Category.NETWORK, "fallback.type_connection"
+    )
+    assert classify_coarse(failure(code="-32603", grpc_code=4)) == (Category.TIMEOUT, "fallback.grpc_deadline_exceeded")
+    assert classify_coarse(failure(code="-32603", http_status=404)) == (Category.NOT_FOUND, "fallback.http_404")
 
 
 LOOSE = FallbackPolicy(max_consecutive_failures=0)
@@ -600,7 +625,7 @@ def test_the_5xx_split_is_the_sidecars() -> None:
     grpc_internal = rules["grpc.internal"]
     assert grpc_internal["category"] == "internal"
     numbers = {grpc.StatusCode[name].value[0] for name in grpc_internal["grpc_code"]}
-    assert numbers == {2, 13, 15}
+    assert numbers == {13, 15}
     assert all(classify_coarse(failure(grpc_code=n)) == (Category.INTERNAL, "fallback.grpc_internal") for n in numbers)
 
 
@@ -677,7 +702,7 @@ def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
         ({"http_status": 502}, Category.UNAVAILABLE, "fallback.http_502"),
         ({"http_status": 503}, Category.UNAVAILABLE, "fallback.http_502"),
         ({"http_status": 529}, Category.UNAVAILABLE, "fallback.http_502"),
-        ({"grpc_code": 2}, Category.INTERNAL, "fallback.grpc_internal"),
+        ({"grpc_code": 2}, Category.INTERNAL, "fallback.grpc_unknown"),
         ({"grpc_code": 13}, Category.INTERNAL, "fallback.grpc_internal"),
         ({"grpc_code": 15}, Category.INTERNAL, "fallback.grpc_internal"),
         # An internal error yields to what says more, as on the sidecar, where a kind, an error
@@ -687,7 +712,7 @@ def test_three_failures_of_one_tool_in_a_row_escalate() -> None:
         ({"http_status": 500, "exception_type": "ConnectionError"}, Category.NETWORK, "fallback.type_connection"),
         ({"http_status": 500, "grpc_code": 14}, Category.UNAVAILABLE, "fallback.grpc_unavailable"),
         ({"grpc_code": 13, "code": "ECONNREFUSED"}, Category.NETWORK, "fallback.code_network"),
-        ({"grpc_code": 2, "http_status": 500}, Category.INTERNAL, "fallback.grpc_internal"),
+        ({"grpc_code": 15, "http_status": 500}, Category.INTERNAL, "fallback.grpc_internal"),
         ({"kind": Kind.TIMEOUT}, Category.TIMEOUT, "fallback.kind_timeout"),
         ({"grpc_code": 14}, Category.UNAVAILABLE, "fallback.grpc_unavailable"),
         ({"grpc_code": 16}, Category.AUTH, "fallback.grpc_unauthenticated"),

@@ -248,15 +248,15 @@ export const RULE_SUGGESTIONS: ReadonlyMap<string, string> = new Map([
  * gRPC's status codes (numbers fixed by the gRPC spec), each with its category
  * and rule, as the sidecar's rules grpc.* read them alone
  * (src/defaults/rules.toml; a test fails when the two drift apart):
- * UNKNOWN, INTERNAL and DATA_LOSS are internal (rule grpc.internal), NOT_FOUND
+ * INTERNAL and DATA_LOSS are internal (rule grpc.internal), NOT_FOUND
  * and UNIMPLEMENTED not found, INVALID_ARGUMENT and OUT_OF_RANGE validation,
  * ALREADY_EXISTS, FAILED_PRECONDITION and ABORTED a conflict. RESOURCE_EXHAUSTED
- * (8), which also reads words, is not here (see {@link GRPC_QUOTA_WORDS}).
+ * (8), which also reads words, is not here (see {@link GRPC_QUOTA_WORDS}), nor
+ * UNKNOWN (2), a weak signal (see {@link WEAK_SIGNALS}).
  * @internal Exported for that test only.
  */
 export const GRPC_CODES: ReadonlyMap<number, readonly [pb.Category, string]> = new Map<number, readonly [pb.Category, string]>([
   [1, [C.CATEGORY_CANCELLED, "fallback.grpc_cancelled"]],
-  [2, [C.CATEGORY_INTERNAL, "fallback.grpc_internal"]], // UNKNOWN
   [3, [C.CATEGORY_VALIDATION, "fallback.grpc_invalid_argument"]],
   [4, [C.CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"]],
   [5, [C.CATEGORY_NOT_FOUND, "fallback.grpc_not_found"]],
@@ -494,13 +494,27 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
   ...["ABORT_ERR", "ERR_CANCELED", "CANCELLED", "canceled", "cancelled"].map(
     (code) => [code, [C.CATEGORY_CANCELLED, "fallback.code_cancelled"]] as const,
   ),
-  // Rules code.mcp.*: the JSON-RPC error codes of an MCP server, as text.
+  // Rules code.mcp.*: the JSON-RPC error codes of an MCP server, as text (-32603 is a weak signal: WEAK_SIGNALS).
   ["-32001", [C.CATEGORY_TIMEOUT, "fallback.code_mcp_timeout"]], // code.mcp.timeout
   ["-32700", [C.CATEGORY_FORMAT, "fallback.code_mcp_parse"]], // code.mcp.parse
   ...["-32600", "-32602"].map((code) => [code, [C.CATEGORY_VALIDATION, "fallback.code_mcp_invalid"]] as const), // code.mcp.invalid
   ["-32601", [C.CATEGORY_NOT_FOUND, "fallback.code_mcp_method"]], // code.mcp.method
-  ["-32603", [C.CATEGORY_INTERNAL, "fallback.code_mcp_internal"]], // code.mcp.internal
 ]);
+
+/**
+ * The weak signals, which say only that a handler failed: gRPC's UNKNOWN (what a
+ * server answers for an exception it did not map: grpcio's "Exception calling
+ * application: ...") and JSON-RPC's internal error, -32603 (what an MCP server
+ * answers for whatever a handler threw). The sidecar's rules grpc.unknown and
+ * code.mcp.internal score them 9 (their priority), below every other signal and
+ * below any words, which say what failed; the fallback reads no words, so it
+ * reads them after every other signal, grpc.unknown first (listed first).
+ * @internal Exported for the drift test only.
+ */
+export const WEAK_SIGNALS = {
+  "grpc.unknown": [C.CATEGORY_INTERNAL, "fallback.grpc_unknown"],
+  "code.mcp.internal": [C.CATEGORY_INTERNAL, "fallback.code_mcp_internal"],
+} as const satisfies Record<string, readonly [pb.Category, string]>;
 
 /** {@link ERROR_CODES} by the code in ASCII lower case, as the sidecar indexes its rules' codes. */
 const ERROR_CODES_FOLDED: ReadonlyMap<string, readonly [pb.Category, string]> = new Map(
@@ -1137,6 +1151,8 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (exit !== undefined) return [...exit];
   const range = HTTP_RANGES.find(([lo, hi]) => o.httpStatus >= lo && o.httpStatus <= hi);
   if (range !== undefined) return [range[2], range[3]];
+  if (o.grpcCode === 2) return [...WEAK_SIGNALS["grpc.unknown"]];
+  if (o.code.replace(RUST_TRIM, "") === "-32603") return [...WEAK_SIGNALS["code.mcp.internal"]];
   return [C.CATEGORY_UNKNOWN, "fallback.default"];
 }
 

@@ -32,6 +32,7 @@ import {
   SUGGESTIONS,
   TOOL_PARSE_TYPES,
   typeInMessage,
+  WEAK_SIGNALS,
   type FallbackPolicy,
 } from "../src/fallback.js";
 import * as pb from "../src/gen/rebound/v1/rebound.js";
@@ -56,6 +57,8 @@ interface SidecarRule {
   exitCodes?: number[];
   /** The rule's own suggestion, over its category's. */
   suggestion?: string;
+  /** The score it has whatever it matched, when it says. */
+  priority?: number;
 }
 
 /** The sidecar's default rules (src/defaults/rules.toml) by id. */
@@ -90,6 +93,8 @@ function sidecarRules(): Map<string, SidecarRule> {
       if (exitCodes !== undefined) rule.exitCodes = JSON.parse(exitCodes) as number[];
       const suggestion = /^suggestion\s*=\s*("(?:[^"\\]|\\.)*")$/.exec(line)?.[1];
       if (suggestion !== undefined) rule.suggestion = JSON.parse(suggestion) as string;
+      const priority = /^priority\s*=\s*(-?\d+)$/.exec(line)?.[1];
+      if (priority !== undefined) rule.priority = Number(priority);
     }
     if (rule.id !== undefined) rules.set(rule.id, rule);
   }
@@ -172,6 +177,7 @@ const FALLBACK_RULES = new Map([
   ["grpc.unavailable", "fallback.grpc_unavailable"],
   ["grpc.unauthenticated", "fallback.grpc_unauthenticated"],
   ["grpc.internal", "fallback.grpc_internal"],
+  ["grpc.unknown", "fallback.grpc_unknown"],
   ["grpc.not_found", "fallback.grpc_not_found"],
   ["grpc.invalid_argument", "fallback.grpc_invalid_argument"],
   ["grpc.conflict", "fallback.grpc_conflict"],
@@ -727,7 +733,6 @@ describe("fallback policy", () => {
       ["code.mcp.parse", "format"],
       ["code.mcp.invalid", "validation"],
       ["code.mcp.method", "not_found"],
-      ["code.mcp.internal", "internal"],
     ];
     for (const [id, category] of codeRules) {
       const rule = rules.get(id);
@@ -1001,6 +1006,7 @@ describe("fallback policy", () => {
     const sidecar = new Map<number, [string, string]>();
     for (const rule of sidecarRules().values()) {
       if (rule.grpcCodes === undefined || rule.id?.startsWith("grpc.resource_exhausted") === true) continue;
+      if (rule.priority !== undefined) continue; // a weak signal: WEAK_SIGNALS
       // The code alone: a rule that also read words or another signal would not be a lookup.
       assert.deepEqual(Object.keys(rule).sort(), ["category", "grpcCodes", "id"], rule.id);
       for (const name of rule.grpcCodes) {
@@ -1270,10 +1276,39 @@ describe("fallback policy", () => {
     for (const s of internal?.httpStatus ?? []) assert.ok(!unavailableStatuses.has(s as number), `HTTP ${s}`);
     assert.equal(grpcInternal?.category, "internal");
     const numbers = (grpcInternal?.grpcCodes ?? []).map((name) => grpcStatus[name as keyof typeof grpcStatus]);
-    assert.deepEqual([...numbers].sort((a, b) => a - b), [2, 13, 15]);
+    assert.deepEqual([...numbers].sort((a, b) => a - b), [13, 15]);
     for (const n of numbers) {
       const [category, rule] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", grpcCode: n }));
       assert.deepEqual([categoryName(category), rule], ["internal", "fallback.grpc_internal"], `gRPC ${n}`);
+    }
+  });
+
+  it("reads the weak signals (gRPC's UNKNOWN, JSON-RPC's -32603) after every other, as the sidecar scores them", () => {
+    // The sidecar's rules grpc.unknown and code.mcp.internal, the only ones scored below words (10).
+    const rules = sidecarRules();
+    const weak = [...rules.values()].filter((r) => r.priority !== undefined && r.priority < 10);
+    assert.deepEqual(weak, [
+      { id: "grpc.unknown", grpcCodes: ["UNKNOWN"], category: "internal", priority: 9 },
+      { id: "code.mcp.internal", codes: ["-32603"], category: "internal", priority: 9 },
+    ]);
+    for (const rule of weak) {
+      const [c, r] = WEAK_SIGNALS[rule.id as keyof typeof WEAK_SIGNALS];
+      assert.deepEqual([categoryName(c), r], [rule.category, FALLBACK_RULES.get(rule.id ?? "")], rule.id);
+    }
+    const cases: [pb.DeepPartial<pb.Outcome>, string, string][] = [
+      [{ grpcCode: 2 }, "internal", "fallback.grpc_unknown"],
+      [{ code: " -32603 " }, "internal", "fallback.code_mcp_internal"],
+      // Equal scores: grpc.unknown is listed first.
+      [{ grpcCode: 2, code: "-32603" }, "internal", "fallback.grpc_unknown"],
+      [{ grpcCode: 2, httpStatus: 503 }, "unavailable", "fallback.http_502"],
+      [{ grpcCode: 2, httpStatus: 599 }, "internal", "fallback.http_5xx"],
+      [{ grpcCode: 2, exceptionType: "ConnectionError" }, "network", "fallback.type_connection"],
+      [{ code: "-32603", grpcCode: 4 }, "timeout", "fallback.grpc_deadline_exceeded"],
+      [{ code: "-32603", httpStatus: 404 }, "not_found", "fallback.http_404"],
+    ];
+    for (const [fields, category, rule] of cases) {
+      const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", ...fields }));
+      assert.deepEqual([categoryName(c), r], [category, rule], JSON.stringify(fields));
     }
   });
 
@@ -1283,14 +1318,14 @@ describe("fallback policy", () => {
       [{ httpStatus: 503 }, "unavailable", "fallback.http_502"],
       [{ httpStatus: 529 }, "unavailable", "fallback.http_502"],
       [{ grpcCode: 13 }, "internal", "fallback.grpc_internal"],
-      [{ grpcCode: 2, httpStatus: 500 }, "internal", "fallback.grpc_internal"],
+      [{ grpcCode: 15, httpStatus: 500 }, "internal", "fallback.grpc_internal"],
       [{ httpStatus: 500, kind: pb.OutcomeKind.OUTCOME_KIND_TIMEOUT }, "timeout", "fallback.kind_timeout"],
       [{ httpStatus: 500, code: "ECONNRESET" }, "network", "fallback.code_network"],
       [{ httpStatus: 500, exceptionType: "ConnectionError" }, "network", "fallback.type_connection"],
       [{ httpStatus: 500, grpcCode: 14 }, "unavailable", "fallback.grpc_unavailable"],
       [{ grpcCode: 13, code: "ECONNREFUSED" }, "network", "fallback.code_network"],
       [{ grpcCode: 13, httpStatus: 503 }, "internal", "fallback.grpc_internal"],
-      [{ grpcCode: 2, httpStatus: 429 }, "internal", "fallback.grpc_internal"],
+      [{ grpcCode: 15, httpStatus: 429 }, "internal", "fallback.grpc_internal"],
       [{ grpcCode: 15, exceptionType: "ReadTimeout" }, "timeout", "fallback.type_timeout"],
     ];
     for (const [fields, category, rule] of cases) {

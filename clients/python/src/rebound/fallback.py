@@ -159,13 +159,12 @@ _CODE_LISTS = {
         ["ABORT_ERR", "ERR_CANCELED", "CANCELLED", "canceled", "cancelled"],
         (Category.CANCELLED, "fallback.code_cancelled"),
     ),
-    # MCP's JSON-RPC error codes: rules code.mcp.timeout, code.mcp.parse, code.mcp.invalid,
-    # code.mcp.method and code.mcp.internal.
+    # MCP's JSON-RPC error codes: rules code.mcp.timeout, code.mcp.parse, code.mcp.invalid and
+    # code.mcp.method (-32603 is a weak signal, read last: `_WEAK_SIGNALS`).
     "-32001": (Category.TIMEOUT, "fallback.code_mcp_timeout"),
     "-32700": (Category.FORMAT, "fallback.code_mcp_parse"),
     **dict.fromkeys(["-32600", "-32602"], (Category.VALIDATION, "fallback.code_mcp_invalid")),
     "-32601": (Category.NOT_FOUND, "fallback.code_mcp_method"),
-    "-32603": (Category.INTERNAL, "fallback.code_mcp_internal"),
 }
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -409,10 +408,10 @@ def _exception_type(o: pb.Outcome) -> str:
 
 
 # gRPC status codes (fixed by the gRPC spec) as the sidecar's rules grpc.* name them
-# (test_fallback checks for drift); RESOURCE_EXHAUSTED, which also reads words, comes below.
+# (test_fallback checks for drift); RESOURCE_EXHAUSTED, which also reads words, comes below, and
+# UNKNOWN is a weak signal (`_WEAK_SIGNALS`).
 _GRPC_CATEGORIES = {
     1: (Category.CANCELLED, "fallback.grpc_cancelled"),
-    2: (Category.INTERNAL, "fallback.grpc_internal"),  # UNKNOWN
     3: (Category.VALIDATION, "fallback.grpc_invalid_argument"),
     4: (Category.TIMEOUT, "fallback.grpc_deadline_exceeded"),
     5: (Category.NOT_FOUND, "fallback.grpc_not_found"),
@@ -426,6 +425,19 @@ _GRPC_CATEGORIES = {
     14: (Category.UNAVAILABLE, "fallback.grpc_unavailable"),
     15: (Category.INTERNAL, "fallback.grpc_internal"),  # DATA_LOSS
     16: (Category.AUTH, "fallback.grpc_unauthenticated"),
+}
+
+# The weak signals, which say only that a handler failed: gRPC's UNKNOWN (what a server answers for
+# an exception it did not map: grpcio's "Exception calling application: ...") and JSON-RPC's internal
+# error, -32603 (what an MCP server answers for whatever a handler threw). The sidecar's rules
+# grpc.unknown and code.mcp.internal score them 9 (their priority), below every other signal and
+# below any words, which say what failed; the fallback reads no words, so it reads them after every
+# other signal, grpc.unknown first (listed first).
+_GRPC_UNKNOWN = 2
+_MCP_INTERNAL = "-32603"
+_WEAK_SIGNALS = {
+    "grpc.unknown": (Category.INTERNAL, "fallback.grpc_unknown"),
+    "code.mcp.internal": (Category.INTERNAL, "fallback.code_mcp_internal"),
 }
 
 # gRPC RESOURCE_EXHAUSTED: a rate limit (retried with backoff), as the sidecar's rule
@@ -871,9 +883,10 @@ class FallbackPolicy:
 def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     """Maps the structured signals a fallback can trust to a category and a rule id, ranked as
     the sidecar scores them (src/classify.rs: kind 100, error code 80, exception type 60, gRPC
-    code 50, HTTP status 40, exit code 40, HTTP range 38): the outcome's kind, then its error code,
-    its exception type, its gRPC code, a single HTTP status of the sidecar's status rules, its exit
-    code and last an HTTP range (4xx, 5xx), the first the fallback knows deciding. So, as on the
+    code 50, HTTP status 40, exit code 40, HTTP range 38, the weak signals 9): the outcome's kind,
+    then its error code, its exception type, its gRPC code, a single HTTP status of the sidecar's
+    status rules, its exit code, an HTTP range (4xx, 5xx), and last gRPC's UNKNOWN and JSON-RPC's
+    -32603 (`_WEAK_SIGNALS`), the first the fallback knows deciding. So, as on the
     sidecar, a 503 or a 500 with ECONNRESET is a network failure (retried three times, an internal
     error once), a 401 with httpx.ReadTimeout a timeout, a 429 with gRPC RESOURCE_EXHAUSTED and a
     quota word a used-up quota, a 404 with exit code 127 not found by the status, and a 418 with
@@ -915,7 +928,14 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return by_status
     if o.HasField("exit_code") and o.exit_code in _EXIT_CODES:
         return _EXIT_CODES[o.exit_code]
-    return next((verdict for lo, hi, verdict in _HTTP_RANGES if lo <= s <= hi), (Category.UNKNOWN, "fallback.default"))
+    by_range = next((verdict for lo, hi, verdict in _HTTP_RANGES if lo <= s <= hi), None)
+    if by_range is not None:
+        return by_range
+    if o.HasField("grpc_code") and o.grpc_code == _GRPC_UNKNOWN:
+        return _WEAK_SIGNALS["grpc.unknown"]
+    if _code_key(o.code) == _MCP_INTERNAL:
+        return _WEAK_SIGNALS["code.mcp.internal"]
+    return Category.UNKNOWN, "fallback.default"
 
 
 def _says_any(o: pb.Outcome, words: tuple[str, ...]) -> bool:
