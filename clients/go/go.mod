@@ -3,6 +3,7 @@ module github.com/rebound-dev/rebound/clients/go
 go 1.23.0
 
 require (
+	github.com/aws/smithy-go v1.22.2
 	golang.org/x/sys v0.33.0
 	google.golang.org/grpc v1.75.1
 	google.golang.org/protobuf v1.36.11

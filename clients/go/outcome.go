@@ -251,7 +251,8 @@ func WithCallID(id string) ReportOption {
 //   - any other error: kind tool_error (WithKind says otherwise, KindProviderError for an LLM call)
 //   - a syscall.Errno: its name as the code (ECONNREFUSED); a *net.DNSError: ENOTFOUND or EAI_AGAIN
 //   - an HTTPStatusError / HTTPHeaderError (such as *HTTPError): the status and headers
-//   - an *HTTPError's Code: the code
+//   - an *HTTPError's Code: the code; else an error with an ErrorCode() string method
+//     (smithy-go's APIError, which every AWS SDK v2 error is): that code (ThrottlingException)
 //   - a gRPC status error: its code
 //   - an *exec.ExitError: the exit code, and its captured stderr as the detail
 //
@@ -312,6 +313,12 @@ func fillFromError(o *reboundpb.Outcome, err error) {
 	var httpErr *HTTPError
 	if o.Code == "" && errors.As(err, &httpErr) {
 		o.Code = httpErr.Code
+	}
+	// A service's own code, as smithy-go's APIError gives it (every AWS SDK v2 error:
+	// ThrottlingException, ExpiredToken, NoSuchKey).
+	var coded interface{ ErrorCode() string }
+	if o.Code == "" && errors.As(err, &coded) {
+		o.Code = strings.TrimSpace(coded.ErrorCode())
 	}
 
 	var statusErr HTTPStatusError

@@ -14,10 +14,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/aws/smithy-go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -391,6 +393,29 @@ echo 'PermissionError: [Errno 13] Permission denied: /data/out.parquet' >&2; exi
 }
 
 // The code of a provider's JSON error body, OpenAI's and Anthropic's shapes; none from other bodies.
+// The AWS SDK v2's errors are smithy-go's: an OperationError around the
+// service's APIError, whose ErrorCode() is the service's code. The sidecar
+// also reads "api error NoSuchKey:" from the text; the code as a field is
+// what the fallback reads too.
+func TestServiceErrorCode(t *testing.T) {
+	err := &smithy.OperationError{ServiceID: "S3", OperationName: "GetObject",
+		Err: &smithy.GenericAPIError{Code: "NoSuchKey", Message: "The specified key does not exist.", Fault: smithy.FaultClient}}
+	o, oerr := OutcomeFromError("s3", err)
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	want(t, "message", o.GetMessage(), "operation error S3: GetObject, api error NoSuchKey: The specified key does not exist.")
+	want(t, "code", o.GetCode(), "NoSuchKey")
+	throttled, _ := OutcomeFromError("dynamodb", &smithy.GenericAPIError{Code: " ThrottlingException ", Message: "Rate exceeded"})
+	want(t, "code", throttled.GetCode(), "ThrottlingException")
+	if category, _ := classifyCoarse(throttled); category != reboundpb.Category_CATEGORY_RATE_LIMITED {
+		t.Errorf("the fallback's category of ThrottlingException: %s, want rate_limited", category)
+	}
+	// An errno, read first, stays the code.
+	both, _ := OutcomeFromError("t", fmt.Errorf("%w: %w", syscall.ECONNRESET, &smithy.GenericAPIError{Code: "RequestTimeout"}))
+	want(t, "code", both.GetCode(), "ECONNRESET")
+}
+
 func TestHTTPErrorCodeFromTheBody(t *testing.T) {
 	for _, tt := range []struct{ body, code string }{
 		// Anthropic's 429 (docs.anthropic.com, Errors).

@@ -5,6 +5,7 @@ against loopback servers or real processes), and for the shape of the LLM provid
 from __future__ import annotations
 
 import asyncio
+import enum
 import errno
 import os
 import socket
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import grpc
 import httpx
@@ -331,6 +332,85 @@ def test_anthropic_shaped_error() -> None:
     assert o.http_status == 529
     assert o.code == "overloaded_error"
     assert dict(o.headers) == {"retry-after": "2"}
+
+
+class ErrorData:
+    """The shape of the MCP SDK's ErrorData (mcp_types): a JSON-RPC error's code and message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code, self.message = code, message
+
+
+class MCPError(Exception):
+    """The shape of the MCP SDK's MCPError (mcp 2.x, mcp/shared/exceptions.py): `.error`, an
+    ErrorData, and `.code` read from it; `str()` is the message alone."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code, message, None)
+        self.error = ErrorData(code, message)
+
+    @property
+    def code(self) -> int:
+        return self.error.code
+
+    def __str__(self) -> str:
+        return self.error.message
+
+
+class McpError(Exception):
+    """The shape of the MCP SDK's McpError before 2.0: `.error` alone, an ErrorData."""
+
+    def __init__(self, error: ErrorData) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class ODataV4Format:
+    """The shape of azure-core's ODataV4Format, the parsed error body of `HttpResponseError.error`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code, self.message = code, message
+
+
+class HttpResponseError(Exception):
+    """The shape of azure-core's HttpResponseError (azure/core/exceptions.py): `.status_code`,
+    `.error` parsed from Resource Manager's JSON body, and, from azure-storage's error handler,
+    `.error_code` (a StorageErrorCode, a str enum)."""
+
+    def __init__(self, message: str, status_code: int, error: Optional[ODataV4Format] = None) -> None:
+        super().__init__(message)
+        self.status_code, self.error = status_code, error
+
+
+HttpResponseError.__module__ = "azure.core.exceptions"
+
+
+class StorageErrorCode(str, enum.Enum):
+    """The shape of azure-storage-blob's StorageErrorCode."""
+
+    BLOB_NOT_FOUND = "BlobNotFound"
+
+
+def test_mcp_and_azure_error_codes() -> None:
+    # An MCP server's answer to a resource it does not have (mcp 2.3 against its own in-process
+    # server): the JSON-RPC code is a number, sent as text.
+    o = build_outcome("notes", MCPError(-32602, "Unknown resource: file:///nope.txt"))
+    assert (o.code, o.message) == ("-32602", "Unknown resource: file:///nope.txt")
+    assert build_outcome("notes", McpError(ErrorData(-32001, "Request timed out"))).code == "-32001"
+    # A number outside JSON-RPC's reserved codes is no error code (urllib's HTTPError.code is a status).
+    assert build_outcome("t", MCPError(-31999, "x")).code == ""
+    assert build_outcome("t", MCPError(404, "x")).code == ""
+    # Resource Manager's code in its parsed body; Storage's from its error handler.
+    arm = HttpResponseError(
+        "(AuthorizationFailed) The client 'x' does not have authorization to perform action 'y'.\nCode: AuthorizationFailed",
+        403,
+        ODataV4Format("AuthorizationFailed", "The client 'x' does not have authorization to perform action 'y'."),
+    )
+    o = build_outcome("azure", arm)
+    assert (o.code, o.http_status) == ("AuthorizationFailed", 403)
+    blob = HttpResponseError("The specified blob does not exist.\nErrorCode:BlobNotFound", 404)
+    blob.error_code = StorageErrorCode.BLOB_NOT_FOUND  # type: ignore[attr-defined]
+    assert build_outcome("azure", blob).code == "BlobNotFound"
 
 
 # Chains, overrides and checks.

@@ -142,8 +142,9 @@ HttpError.prototype.name = "HttpError";
  * - kind `timeout` for a `TimeoutError`-like name, a timeout errno/undici code, execa's `timedOut`, or a
  *   child process killed by its timeout; kind `cancelled` for an `AbortError`/`CanceledError`; kind
  *   `provider_error` for the OpenAI and Anthropic SDKs' errors; kind `tool_error` for anything else;
- * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`),
- *   else the `error.code` or `error.type` of an SDK error's parsed body (`error`);
+ * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`,
+ *   the Azure SDK's RestError code such as `BlobNotFound`), or a JSON-RPC error code (the MCP SDK's McpError:
+ *   `-32602`), else the `error.code` or `error.type` of an SDK error's parsed body (`error`);
  * - the HTTP status from `status`, `statusCode`, `response.status` or `response.statusCode`;
  * - the headers from `headers` or `response.headers` (`Headers`, `Map` or a plain object);
  * - a gRPC code from a numeric `code` with `details`/`metadata` (@grpc/grpc-js's ServiceError);
@@ -347,9 +348,16 @@ function headersOf(e: unknown): Record<string, string> | undefined {
   return undefined;
 }
 
+/** The error codes JSON-RPC reserves (MCP's among them: -32602 invalid params, -32603 internal). */
+const JSON_RPC_CODES = [-32768, -32000] as const;
+
 function codeOf(e: unknown): string {
   const code = get(e, "code");
   if (typeof code === "string" && code.trim() !== "") return code;
+  // The MCP SDK's McpError carries its JSON-RPC code as a number (`-32602`).
+  if (Number.isInteger(code) && (code as number) >= JSON_RPC_CODES[0] && (code as number) <= JSON_RPC_CODES[1]) {
+    return String(code);
+  }
   // Anthropic's SDK errors carry the body ({"error": {"type": "overloaded_error"}}) as `error`, and no code.
   return bodyCode(get(e, "error")) ?? "";
 }

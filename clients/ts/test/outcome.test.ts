@@ -338,6 +338,27 @@ describe("outcomes from real errors", () => {
     }
   });
 
+  it("an MCP server's JSON-RPC error: its numeric code, as text", () => {
+    // The shape of @modelcontextprotocol/sdk's McpError (src/types.ts): a numeric `code`, `data`, and the
+    // message "MCP error <code>: <message>"; here the SDK's answer to a resource the server does not have.
+    class McpError extends Error {
+      constructor(
+        readonly code: number,
+        message: string,
+        readonly data?: unknown,
+      ) {
+        super(`MCP error ${code}: ${message}`);
+        this.name = "McpError";
+      }
+    }
+    const o = build(new McpError(-32602, "Unknown resource: file:///nope.txt"));
+    assert.deepEqual([o.exceptionType, o.code, o.message], ["McpError", "-32602", "MCP error -32602: Unknown resource: file:///nope.txt"]);
+    assert.equal(build(new McpError(-32603, "Internal error")).code, "-32603");
+    // A number outside JSON-RPC's reserved codes is no error code: an HTTP status, a count.
+    assert.equal(build(Object.assign(new Error("Not Found"), { code: 404 })).code, "");
+    assert.equal(build(Object.assign(new Error("x"), { code: -31999 })).code, "");
+  });
+
   it("a file that does not exist: ENOENT", async () => {
     const o = build(await thrown(() => readFile("/nonexistent/rebound-test")));
     assert.equal(o.code, "ENOENT");

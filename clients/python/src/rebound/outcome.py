@@ -296,12 +296,17 @@ def _attr(obj: Any, name: str) -> Any:
 
 
 def _code(e: BaseException) -> str:
-    """An error code string: `.code` when it is a string (OpenAI's `insufficient_quota`), the
-    Anthropic body's error type (`overloaded_error`), else the errno's name (`ECONNREFUSED`) of an
-    OS error, or Node's name for a failed DNS lookup (`ENOTFOUND`, `EAI_AGAIN`)."""
-    code = _attr(e, "code")
-    if isinstance(code, str) and code.strip():
-        return code.strip()
+    """An error code string: `.code` when it is a string (OpenAI's `insufficient_quota`) or a
+    JSON-RPC error code (the MCP SDK's `MCPError.code`, `-32602`); azure-core's `.error_code`
+    (Storage's `BlobNotFound`) or `.error.code` (Resource Manager's `AuthorizationFailed`; the MCP
+    SDK's `McpError.error.code` before 2.0); the Anthropic body's error type (`overloaded_error`);
+    else the errno's name (`ECONNREFUSED`) of an OS error, or Node's name for a failed DNS lookup
+    (`ENOTFOUND`, `EAI_AGAIN`)."""
+    for code in (_attr(e, "code"), _attr(e, "error_code"), _attr(_attr(e, "error"), "code")):
+        if isinstance(code, str) and code.strip():
+            return code.strip()
+        if isinstance(code, int) and not isinstance(code, bool) and _JSON_RPC_CODES[0] <= code <= _JSON_RPC_CODES[1]:
+            return str(code)
     body = _attr(e, "body")
     if isinstance(body, Mapping):
         inner = body.get("error")
@@ -320,6 +325,10 @@ def _code(e: BaseException) -> str:
     if isinstance(e, OSError) and not isinstance(e, ssl.SSLError):
         return errno_names.errorcode.get(err, "")
     return ""
+
+
+_JSON_RPC_CODES = (-32768, -32000)
+"""The error codes JSON-RPC reserves (MCP's among them: -32602 invalid params, -32603 internal)."""
 
 
 def _grpc_code(e: BaseException) -> Optional[int]:
