@@ -413,6 +413,35 @@ def test_mcp_and_azure_error_codes() -> None:
     assert build_outcome("azure", blob).code == "BlobNotFound"
 
 
+class ClientError(Exception):
+    """The shape of botocore's ClientError (botocore/exceptions.py): `.response`, the parsed error
+    response, and the message "An error occurred (<code>) when calling the <operation> operation: ..."."""
+
+    def __init__(self, error_response: dict[str, Any], operation_name: str) -> None:
+        error = error_response["Error"]
+        super().__init__(
+            f"An error occurred ({error['Code']}) when calling the {operation_name} operation: {error['Message']}"
+        )
+        self.response, self.operation_name = error_response, operation_name
+
+
+ClientError.__module__ = "botocore.exceptions"
+
+
+def test_botocore_error_code() -> None:
+    # STS's answer to an expired session token, as boto3 1.44.8 raised it against the loopback server
+    # of tests/data/classification/real/python_cases.py.
+    response = {
+        "Error": {"Type": "Sender", "Code": "ExpiredToken", "Message": "The security token included in the request is expired"},
+        "ResponseMetadata": {"HTTPStatusCode": 403},
+    }
+    o = build_outcome("aws", ClientError(response, "GetCallerIdentity"))
+    assert (o.exception_type, o.code) == ("botocore.exceptions.ClientError", "ExpiredToken")
+    assert classify_coarse(o)[0] is Category.AUTH
+    # requests' HTTPError has a `.response` too, a Response, not a mapping: no code from it.
+    assert build_outcome("t", requests.HTTPError("404 Client Error", response=requests.Response())).code == ""
+
+
 # Chains, overrides and checks.
 
 

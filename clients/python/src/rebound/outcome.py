@@ -299,7 +299,8 @@ def _code(e: BaseException) -> str:
     """An error code string: `.code` when it is a string (OpenAI's `insufficient_quota`) or a
     JSON-RPC error code (the MCP SDK's `MCPError.code`, `-32602`); azure-core's `.error_code`
     (Storage's `BlobNotFound`) or `.error.code` (Resource Manager's `AuthorizationFailed`; the MCP
-    SDK's `McpError.error.code` before 2.0); the Anthropic body's error type (`overloaded_error`);
+    SDK's `McpError.error.code` before 2.0); botocore's `ClientError.response["Error"]["Code"]`
+    (`ThrottlingException`); the Anthropic body's error type (`overloaded_error`);
     else the errno's name (`ECONNREFUSED`) of an OS error, or Node's name for a failed DNS lookup
     (`ENOTFOUND`, `EAI_AGAIN`)."""
     for code in (_attr(e, "code"), _attr(e, "error_code"), _attr(_attr(e, "error"), "code")):
@@ -307,6 +308,11 @@ def _code(e: BaseException) -> str:
             return code.strip()
         if isinstance(code, int) and not isinstance(code, bool) and _JSON_RPC_CODES[0] <= code <= _JSON_RPC_CODES[1]:
             return str(code)
+    # botocore's ClientError keeps the parsed response: {"Error": {"Code": "ThrottlingException", ...}}.
+    response = _attr(e, "response")
+    error = response.get("Error") if isinstance(response, Mapping) else None
+    if isinstance(error, Mapping) and isinstance(error.get("Code"), str) and error["Code"].strip():
+        return str(error["Code"]).strip()
     body = _attr(e, "body")
     if isinstance(body, Mapping):
         inner = body.get("error")
