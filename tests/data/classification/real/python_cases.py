@@ -4,7 +4,7 @@ prints the outcome an agent would report, one JSON line per case, labelled befor
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
 pydantic, jsonschema, boto3, langchain-core, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
-azure-identity, google-auth, python-telegram-bot and playwright from PyPI, and Debian's chromium, which
+azure-identity, google-auth, python-telegram-bot, grpcio, mcp and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
 
@@ -203,9 +203,15 @@ def chain(exc):
 
 
 def code_of(e):
-    code = getattr(e, "code", None)
-    if isinstance(code, str) and code.strip():
-        return code.strip()
+    for code in (getattr(e, "code", None), getattr(e, "error_code", None), getattr(getattr(e, "error", None), "code", None)):
+        if isinstance(code, str) and code.strip():
+            return code.strip()
+        if isinstance(code, int) and not isinstance(code, bool) and -32768 <= code <= -32000:
+            return str(code)
+    response = getattr(e, "response", None)
+    error = response.get("Error") if isinstance(response, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("Code"), str) and error["Code"].strip():
+        return error["Code"].strip()
     body = getattr(e, "body", None)
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         for key in ("code", "type"):
@@ -234,18 +240,29 @@ def fixed(text):
     return text.replace(str(PORT), SERVER_PORT_TEXT).replace(str(CLOSED), CLOSED_PORT_TEXT)
 
 
+def grpc_code_of(e):
+    code = getattr(e, "code", None)
+    if type(e).__module__.startswith("grpc") and callable(code):
+        value = code().value[0]
+        return value if 0 < value <= 16 else None
+    return None
+
+
 def outcome_of(exc):
     o = {"exception_type": type_name(exc), "message": fixed(str(exc) or type(exc).__name__)}
-    status = code = exit_code = None
+    status = code = exit_code = grpc_code = None
     for e in chain(exc):
         status = status or status_of(e)
         code = code or code_of(e)
+        grpc_code = grpc_code or grpc_code_of(e)
         if exit_code is None and isinstance(e, subprocess.CalledProcessError):
             exit_code = e.returncode
     if status:
         o["http_status"] = status
     if code:
         o["code"] = code
+    if grpc_code:
+        o["grpc_code"] = grpc_code
     if exit_code is not None:
         o["exit_code"] = exit_code
         if exc.stderr:
@@ -679,6 +696,122 @@ def smtp_login():
 
 case("r-py-smtp-auth", "auth", P, smtp_login)
 case_as_text("r-py-text-smtp-auth", "auth", P, smtp_login)
+
+# ---------------------------------------------------------------- grpcio
+# A loopback gRPC server whose handlers fail as a tool's backend does: an exception the handler does
+# not map (grpcio answers UNKNOWN, "Exception calling application: ..."), an abort with a status, a
+# deadline the caller set. The outcome as the Python client reads a grpc.RpcError: its str() and code().
+from concurrent import futures
+
+import grpc
+
+
+def grpc_handler(request, context):
+    what = request.decode()
+    if what == "fetch":
+        return requests.get(f"http://127.0.0.1:{CLOSED}/v1/search", timeout=2).content
+    if what == "config":
+        with open("/etc/agent-tools/search.yaml") as f:
+            return f.read().encode()
+    if what == "ratio":
+        return str(len(what) / 0).encode()
+    if what == "missing":
+        context.abort(grpc.StatusCode.NOT_FOUND, "document 'q3-report' not found")
+    time.sleep(2)
+    return b"late"
+
+
+GRPC_SERVER = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+GRPC_SERVER.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+    "tools.Tools", {"Call": grpc.unary_unary_rpc_method_handler(grpc_handler)})])
+GRPC_PORT = GRPC_SERVER.add_insecure_port("127.0.0.1:0")
+GRPC_SERVER.start()
+GRPC_CALL = grpc.insecure_channel(f"127.0.0.1:{GRPC_PORT}").unary_unary("/tools.Tools/Call")
+G = v("grpcio")
+
+
+def grpc_call(what, timeout=5):
+    return lambda: GRPC_CALL(what.encode(), timeout=timeout)
+
+
+def fixed_grpc(line):
+    # The peer's port and the time in grpcio's debug string change at every run.
+    import re
+    return re.sub(r'created_time:"[^"]*"', 'created_time:"2026-11-30T02:00:00.000000000+00:00"',
+                  line.replace(str(GRPC_PORT), "8788"))
+
+
+for case_id, category, what, timeout in [
+    ("r-py-grpc-unknown-refused", "network", "fetch", 5),
+    ("r-py-grpc-unknown-no-file", "not_found", "config", 5),
+    ("r-py-grpc-unknown-zero-division", "internal", "ratio", 5),
+    ("r-py-grpc-not-found", "not_found", "missing", 5),
+    ("r-py-grpc-deadline", "timeout", "slow", 0.5),
+]:
+    try:
+        grpc_call(what, timeout)()
+        print(f"{case_id}: did not fail", file=sys.stderr)
+    except grpc.RpcError as exc:
+        o = outcome_of(exc)
+        o["message"] = fixed_grpc(o["message"])
+        print(json.dumps({"id": case_id, "source": G, "category": category,
+                          "retryable": category in ("timeout", "rate_limited", "network", "unavailable", "internal"),
+                          "tags": [], "outcome": o}, ensure_ascii=False))
+GRPC_SERVER.stop(None)
+
+# ---------------------------------------------------------------- the MCP Python SDK
+# Its client against its own server, in process: JSON-RPC errors raised as MCPError (a numeric code,
+# the message as str()), and a tool's failure answered as a result marked isError, whose text an
+# agent reports as the message.
+import anyio
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+MCP_SERVER = MCPServer("tools")
+
+
+@MCP_SERVER.tool()
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@MCP_SERVER.tool()
+async def slow() -> str:
+    await anyio.sleep(5)
+    return "late"
+
+
+M = v("mcp")
+
+
+def mcp_call(call):
+    """The call's isError text, or its error raised again outside the session (inside it, the
+    session's task group would wrap it in an ExceptionGroup on the way out)."""
+    async def go():
+        async with Client(MCP_SERVER) as client:
+            try:
+                result = await call(client)
+            except Exception as exc:  # the failure is the data
+                return exc
+            return result.content[0].text if result.is_error else None
+
+    def run():
+        answer = anyio.run(go)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    return run
+
+
+case("r-py-mcp-unknown-resource", "not_found", M, mcp_call(lambda c: c.read_resource("file:///notes/q3.txt")))
+case("r-py-mcp-timeout", "timeout", M, mcp_call(lambda c: c.call_tool("slow", {}, read_timeout_seconds=0.5)))
+for case_id, category, call in [
+    ("r-py-mcp-result-unknown-tool", "unknown_tool", lambda c: c.call_tool("serch_web", {"query": "x"})),
+    ("r-py-mcp-result-bad-arguments", "validation", lambda c: c.call_tool("add", {"a": "two"})),
+]:
+    text = mcp_call(call)()
+    print(json.dumps({"id": case_id, "source": M, "category": category,
+                      "retryable": False, "tags": ["message-only"], "outcome": {"message": text}}, ensure_ascii=False))
 
 # ---------------------------------------------------------------- SDKs and frameworks with no API key
 # Raised before any request, from the client's or the framework's own configuration check.
