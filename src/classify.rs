@@ -1804,6 +1804,26 @@ mod tests {
     }
 
     #[test]
+    fn vector_stores_dimensions_and_a_providers_capacity_are_read() {
+        // Texts of services that do not run here (the kubectl, ssh, PostgreSQL and Playwright ones
+        // of the same commit are in holdout-real): Chroma's InvalidDimensionException (its docs),
+        // Weaviate's distancer (adapters/repos/db/vector/hnsw/distancer), Mistral's 429 body.
+        let c = classifier();
+        for (message, category) in [
+            ("Embedding dimension 384 does not match collection dimensionality 768", Category::Validation),
+            ("vector lengths don't match: 1536 vs 768", Category::Validation),
+            ("Service tier capacity exceeded for this model.", Category::RateLimited),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+        }
+        // An SSH host key gone wrong is auth with its own suggestion: a human checks the key.
+        let changed = "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\nIT IS POSSIBLE THAT SOMEONE IS DOING SOMETHING NASTY!";
+        let classification = c.classify(&failure(changed));
+        assert_eq!((classification.category, classification.rule.as_str()), (Category::Auth, "message.ssh_host_key"));
+        assert!(classification.suggestion.contains("known_hosts"), "{}", classification.suggestion);
+    }
+
+    #[test]
     fn an_e2b_sandbox_past_its_lifetime_is_gone_not_slow() {
         // The e2b SDKs' error for a call to a sandbox whose lifetime ran out (a 502), Python's and
         // JavaScript's, with their types and as text: a timeout, retried to fail the same way, before.

@@ -846,4 +846,7 @@ with sync_playwright() as browsers:
     page = browser.new_page()
     case("r-py-playwright-refused", "network", PW, lambda: page.goto(f"http://127.0.0.1:{CLOSED}/"))
     case("r-py-playwright-dns", "network", PW, lambda: page.goto("http://api.nonexistent.invalid/"))
+    # A locator that names two elements: Playwright refuses to guess which one to click.
+    page.set_content("<form><button>Save</button><button>Cancel</button></form>")
+    case("r-py-playwright-strict-mode", "validation", PW, lambda: page.locator("button").click(timeout=2000))
     browser.close()

@@ -1,13 +1,14 @@
 """Real command-line failures for holdout-real.jsonl: redis-server (through redis-cli), the sqlite3
-shell, git, curl, jq, make, npm, pip and PostgreSQL (through psql), each run on this machine (servers
+shell, git, curl, jq, make, npm, pip, kubectl, ssh and PostgreSQL (through psql), each run on this machine (servers
 on loopback ports), with
 the outcome an agent's shell tool would report: what the command wrote to stderr (stdout when stderr
 is empty) as the message, and its exit code (none when it is 0: redis-cli exits 0 after an error
 reply, which the agent then has alone). One JSON line per case, labelled beforehand.
 
 Run: python3 tool_cases.py > tools.jsonl (needs redis-server and redis-cli, sqlite3, git, curl, jq,
-make, npm, pip, and Debian's postgresql 15 (its server is started here as the postgres user); npm and
-pip ask their registries about one package name that does not exist).
+make, npm, pip, kubectl, OpenSSH's ssh and ssh-keygen, paramiko from PyPI (the loopback SSH server),
+and Debian's postgresql 15 (its server is started here as the postgres user); npm and pip ask their
+registries about one package name that does not exist).
 Random ports are written as 8787 (a server) and 8799 (a closed port), temporary directories as /work/repo.
 """
 
@@ -233,6 +234,135 @@ case("r-pip-no-distribution", "not_found", PIP, [sys.executable, "-m", "pip", "i
 case("r-pip-invalid-requirement", "validation", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "requests=2.31"])
 case("r-pip-no-such-requirements-file", "not_found", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", "requirement.txt"])
 
+# ---------------------------------------------------------------- kubectl against a loopback API server
+# The server answers discovery (the core group's pods and configmaps) and, on the paths below, the
+# Status objects a Kubernetes API server answers with; kubectl writes them out in its own words.
+KUBECTL = "kubectl " + json.loads(subprocess.run(["kubectl", "version", "--client", "-o", "json"], capture_output=True,
+                                                 text=True).stdout)["clientVersion"]["gitVersion"]
+KUBE_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+def kube_status(code, reason, message, **details):
+    return code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                  "reason": reason, **({"details": details} if details else {}), "code": code}
+
+
+KUBE_ROUTES = {
+    "/api": (200, {"kind": "APIVersions", "versions": ["v1"],
+                   "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]}),
+    "/apis": (200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+    "/api/v1": (200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": KUBE_VERBS, "shortNames": ["po"]},
+        {"name": "configmaps", "singularName": "configmap", "namespaced": True, "kind": "ConfigMap", "verbs": KUBE_VERBS,
+         "shortNames": ["cm"]}]}),
+    "/api/v1/namespaces/default/pods/web-7d9f": kube_status(404, "NotFound", 'pods "web-7d9f" not found', name="web-7d9f", kind="pods"),
+    "/api/v1/namespaces/prod/pods": kube_status(403, "Forbidden", 'pods is forbidden: User "system:serviceaccount:default:agent" '
+                                                'cannot list resource "pods" in API group "" in the namespace "prod"', kind="pods"),
+    "/api/v1/namespaces/default/configmaps": kube_status(409, "AlreadyExists", 'configmaps "settings" already exists',
+                                                         name="settings", kind="configmaps"),
+    "/api/v1/namespaces/busy/pods": kube_status(503, "ServiceUnavailable", "the server is currently unable to handle the request"),
+    "/api/v1/namespaces/locked/pods": kube_status(401, "Unauthorized", "Unauthorized"),
+}
+
+
+class KubeHandler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/api/v1/namespaces/slow/pods":
+            time.sleep(3)
+        code, body = KUBE_ROUTES.get(path, (200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []}))
+        data = json.dumps(body).encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client gave up (the timeout case)
+            pass
+
+    do_POST = do_GET
+
+
+kube = ThreadingHTTPServer(("127.0.0.1", 0), KubeHandler)
+threading.Thread(target=kube.serve_forever, daemon=True).start()
+REPLACE.append((str(kube.server_address[1]), "8787"))
+kube_env = {"HOME": WORK, "KUBECONFIG": os.path.join(WORK, "no-kubeconfig")}
+k = ["kubectl", f"--server=http://127.0.0.1:{kube.server_address[1]}"]
+case("r-kubectl-resource-type", "validation", KUBECTL, k + ["get", "deploymens"], env=kube_env)
+case("r-kubectl-not-found", "not_found", KUBECTL, k + ["get", "pod", "web-7d9f"], env=kube_env)
+case("r-kubectl-forbidden", "permission_denied", KUBECTL, k + ["get", "pods", "-n", "prod"], env=kube_env)
+case("r-kubectl-already-exists", "conflict", KUBECTL, k + ["create", "configmap", "settings", "--from-literal=mode=fast"], env=kube_env)
+case("r-kubectl-unavailable", "unavailable", KUBECTL, k + ["get", "pods", "-n", "busy"], env=kube_env)
+case("r-kubectl-unauthorized", "auth", KUBECTL, k + ["get", "pods", "-n", "locked"], env=kube_env)
+case("r-kubectl-timeout", "timeout", KUBECTL, k + ["get", "pods", "-n", "slow", "--request-timeout=1s"], env=kube_env)
+case("r-kubectl-refused", "network", KUBECTL, ["kubectl", f"--server=http://127.0.0.1:{closed}", "get", "pods"], env=kube_env)
+kube.shutdown()
+
+# ---------------------------------------------------------------- ssh and git over it, against a loopback SSH server
+# paramiko's server, with a host key of its own, refusing every public key; OpenSSH's client with a
+# known_hosts file that first lacks that key, then holds it, then holds another for the same host.
+import paramiko
+
+SSH = subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip().split(",")[0]  # on stderr
+ssh_host_key = paramiko.ECDSAKey.generate()
+
+
+class RefusingKeys(paramiko.ServerInterface):
+    def get_allowed_auths(self, username):
+        return "publickey"
+
+    def check_auth_publickey(self, username, key):
+        return paramiko.AUTH_FAILED
+
+
+ssh_listener = socket.socket()
+ssh_listener.bind(("127.0.0.1", 0))
+ssh_listener.listen()
+ssh_port = ssh_listener.getsockname()[1]
+REPLACE.append((str(ssh_port), "8787"))
+
+
+def ssh_serve():
+    while True:
+        conn, _ = ssh_listener.accept()
+
+        def one(conn=conn):
+            transport = paramiko.Transport(conn)
+            transport.add_server_key(ssh_host_key)
+            try:
+                transport.start_server(server=RefusingKeys())
+                transport.accept(10)
+            except Exception:  # the client hung up: that is the case
+                pass
+            finally:
+                transport.close()
+        threading.Thread(target=one, daemon=True).start()
+
+
+threading.Thread(target=ssh_serve, daemon=True).start()
+known_hosts, ssh_key = os.path.join(WORK, "known_hosts"), os.path.join(WORK, "id_ed25519")
+subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", ssh_key], check=True)
+ssh = ["ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={known_hosts}", "-o", "IdentitiesOnly=yes", "-i", ssh_key]
+git_remote = f"ssh://git@127.0.0.1:{ssh_port}/acme/app.git"
+
+
+def over_ssh(checking):
+    return {"GIT_SSH_COMMAND": " ".join(ssh + ["-o", f"StrictHostKeyChecking={checking}"])}
+
+
+case("r-git-ssh-host-key-unknown", "auth", f"{G}, {SSH}", ["git", "ls-remote", git_remote], env=over_ssh("yes"))
+case("r-ssh-host-key-unknown", "auth", SSH, ssh + ["-p", str(ssh_port), "-o", "StrictHostKeyChecking=yes", "git@127.0.0.1", "true"])
+case("r-ssh-publickey", "auth", SSH, ssh + ["-p", str(ssh_port), "-o", "StrictHostKeyChecking=accept-new", "git@127.0.0.1", "true"])
+case("r-git-ssh-publickey", "auth", f"{G}, {SSH}", ["git", "ls-remote", git_remote], env=over_ssh("yes"))
+# Another server's key recorded for this host: OpenSSH's warning that it changed.
+other_key = paramiko.ECDSAKey.generate()
+open(known_hosts, "w").write(f"[127.0.0.1]:{ssh_port} {other_key.get_name()} {other_key.get_base64()}\n")
+case("r-ssh-host-key-changed", "auth", SSH, ssh + ["-p", str(ssh_port), "-o", "StrictHostKeyChecking=yes", "git@127.0.0.1", "true"])
+
 # ---------------------------------------------------------------- PostgreSQL 15, through psql
 # A cluster of its own on a loopback port, run as the postgres user (the server refuses root).
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -249,7 +379,8 @@ shutil.chown(pg_password, "postgres", "postgres")
 subprocess.run(as_postgres + [f"{PG_BIN}/initdb", "-D", pg_data, "-A", "scram-sha-256", f"--pwfile={pg_password}", "-U", "postgres"],
                capture_output=True, check=True)
 subprocess.run(as_postgres + [f"{PG_BIN}/pg_ctl", "-D", pg_data, "-w", "-l", os.path.join(pg_data, "log"), "start", "-o",
-                              f"-p {pg_port} -k {pg_data} -c listen_addresses=127.0.0.1"], capture_output=True, check=True)
+                              f"-p {pg_port} -k {pg_data} -c listen_addresses=127.0.0.1 -c max_connections=6 "
+                              "-c superuser_reserved_connections=3"], capture_output=True, check=True)
 pg_env = {**os.environ, "PGHOST": "127.0.0.1", "PGPORT": str(pg_port), "PGUSER": "postgres", "PGPASSWORD": "pg",
           "PGDATABASE": "postgres"}
 PSQL = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1"]
@@ -296,6 +427,13 @@ holder = subprocess.Popen(PSQL + ["-c", "SELECT pg_sleep(3);"], env={**pg_env, "
 time.sleep(1)
 pg_case("r-psql-too-many-connections", "unavailable", "SELECT 1;", PGUSER="limited", PGPASSWORD="pw")
 holder.wait()
+# Every connection a role without SUPERUSER may have is taken (6, less the 3 kept for superusers).
+holders = [subprocess.Popen(PSQL + ["-c", "SELECT pg_sleep(3);"], env={**pg_env, "PGUSER": "reader", "PGPASSWORD": "pw"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(3)]
+time.sleep(1)
+pg_case("r-psql-reserved-slots", "unavailable", "SELECT 1;", PGUSER="reader", PGPASSWORD="pw")
+for h in holders:
+    h.wait()
 # A session the server ends mid-query (as a failover or a restart ends it): another terminates it.
 victim = subprocess.Popen(PSQL + ["-c", "SELECT pg_sleep(5);"], env={**pg_env, "PGAPPNAME": "victim"},
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
