@@ -250,7 +250,8 @@ func WithCallID(id string) ReportOption {
 //   - context.Canceled: kind cancelled
 //   - any other error: kind tool_error (WithKind says otherwise, KindProviderError for an LLM call)
 //   - a syscall.Errno: its name as the code (ECONNREFUSED); a *net.DNSError: ENOTFOUND or EAI_AGAIN
-//   - an HTTPStatusError / HTTPHeaderError (such as *HTTPError): the status and headers
+//   - an HTTPStatusError / HTTPHeaderError (such as *HTTPError): the status and headers; else
+//     an error with HTTPStatusCode() int (smithy-go's ResponseError): the status
 //   - an *HTTPError's Code: the code; else an error with an ErrorCode() string method
 //     (smithy-go's APIError, which every AWS SDK v2 error is): that code (ThrottlingException)
 //   - a gRPC status error: its code
@@ -322,8 +323,15 @@ func fillFromError(o *reboundpb.Outcome, err error) {
 	}
 
 	var statusErr HTTPStatusError
-	if errors.As(err, &statusErr) {
+	var smithyStatus interface{ HTTPStatusCode() int }
+	switch {
+	case errors.As(err, &statusErr):
 		if s := statusErr.HTTPStatus(); s >= 100 && s <= 599 {
+			o.HttpStatus = int32(s)
+		}
+	case errors.As(err, &smithyStatus):
+		// smithy-go's transport ResponseError, inside every AWS SDK v2 error that got a response.
+		if s := smithyStatus.HTTPStatusCode(); s >= 100 && s <= 599 {
 			o.HttpStatus = int32(s)
 		}
 	}

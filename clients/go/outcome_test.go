@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -393,19 +394,24 @@ echo 'PermissionError: [Errno 13] Permission denied: /data/out.parquet' >&2; exi
 }
 
 // The code of a provider's JSON error body, OpenAI's and Anthropic's shapes; none from other bodies.
-// The AWS SDK v2's errors are smithy-go's: an OperationError around the
-// service's APIError, whose ErrorCode() is the service's code. The sidecar
+// The AWS SDK v2's errors are smithy-go's: an OperationError around a
+// ResponseError (its HTTPStatusCode()) around the service's APIError, whose
+// ErrorCode() is the service's code. The sidecar
 // also reads "api error NoSuchKey:" from the text; the code as a field is
 // what the fallback reads too.
 func TestServiceErrorCode(t *testing.T) {
 	err := &smithy.OperationError{ServiceID: "S3", OperationName: "GetObject",
-		Err: &smithy.GenericAPIError{Code: "NoSuchKey", Message: "The specified key does not exist.", Fault: smithy.FaultClient}}
+		Err: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 404}},
+			Err:      &smithy.GenericAPIError{Code: "NoSuchKey", Message: "The specified key does not exist.", Fault: smithy.FaultClient},
+		}}
 	o, oerr := OutcomeFromError("s3", err)
 	if oerr != nil {
 		t.Fatal(oerr)
 	}
-	want(t, "message", o.GetMessage(), "operation error S3: GetObject, api error NoSuchKey: The specified key does not exist.")
+	want(t, "message", o.GetMessage(), "operation error S3: GetObject, http response error StatusCode: 404, api error NoSuchKey: The specified key does not exist.")
 	want(t, "code", o.GetCode(), "NoSuchKey")
+	want(t, "status", o.GetHttpStatus(), int32(404))
 	throttled, _ := OutcomeFromError("dynamodb", &smithy.GenericAPIError{Code: " ThrottlingException ", Message: "Rate exceeded"})
 	want(t, "code", throttled.GetCode(), "ThrottlingException")
 	if category, _ := classifyCoarse(throttled); category != reboundpb.Category_CATEGORY_RATE_LIMITED {

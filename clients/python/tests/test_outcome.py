@@ -428,15 +428,16 @@ class ClientError(Exception):
 ClientError.__module__ = "botocore.exceptions"
 
 
-def test_botocore_error_code() -> None:
+def test_botocore_error_code_and_status() -> None:
     # STS's answer to an expired session token, as boto3 1.44.8 raised it against the loopback server
     # of tests/data/classification/real/python_cases.py.
     response = {
         "Error": {"Type": "Sender", "Code": "ExpiredToken", "Message": "The security token included in the request is expired"},
-        "ResponseMetadata": {"HTTPStatusCode": 403},
+        "ResponseMetadata": {"HTTPStatusCode": 403, "HTTPHeaders": {"content-type": "text/xml", "retry-after": "3"}},
     }
     o = build_outcome("aws", ClientError(response, "GetCallerIdentity"))
-    assert (o.exception_type, o.code) == ("botocore.exceptions.ClientError", "ExpiredToken")
+    assert (o.exception_type, o.code, o.http_status) == ("botocore.exceptions.ClientError", "ExpiredToken", 403)
+    assert dict(o.headers) == {"retry-after": "3"}
     assert classify_coarse(o)[0] is Category.AUTH
     # requests' HTTPError has a `.response` too, a Response, not a mapping: no code from it.
     assert build_outcome("t", requests.HTTPError("404 Client Error", response=requests.Response())).code == ""

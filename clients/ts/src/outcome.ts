@@ -144,8 +144,10 @@ HttpError.prototype.name = "HttpError";
  *   `provider_error` for the OpenAI and Anthropic SDKs' errors; kind `tool_error` for anything else;
  * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`,
  *   the Azure SDK's RestError code such as `BlobNotFound`), or a JSON-RPC error code (the MCP SDK's McpError:
- *   `-32602`), else the `error.code` or `error.type` of an SDK error's parsed body (`error`);
- * - the HTTP status from `status`, `statusCode`, `response.status` or `response.statusCode`;
+ *   `-32602`), or the name of an AWS SDK v3 error (with `$fault` and `$metadata`: `ThrottlingException`),
+ *   else the `error.code` or `error.type` of an SDK error's parsed body (`error`);
+ * - the HTTP status from `status`, `statusCode`, `response.status`, `response.statusCode` or the AWS SDK's
+ *   `$metadata.httpStatusCode`;
  * - the headers from `headers` or `response.headers` (`Headers`, `Map` or a plain object);
  * - a gRPC code from a numeric `code` with `details`/`metadata` (@grpc/grpc-js's ServiceError);
  * - an exit code from `exitCode` (execa) or a child process error's numeric `code`;
@@ -332,7 +334,9 @@ function isCancelled(e: unknown): boolean {
 
 function statusOf(e: unknown): number {
   const response = get(e, "response");
-  for (const s of [get(e, "status"), get(e, "statusCode"), get(response, "status"), get(response, "statusCode")]) {
+  // The AWS SDK for JavaScript v3's errors keep theirs in `$metadata.httpStatusCode`.
+  const aws = get(get(e, "$metadata"), "httpStatusCode");
+  for (const s of [get(e, "status"), get(e, "statusCode"), get(response, "status"), get(response, "statusCode"), aws]) {
     if (typeof s === "number" && Number.isInteger(s) && s >= 100 && s <= 599) return s;
   }
   return 0;
@@ -348,6 +352,11 @@ function headersOf(e: unknown): Record<string, string> | undefined {
   return undefined;
 }
 
+/** Whether `fault` is a smithy ServiceException's `$fault`. */
+function isFault(fault: unknown): boolean {
+  return fault === "client" || fault === "server";
+}
+
 /** The error codes JSON-RPC reserves (MCP's among them: -32602 invalid params, -32603 internal). */
 const JSON_RPC_CODES = [-32768, -32000] as const;
 
@@ -357,6 +366,12 @@ function codeOf(e: unknown): string {
   // The MCP SDK's McpError carries its JSON-RPC code as a number (`-32602`).
   if (Number.isInteger(code) && (code as number) >= JSON_RPC_CODES[0] && (code as number) <= JSON_RPC_CODES[1]) {
     return String(code);
+  }
+  // The AWS SDK for JavaScript v3's errors (smithy's ServiceException: `$fault` and `$metadata`) are named
+  // by the service's error code (ThrottlingException, NoSuchKey, ValidationException).
+  const name = get(e, "name");
+  if (isFault(get(e, "$fault")) && typeof get(e, "$metadata") === "object" && typeof name === "string" && name.trim() !== "") {
+    return name.trim();
   }
   // Anthropic's SDK errors carry the body ({"error": {"type": "overloaded_error"}}) as `error`, and no code.
   return bodyCode(get(e, "error")) ?? "";

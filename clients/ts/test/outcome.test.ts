@@ -359,6 +359,31 @@ describe("outcomes from real errors", () => {
     assert.equal(build(Object.assign(new Error("x"), { code: -31999 })).code, "");
   });
 
+  it("an AWS SDK v3 error: its name as the code, its $metadata's status", () => {
+    // The shape of @smithy/smithy-client's ServiceException, which every AWS SDK for JavaScript v3 error
+    // is: `name` the service's error code, `$fault`, `$metadata`; here Bedrock's answer to too many requests.
+    class ServiceException extends Error {
+      readonly $fault: "client" | "server";
+      readonly $metadata: { httpStatusCode?: number; requestId?: string; attempts?: number };
+      constructor(options: { name: string; $fault: "client" | "server"; $metadata: ServiceException["$metadata"]; message: string }) {
+        super(options.message);
+        this.name = options.name;
+        this.$fault = options.$fault;
+        this.$metadata = options.$metadata;
+      }
+    }
+    const throttled = new ServiceException({
+      name: "ThrottlingException",
+      $fault: "client",
+      $metadata: { httpStatusCode: 429, requestId: "b7a1f0c2-0000-4000-8000-000000000000", attempts: 3 },
+      message: "Too many requests, please wait before trying again.",
+    });
+    const o = build(throttled);
+    assert.deepEqual([o.exceptionType, o.code, o.httpStatus], ["ThrottlingException", "ThrottlingException", 429]);
+    // Without `$fault` it is no AWS error, and its name is no code.
+    assert.equal(build(Object.assign(new Error("x"), { name: "QuotaError", $metadata: {} })).code, "");
+  });
+
   it("a file that does not exist: ENOENT", async () => {
     const o = build(await thrown(() => readFile("/nonexistent/rebound-test")));
     assert.equal(o.code, "ENOENT");

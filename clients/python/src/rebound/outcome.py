@@ -255,15 +255,19 @@ def _timeout_by_name(cls: type) -> bool:
 
 def _http_signal(e: BaseException) -> tuple[Optional[int], Optional[Mapping[str, Any]]]:
     """The HTTP status and response headers an exception carries: `.response` (httpx, requests,
-    OpenAI, Anthropic), `.status_code`, aiohttp's `.status`/`.headers`, urllib's HTTPError."""
+    OpenAI, Anthropic), `.status_code`, aiohttp's `.status`/`.headers`, urllib's HTTPError,
+    botocore's parsed response (`ResponseMetadata`: `HTTPStatusCode`, `HTTPHeaders`)."""
     response = _attr(e, "response")
-    headers = _mapping(_attr(response, "headers"))
+    metadata = response.get("ResponseMetadata") if isinstance(response, Mapping) else None
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    headers = _mapping(_attr(response, "headers")) or _mapping(metadata.get("HTTPHeaders"))
     for candidate in (
         _attr(response, "status_code"),
         _attr(response, "status"),
         _attr(e, "status_code"),
         _attr(e, "status"),
         e.code if isinstance(e, urllib.error.HTTPError) else None,
+        metadata.get("HTTPStatusCode"),
     ):
         if _is_http_status(candidate):
             return candidate, headers or _mapping(_attr(e, "headers"))

@@ -228,9 +228,10 @@ def code_of(e):
 
 def status_of(e):
     response = getattr(e, "response", None)
+    metadata = response.get("ResponseMetadata", {}) if isinstance(response, dict) else {}
     for candidate in (getattr(response, "status_code", None), getattr(response, "status", None),
                       getattr(e, "status_code", None), getattr(e, "status", None),
-                      e.code if isinstance(e, urllib.error.HTTPError) else None):
+                      e.code if isinstance(e, urllib.error.HTTPError) else None, metadata.get("HTTPStatusCode")):
         if isinstance(candidate, int) and not isinstance(candidate, bool) and 100 <= candidate <= 599:
             return candidate
     return None
