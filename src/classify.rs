@@ -1824,6 +1824,32 @@ mod tests {
     }
 
     #[test]
+    fn hubs_queues_and_saas_apis_are_read_by_their_words() {
+        // As the services word them (not run here; npm's ERESOLVE, pip's externally managed
+        // environment and the Hub's gated repo are real cases in holdout-real): the Hugging Face Hub's
+        // gated-repo line alone, Salesforce's daily API limit, Notion's refused token, kafka-python's
+        // and librdkafka's topic errors, OpenAI's answer to a tool call without its result, Vertex AI's
+        // per-minute quota.
+        let c = classifier();
+        for (message, category) in [
+            ("Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json.", Category::PermissionDenied),
+            ("REQUEST_LIMIT_EXCEEDED: TotalRequests Limit exceeded.", Category::QuotaExceeded),
+            ("API token is invalid.", Category::Auth),
+            ("kafka.errors.UnknownTopicOrPartitionError: This server does not host this topic-partition", Category::NotFound),
+            ("KafkaError{code=UNKNOWN_TOPIC_OR_PART,val=3,str=\"Broker: Unknown topic or partition\"}", Category::NotFound),
+            ("[Error 6] NotLeaderForPartitionError: This server is not the leader for that topic-partition.", Category::Unavailable),
+            ("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_8Vd2", Category::Validation),
+            ("Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_minute_per_project_per_base_model with base model: gemini-1.5-pro. Please submit a quota increase request.", Category::RateLimited),
+            ("Quota exceeded for quota metric 'Generate Content API requests per minute' and limit 'GenerateContent request limit per minute for a region' of service 'generativelanguage.googleapis.com'", Category::RateLimited),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+        }
+        // The Hub's "not found" names gated repos in its advice: still not found.
+        let missing = "Repository Not Found for url: https://huggingface.co/api/models/acme/nope.\nPlease make sure you specified the correct `repo_id` and `repo_type`.\nIf you are trying to access a private or gated repo, make sure you are authenticated.";
+        assert_eq!(c.classify(&failure(missing)).category, Category::NotFound);
+    }
+
+    #[test]
     fn an_e2b_sandbox_past_its_lifetime_is_gone_not_slow() {
         // The e2b SDKs' error for a call to a sandbox whose lifetime ran out (a 502), Python's and
         // JavaScript's, with their types and as text: a timeout, retried to fail the same way, before.

@@ -4,7 +4,7 @@ prints the outcome an agent would report, one JSON line per case, labelled befor
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
 pydantic, jsonschema, boto3, langchain-core, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
-azure-identity, google-auth, python-telegram-bot, grpcio, mcp and playwright from PyPI, and Debian's chromium, which
+azure-identity, google-auth, python-telegram-bot, grpcio, mcp, huggingface_hub and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
 
@@ -55,7 +55,15 @@ AZURE_STORAGE = lambda code, message: (
     f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{message}\n'
     "RequestId:8c1f3b2a-001e-0042-2f3a-1b2c3d000000\nTime:2026-11-29T22:30:00.0000000Z</Message></Error>")
 XML = {"Content-Type": "application/xml"}
+# The Hugging Face Hub's refusals: its error code and message in headers (X-Error-Code,
+# X-Error-Message), the message in the body too.
+HF_GATED = ("Access to model meta-llama/Llama-3.1-8B is restricted and you are not in the authorized list. "
+            "Visit https://huggingface.co/meta-llama/Llama-3.1-8B to ask for access.")
+HF = lambda status, code, message: (status, {"X-Error-Code": code, "X-Error-Message": message}, {"error": message})
 ROUTES = {
+    "/hf/1": HF(403, "GatedRepo", HF_GATED),
+    "/hf/2": HF(404, "RepoNotFound", "Repository not found"),
+    "/hf/3": HF(404, "EntryNotFound", "Entry not found"),
     "/plain/401": (401, {}, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}),
     "/plain/403": (403, {}, {"message": "Resource not accessible by integration", "documentation_url": "https://docs.github.com/rest", "status": "403"}),
     "/plain/404": (404, {}, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"}),
@@ -142,6 +150,8 @@ class Handler(BaseHTTPRequestHandler):
             path = "/".join(path.split("/")[:3])  # /aws/{route}/ (STS), /aws/{route}/{bucket}/{key} (S3)
         if path.startswith("/azure/"):
             path = "/".join(path.split("/")[:3])  # /azure/{route}/{container}/{blob}, /azure/{route}/subscriptions/...
+        if path.startswith("/hf/"):
+            path = "/".join(path.split("/")[:3])  # /hf/{route}/{org}/{repo}/resolve/main/{file}
         if path.startswith("/telegram/"):
             path = "/".join(path.split("/")[:3])  # /telegram/{route}/bot{token}/{method}
         if path.startswith("/slack/"):
@@ -164,9 +174,10 @@ class Handler(BaseHTTPRequestHandler):
         for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
-    do_GET = do_POST = _answer
+    do_GET = do_POST = do_HEAD = _answer
 
 
 def free_port():
@@ -697,6 +708,23 @@ def smtp_login():
 
 case("r-py-smtp-auth", "auth", P, smtp_login)
 case_as_text("r-py-text-smtp-auth", "auth", P, smtp_login)
+
+# ---------------------------------------------------------------- huggingface_hub
+# Downloading a model's file from the loopback server answering as the Hub does: a gated model the
+# token was not granted, a repository that does not exist, a file the repository does not have.
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf-home-")
+from huggingface_hub import hf_hub_download
+
+
+def hf(route, repo="meta-llama/Llama-3.1-8B", filename="config.json"):
+    return lambda: hf_hub_download(repo, filename, endpoint=f"{URL}/hf/{route}", token="hf_fakefakefakefakefakefakefakefake")
+
+
+HFV = v("huggingface_hub")
+case("r-py-hf-gated", "permission_denied", HFV, hf(1))
+case_as_text("r-py-text-hf-gated", "permission_denied", HFV, hf(1))
+case("r-py-hf-repo-not-found", "not_found", HFV, hf(2, repo="acme/no-such-model"))
+case("r-py-hf-entry-not-found", "not_found", HFV, hf(3, filename="tokenizer.model"))
 
 # ---------------------------------------------------------------- grpcio
 # A loopback gRPC server whose handlers fail as a tool's backend does: an exception the handler does

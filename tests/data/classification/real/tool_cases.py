@@ -227,11 +227,19 @@ case("r-npm-script-failed", "unknown", NPM, ["npm", "test"], cwd=pkg)
 case("r-npm-script-command-missing", "not_found", NPM, ["npm", "run", "build"], cwd=pkg)
 case("r-npm-no-package-json", "not_found", NPM, ["npm", "run", "build"], cwd=plain)
 case("r-npm-install-404", "not_found", NPM, ["npm", "install", "--no-audit", "--no-fund", "rebound-holdout-no-such-package-zq"], cwd=pkg)
+# A package whose peer dependency the project's own version does not meet (react-dom 18 wants react 18).
+peers = os.path.join(WORK, "peers")
+os.mkdir(peers)
+json.dump({"name": "agent-ui", "version": "1.0.0", "dependencies": {"react": "17.0.2"}}, open(os.path.join(peers, "package.json"), "w"))
+case("r-npm-eresolve", "conflict", NPM, ["npm", "install", "--no-audit", "--no-fund", "react-dom@18.3.1"], cwd=peers)
 
 # ---------------------------------------------------------------- pip
 PIP = " ".join(first_line([sys.executable, "-m", "pip", "--version"]).split()[:2])
 case("r-pip-no-distribution", "not_found", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "rebound-holdout-no-such-package-zq"])
 case("r-pip-invalid-requirement", "validation", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "requests=2.31"])
+# Debian's own interpreter refuses pip installs into its site-packages (PEP 668).
+case("r-pip-externally-managed", "validation", " ".join(first_line(["/usr/bin/python3", "-m", "pip", "--version"]).split()[:2]) + " (Debian's python3)",
+     ["/usr/bin/python3", "-m", "pip", "install", "--disable-pip-version-check", "rebound-holdout-no-such-package-zq"])
 case("r-pip-no-such-requirements-file", "not_found", PIP, [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", "requirement.txt"])
 
 # ---------------------------------------------------------------- kubectl against a loopback API server
