@@ -1850,6 +1850,19 @@ mod tests {
     }
 
     #[test]
+    fn a_click_another_element_takes_is_a_conflict() {
+        // chromedriver's answer (through Selenium) and Playwright's call log when an overlay takes the
+        // click: the page's state is in the way, not the locator; read the page again first.
+        let c = classifier();
+        for message in [
+            "Message: element click intercepted: Element <button id=\"go\">...</button> is not clickable at point (512, 300). Other element would receive the click: <div class=\"overlay\"></div>",
+            "  - <div class=\"overlay\"></div> intercepts pointer events\n  - retrying click action",
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, Category::Conflict, "{message}");
+        }
+    }
+
+    #[test]
     fn an_e2b_sandbox_past_its_lifetime_is_gone_not_slow() {
         // The e2b SDKs' error for a call to a sandbox whose lifetime ran out (a 502), Python's and
         // JavaScript's, with their types and as text: a timeout, retried to fail the same way, before.

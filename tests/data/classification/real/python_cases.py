@@ -863,6 +863,9 @@ os.environ.pop("SERPAPI_API_KEY", None)
 case("r-py-environ-no-key", "auth", P, lambda: os.environ["SERPAPI_API_KEY"])
 case_as_text("r-py-text-environ-no-key", "auth", P, lambda: os.environ["SERPAPI_API_KEY"])
 case("r-py-dict-no-key", "validation", P, lambda: {"query": "weather"}["api_key"])
+# A name the installed library does not have (code written for another version of it).
+case("r-py-import-name", "not_found", P, lambda: exec("from json import loads_fast"))
+case_as_text("r-py-text-import-name", "not_found", P, lambda: exec("from json import loads_fast"))
 
 # ---------------------------------------------------------------- playwright, driving Debian's chromium
 import shutil
