@@ -441,8 +441,26 @@ fn exception_lines(message: &str, max_chars: usize) -> String {
 }
 
 fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
-    const MARKS: [&str; 8] = ["error", "err!", "failed", "fatal", "exception", "panic", "traceback", "conflict"];
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    const MARKS: [&str; 16] = [
+        "error",
+        "err!",
+        "failed",
+        "fatal",
+        "exception",
+        "panic",
+        "traceback",
+        "conflict",
+        "not found",
+        "denied",
+        "refused",
+        "invalid",
+        "unable to",
+        "cannot",
+        "could not",
+        "timed out",
+    ];
+    // A line with no letter or digit (`>` closing a repr, `^~~~` under a compiler's column, `}`) says nothing.
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| l.chars().any(char::is_alphanumeric)).collect();
     let Some(&last) = lines.last() else {
         return String::new();
     };
@@ -833,6 +851,23 @@ mod tests {
             headline(expired, "azure.core.exceptions.ClientAuthenticationError", ""),
             format!("azure.core.exceptions.ClientAuthenticationError: {}", expired.lines().next().unwrap())
         );
+    }
+
+    #[test]
+    fn the_lines_picked_say_something() {
+        // huggingface_hub 2.4's RepositoryNotFoundError: its failure line says "Not Found" (once
+        // passed over for its last line alone, a pointer to the docs).
+        let hub = "404 Client Error.\n\nRepository Not Found for url: https://huggingface.co/acme/no-such-model/resolve/main/config.json.\nPlease make sure you specified the correct `repo_id` and `repo_type`.\nIf you are trying to access a private or gated repo, make sure you are authenticated and your token has the required permissions.\nFor more details, see https://huggingface.co/docs/huggingface_hub/authentication";
+        let said = headline(hub, "huggingface_hub.errors.RepositoryNotFoundError", "");
+        assert!(
+            said.contains("404 Client Error. | Repository Not Found for url: https://huggingface.co/acme/"),
+            "{said}"
+        );
+        // grpcio 1.80's _InactiveRpcError ends its repr with a lone `>`: the last line that says something is taken.
+        let grpc = "<_InactiveRpcError of RPC that terminated with:\n\tstatus = StatusCode.UNKNOWN\n\tdetails = \"Exception calling application: division by zero, as the handler raised it in a long text\"\n\tdebug_error_string = \"UNKNOWN:Error received from peer {grpc_message:\"Exception calling application: division by zero\", grpc_status:2}\"\n>";
+        let said = failure_lines(grpc, 200);
+        assert!(!said.ends_with(" | >"), "{said}");
+        assert!(said.contains("| debug_error_string = "), "{said}");
     }
 
     #[test]
