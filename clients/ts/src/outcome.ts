@@ -145,10 +145,11 @@ HttpError.prototype.name = "HttpError";
  * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`,
  *   the Azure SDK's RestError code such as `BlobNotFound`), or a JSON-RPC error code (the MCP SDK's McpError:
  *   `-32602`), or the name of an AWS SDK v3 error (with `$fault` and `$metadata`: `ThrottlingException`),
- *   else the `error.code` or `error.type` of an SDK error's parsed body (`error`);
+ *   else the `error.code` or `error.type` of an SDK error's parsed body (`error`; the AI SDK's `data`);
  * - the HTTP status from `status`, `statusCode`, `response.status`, `response.statusCode` or the AWS SDK's
  *   `$metadata.httpStatusCode`;
- * - the headers from `headers` or `response.headers` (`Headers`, `Map` or a plain object);
+ * - the headers from `headers`, `response.headers` or the AI SDK's `responseHeaders` (`Headers`, `Map` or a
+ *   plain object);
  * - a gRPC code from a numeric `code` with `details`/`metadata` (@grpc/grpc-js's ServiceError);
  * - an exit code from `exitCode` (execa) or a child process error's numeric `code`;
  * - the detail from `stderr`, else the stack traces of the chain, without the client's own frames.
@@ -343,7 +344,8 @@ function statusOf(e: unknown): number {
 }
 
 function headersOf(e: unknown): Record<string, string> | undefined {
-  for (const h of [get(e, "headers"), get(get(e, "response"), "headers")]) {
+  // The Vercel AI SDK's APICallError keeps the response's as `responseHeaders`.
+  for (const h of [get(e, "headers"), get(get(e, "response"), "headers"), get(e, "responseHeaders")]) {
     if (typeof h === "object" && h !== null && !Array.isArray(h)) {
       const record = headersToRecord(h as HeadersInput);
       if (Object.keys(record).length > 0) return record;
@@ -374,7 +376,8 @@ function codeOf(e: unknown): string {
     return name.trim();
   }
   // Anthropic's SDK errors carry the body ({"error": {"type": "overloaded_error"}}) as `error`, and no code.
-  return bodyCode(get(e, "error")) ?? "";
+  // The Vercel AI SDK's APICallError carries the provider's parsed error body as `data`.
+  return bodyCode(get(e, "error")) ?? bodyCode(get(e, "data")) ?? "";
 }
 
 /**

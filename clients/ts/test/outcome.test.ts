@@ -234,6 +234,44 @@ describe("outcomes from real errors", () => {
     assert.match(o.message, /Rate limit reached for gpt-4o/);
   });
 
+  it("the Vercel AI SDK's errors: the status, the provider's code and Retry-After, through its retries", () => {
+    // The shapes of @ai-sdk/provider's APICallError (`statusCode`, `responseHeaders`, `data`: the parsed
+    // error body) and of ai's RetryError (`errors`, `lastError`), as ai 6.0.326 with @ai-sdk/openai 3.0.141
+    // threw them against a server answering as the OpenAI API does (tests/data/classification/real/
+    // node_sdk_cases.mjs runs them, through this client, for holdout-real).
+    class APICallError extends Error {
+      constructor(
+        message: string,
+        readonly statusCode: number,
+        readonly responseHeaders: Record<string, string>,
+        readonly data: unknown,
+      ) {
+        super(message);
+        this.name = "AI_APICallError";
+      }
+    }
+    class RetryError extends Error {
+      constructor(
+        message: string,
+        readonly errors: unknown[],
+        readonly lastError: unknown,
+      ) {
+        super(message);
+        this.name = "AI_RetryError";
+      }
+    }
+    const said = "Rate limit reached for gpt-4o-mini in organization org-abc on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.";
+    const body = { error: { message: said, type: "requests", param: null, code: "rate_limit_exceeded" } };
+    const attempt = () => new APICallError(said, 429, { "content-type": "application/json", "retry-after": "20" }, body);
+    const attempts = [attempt(), attempt()];
+    const o = build(new RetryError(`Failed after 2 attempts. Last error: ${said}`, attempts, attempts[1]));
+    assert.equal(o.exceptionType, "AI_RetryError");
+    assert.deepEqual([o.httpStatus, o.code, o.headers], [429, "rate_limit_exceeded", { "retry-after": "20" }]);
+    const key = { error: { message: "Incorrect API key provided: sk-test.", type: "invalid_request_error", param: null, code: "invalid_api_key" } };
+    const refused = build(new APICallError(key.error.message, 401, {}, key));
+    assert.deepEqual([refused.exceptionType, refused.httpStatus, refused.code], ["AI_APICallError", 401, "invalid_api_key"]);
+  });
+
   it("the OpenAI SDK's connection error to a closed port", async () => {
     const openai = new OpenAI({ apiKey: "sk-test", baseURL: `http://127.0.0.1:${closedPort}/v1`, maxRetries: 0 });
     const err = await thrown(() => openai.models.list());
