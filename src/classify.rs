@@ -1850,6 +1850,24 @@ mod tests {
     }
 
     #[test]
+    fn typescript_agents_sdks_are_read_by_their_words() {
+        // The Vercel AI SDK's errors (named AI_*, types no rule lists), Prisma's P1001 and ioredis's
+        // give-up, as each words them (`unknown` before).
+        let c = classifier();
+        for (message, category) in [
+            ("No object generated: could not parse the response.", Category::Format),
+            ("No object generated: response did not match schema.", Category::Format),
+            ("Invalid prompt: messages must not be empty", Category::Validation),
+            ("Can't reach database server at `localhost:5432`\n\nPlease make sure your database server is running at `localhost:5432`.", Category::Network),
+            ("Reached the max retries per request limit (which is 20). Refer to \"maxRetriesPerRequest\" option for details.", Category::Network),
+        ] {
+            let outcome = Outcome { exception_type: "AI_NoObjectGeneratedError".into(), ..failure(message) };
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+            assert_eq!(c.classify(&outcome).category, category, "with an AI SDK type: {message}");
+        }
+    }
+
+    #[test]
     fn a_click_another_element_takes_is_a_conflict() {
         // chromedriver's answer (through Selenium) and Playwright's call log when an overlay takes the
         // click: the page's state is in the way, not the locator; read the page again first.

@@ -1,0 +1,94 @@
+// Real failures of Node packages agents use, for holdout-real.jsonl: the Vercel AI SDK (ai, with
+// @ai-sdk/openai pointed at a loopback server answering as the OpenAI API does, and at a closed port)
+// and ioredis (at a closed port). Each outcome is read from the error by the TypeScript client itself
+// (clients/ts, built: its outcomeFromError), one JSON line per case, labelled beforehand.
+//
+// Run: SDK_DIR=<a folder where `npm install ai @ai-sdk/openai ioredis zod` was run>
+//      node node_sdk_cases.mjs > node-sdks.jsonl
+// after `npx tsc -p tsconfig.json` in clients/ts (its dist/). Random ports are written as 8787 (the
+// server) and 8799 (a closed port). The outcome's stack trace (`detail`) is left out, as in
+// node_cases.mjs.
+
+import http from "node:http";
+import { createRequire } from "node:module";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const SDK_DIR = process.env.SDK_DIR;
+if (!SDK_DIR) {
+  console.error("node_sdk_cases.mjs: set SDK_DIR to a folder with ai, @ai-sdk/openai, ioredis and zod installed");
+  process.exit(2);
+}
+const sdk = createRequire(path.join(path.resolve(SDK_DIR), "package.json"));
+const { generateObject, generateText } = sdk("ai");
+const { createOpenAI } = sdk("@ai-sdk/openai");
+const { z } = sdk("zod");
+const Redis = sdk("ioredis").default ?? sdk("ioredis");
+const version = (name) => `${name} ${sdk(`${name}/package.json`).version}`;
+const client = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../../../clients/ts/dist/index.js");
+const { outcomeFromError } = await import(client);
+
+const completion = (content) => ({
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1764460800,
+  model: "gpt-4o-mini",
+  choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
+});
+const ROUTES = {
+  // A model that answers in prose where the schema asked for JSON.
+  prose: [200, {}, completion("Sure! The weather in Paris is sunny, 21 degrees.")],
+  rate: [429, { "retry-after": "20" }, { error: { message: "Rate limit reached for gpt-4o-mini in organization org-abc on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.", type: "requests", param: null, code: "rate_limit_exceeded" } }],
+  key: [401, {}, { error: { message: "Incorrect API key provided: sk-fake. You can find your API key at https://platform.openai.com/account/api-keys.", type: "invalid_request_error", param: null, code: "invalid_api_key" } }],
+};
+const server = http.createServer((req, res) => {
+  req.resume();
+  req.on("end", () => {
+    const [status, headers, body] = ROUTES[req.url.split("/")[1]] ?? [404, {}, { error: { message: "no route" } }];
+    res.writeHead(status, { "content-type": "application/json", ...headers });
+    res.end(JSON.stringify(body));
+  });
+});
+await new Promise((r) => server.listen(0, "127.0.0.1", r));
+const PORT = server.address().port;
+const closed = net.createServer();
+await new Promise((r) => closed.listen(0, "127.0.0.1", r));
+const CLOSED = closed.address().port;
+await new Promise((r) => closed.close(r));
+
+const fixed = (text) => text.replaceAll(String(PORT), "8787").replaceAll(String(CLOSED), "8799");
+const RETRYABLE = new Set(["timeout", "rate_limited", "network", "unavailable", "internal"]);
+
+async function kase(id, category, source, run) {
+  try {
+    await run();
+    console.error(`${id}: did not fail`);
+  } catch (error) {
+    const o = outcomeFromError("tool", { error });
+    const outcome = { exception_type: o.exceptionType, message: fixed(o.message) };
+    if (o.code) outcome.code = o.code;
+    if (o.httpStatus) outcome.http_status = o.httpStatus;
+    if (Object.keys(o.headers).length > 0) outcome.headers = o.headers;
+    console.log(JSON.stringify({ id, source, category, retryable: RETRYABLE.has(category), tags: [], outcome }));
+  }
+}
+
+const AI = `${version("ai")}, ${version("@ai-sdk/openai")}`;
+const model = (route, port = PORT) =>
+  createOpenAI({ baseURL: `http://127.0.0.1:${port}/${route}/v1`, apiKey: "sk-fake" }).chat("gpt-4o-mini");
+const weather = z.object({ city: z.string(), celsius: z.number() });
+await kase("r-node-ai-no-object", "format", AI, () =>
+  generateObject({ model: model("prose"), schema: weather, prompt: "The weather in Paris?", maxRetries: 0 }));
+await kase("r-node-ai-rate-limited", "rate_limited", AI, () =>
+  generateText({ model: model("rate"), prompt: "hi", maxRetries: 1 }));
+await kase("r-node-ai-bad-key", "auth", AI, () => generateText({ model: model("key"), prompt: "hi", maxRetries: 0 }));
+await kase("r-node-ai-refused", "network", AI, () =>
+  generateText({ model: model("any", CLOSED), prompt: "hi", maxRetries: 0 }));
+
+const redis = new Redis({ host: "127.0.0.1", port: CLOSED, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+redis.on("error", () => {}); // each failed connection; the command's own error is the case
+await kase("r-node-ioredis-refused", "network", version("ioredis"), () => redis.get("session:42"));
+redis.disconnect();
+server.close();
