@@ -552,7 +552,7 @@ func typeInMessage(message string) (string, bool) {
 // spec) as the sidecar's rules grpc.* name them (src/defaults/rules.toml;
 // TestGRPCCodesMatchSidecarRules checks for drift). RESOURCE_EXHAUSTED, which
 // also reads words, is read apart (grpcResourceExhausted), and UNKNOWN last
-// (weakSignals).
+// (grpcUnknownClass: a weak signal).
 var grpcClasses = map[int32]codeClass{
 	1:  {category: reboundpb.Category_CATEGORY_CANCELLED, rule: "fallback.grpc_cancelled"},                 // CANCELLED
 	3:  {category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.grpc_invalid_argument"},         // INVALID_ARGUMENT
@@ -912,12 +912,14 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 // the outcome's, or the one a one-line message begins with, exceptionTypeOf),
 // then a gRPC code (50), then a single HTTP status (40), then an exit code
 // (40 too, but the HTTP rules are listed first), then an HTTP status by its
-// range (38), then gRPC's UNKNOWN and JSON-RPC's -32603 (9: weakSignals). So a 503 whose connection was reset is a network failure, a 401
-// raised as httpx.ReadTimeout a timeout, a 429 with gRPC RESOURCE_EXHAUSTED
-// about billing a used-up quota, ENOENT with a 500 not found, exit code 127
-// with a 404 not found by the status (the HTTP rule is listed first) but with
-// a 418 by the exit code. It reads every value of the rules that read one of
-// these signals and nothing else (codeRules, exceptionRules, grpcClasses,
+// range (38), and last the weak signals, gRPC's UNKNOWN and JSON-RPC's -32603
+// (9: grpcUnknownClass, mcpInternalClass). So a 503 whose connection was reset
+// is a network failure, a 401 raised as httpx.ReadTimeout a timeout, a 429 with
+// gRPC RESOURCE_EXHAUSTED about billing a used-up quota, ENOENT with a 500 not
+// found, exit code 127 with a 404 not found by the status (the HTTP rule is
+// listed first) but with a 418 by the exit code, UNKNOWN with a 503
+// unavailable. It reads every value of the rules that read one of these
+// signals and nothing else (codeRules, exceptionRules, grpcClasses,
 // httpStatusRules, exitRules, httpRangeRules), but no words: where the
 // sidecar's rules also read the message (a 400 that says the prompt is too
 // long, a ValueError that says invalid json), it answers by the signal alone.

@@ -396,9 +396,8 @@ echo 'PermissionError: [Errno 13] Permission denied: /data/out.parquet' >&2; exi
 // The code of a provider's JSON error body, OpenAI's and Anthropic's shapes; none from other bodies.
 // The AWS SDK v2's errors are smithy-go's: an OperationError around a
 // ResponseError (its HTTPStatusCode()) around the service's APIError, whose
-// ErrorCode() is the service's code. The sidecar
-// also reads "api error NoSuchKey:" from the text; the code as a field is
-// what the fallback reads too.
+// ErrorCode() is the service's code. The sidecar also reads "api error
+// NoSuchKey:" from the text; the code as a field is what the fallback reads too.
 func TestServiceErrorCode(t *testing.T) {
 	err := &smithy.OperationError{ServiceID: "S3", OperationName: "GetObject",
 		Err: &smithyhttp.ResponseError{
