@@ -258,7 +258,10 @@ function get(obj: unknown, key: string): unknown {
   }
 }
 
-/** The error and its causes, outermost first (AggregateError's first error counts as a cause). */
+/**
+ * The error and its causes, outermost first (the AI SDK RetryError's `lastError`, else AggregateError's first
+ * error, counts as a cause).
+ */
 function causeChain(err: unknown): unknown[] {
   const chain: unknown[] = [];
   let e: unknown = err;
@@ -267,6 +270,12 @@ function causeChain(err: unknown): unknown[] {
     const cause = get(e, "cause");
     if (cause !== undefined && cause !== null) {
       e = cause;
+      continue;
+    }
+    // The Vercel AI SDK's RetryError: the attempt its retries ended on says what to do now.
+    const last = get(e, "lastError");
+    if (last !== undefined && last !== null) {
+      e = last;
       continue;
     }
     const errors = get(e, "errors");

@@ -267,6 +267,11 @@ describe("outcomes from real errors", () => {
     const o = build(new RetryError(`Failed after 2 attempts. Last error: ${said}`, attempts, attempts[1]));
     assert.equal(o.exceptionType, "AI_RetryError");
     assert.deepEqual([o.httpStatus, o.code, o.headers], [429, "rate_limit_exceeded", { "retry-after": "20" }]);
+    // Retries that met a server error first and a rate limit last: the last attempt's signals.
+    const overloaded = { error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: null } };
+    const mixed = [new APICallError(overloaded.error.message, 500, {}, overloaded), attempt()];
+    const last = build(new RetryError(`Failed after 2 attempts. Last error: ${said}`, mixed, mixed[1]));
+    assert.deepEqual([last.httpStatus, last.code, last.headers], [429, "rate_limit_exceeded", { "retry-after": "20" }]);
     const key = { error: { message: "Incorrect API key provided: sk-test.", type: "invalid_request_error", param: null, code: "invalid_api_key" } };
     const refused = build(new APICallError(key.error.message, 401, {}, key));
     assert.deepEqual([refused.exceptionType, refused.httpStatus, refused.code], ["AI_APICallError", 401, "invalid_api_key"]);
