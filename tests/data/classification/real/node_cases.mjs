@@ -16,6 +16,8 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 
+import { loopback, RETRYABLE } from "./loopback.mjs";
+
 const NODE = `Node.js ${process.version}`;
 const server = http.createServer((req, res) => {
   if (req.url.startsWith("/slow")) {
@@ -26,15 +28,7 @@ const server = http.createServer((req, res) => {
     res.end("{}");
   }
 });
-await new Promise((r) => server.listen(0, "127.0.0.1", r));
-const PORT = server.address().port;
-const closed = net.createServer();
-await new Promise((r) => closed.listen(0, "127.0.0.1", r));
-const CLOSED = closed.address().port;
-await new Promise((r) => closed.close(r));
-
-const fixed = (text) => text.replaceAll(String(PORT), "8787").replaceAll(String(CLOSED), "8799");
-const RETRYABLE = new Set(["timeout", "rate_limited", "network", "unavailable", "internal"]);
+const { PORT, CLOSED, fixed } = await loopback(server);
 
 async function kase(id, category, source, run) {
   try {

@@ -11,9 +11,10 @@
 
 import http from "node:http";
 import { createRequire } from "node:module";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+
+import { loopback, RETRYABLE } from "./loopback.mjs";
 
 const SDK_DIR = process.env.SDK_DIR;
 if (!SDK_DIR) {
@@ -51,15 +52,7 @@ const server = http.createServer((req, res) => {
     res.end(JSON.stringify(body));
   });
 });
-await new Promise((r) => server.listen(0, "127.0.0.1", r));
-const PORT = server.address().port;
-const closed = net.createServer();
-await new Promise((r) => closed.listen(0, "127.0.0.1", r));
-const CLOSED = closed.address().port;
-await new Promise((r) => closed.close(r));
-
-const fixed = (text) => text.replaceAll(String(PORT), "8787").replaceAll(String(CLOSED), "8799");
-const RETRYABLE = new Set(["timeout", "rate_limited", "network", "unavailable", "internal"]);
+const { PORT, CLOSED, fixed } = await loopback(server);
 
 async function kase(id, category, source, run) {
   try {

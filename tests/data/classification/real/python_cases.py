@@ -282,14 +282,19 @@ def outcome_of(exc):
     return o
 
 
+def emit(id, category, source, outcome, tags=()):
+    """Prints one labelled case (retryable as its category is)."""
+    retryable = category in ("timeout", "rate_limited", "network", "unavailable", "internal")
+    line = {"id": id, "source": source, "category": category, "retryable": retryable, "tags": list(tags),
+            "outcome": outcome}
+    print(json.dumps(line, ensure_ascii=False))
+
+
 def case(id, category, source, run):
     try:
         run()
     except BaseException as exc:  # the failure is the data
-        retryable = category in ("timeout", "rate_limited", "network", "unavailable", "internal")
-        line = {"id": id, "source": source, "category": category, "retryable": retryable, "tags": [],
-                "outcome": outcome_of(exc)}
-        print(json.dumps(line, ensure_ascii=False))
+        emit(id, category, source, outcome_of(exc))
         return
     print(f"{id}: did not fail", file=sys.stderr)
 
@@ -300,11 +305,8 @@ def case_as_text(id, category, source, run):
     try:
         run()
     except BaseException as exc:  # the failure is the data
-        retryable = category in ("timeout", "rate_limited", "network", "unavailable", "internal")
         text = fixed(traceback.format_exception_only(exc)[-1].strip())
-        line = {"id": id, "source": source, "category": category, "retryable": retryable,
-                "tags": ["type-in-message"], "outcome": {"message": text}}
-        print(json.dumps(line, ensure_ascii=False))
+        emit(id, category, source, {"message": text}, ["type-in-message"])
         return
     print(f"{id}: did not fail", file=sys.stderr)
 
@@ -783,9 +785,7 @@ for case_id, category, what, timeout in [
     except grpc.RpcError as exc:
         o = outcome_of(exc)
         o["message"] = fixed_grpc(o["message"])
-        print(json.dumps({"id": case_id, "source": G, "category": category,
-                          "retryable": category in ("timeout", "rate_limited", "network", "unavailable", "internal"),
-                          "tags": [], "outcome": o}, ensure_ascii=False))
+        emit(case_id, category, G, o)
 GRPC_SERVER.stop(None)
 
 # ---------------------------------------------------------------- the MCP Python SDK
@@ -838,9 +838,7 @@ for case_id, category, call in [
     ("r-py-mcp-result-unknown-tool", "unknown_tool", lambda c: c.call_tool("serch_web", {"query": "x"})),
     ("r-py-mcp-result-bad-arguments", "validation", lambda c: c.call_tool("add", {"a": "two"})),
 ]:
-    text = mcp_call(call)()
-    print(json.dumps({"id": case_id, "source": M, "category": category,
-                      "retryable": False, "tags": ["message-only"], "outcome": {"message": text}}, ensure_ascii=False))
+    emit(case_id, category, M, {"message": mcp_call(call)()}, ["message-only"])
 
 # ---------------------------------------------------------------- SDKs and frameworks with no API key
 # Raised before any request, from the client's or the framework's own configuration check.
