@@ -1851,20 +1851,41 @@ mod tests {
 
     #[test]
     fn typescript_agents_sdks_are_read_by_their_words() {
-        // The Vercel AI SDK's errors (named AI_*, types no rule lists), Prisma's P1001 and ioredis's
-        // give-up, as each words them (`unknown` before).
+        // The Vercel AI SDK's errors, Prisma's P1001 and ioredis's give-up, as each words them
+        // (`unknown` before), alone and with the type the TypeScript client reads from each.
         let c = classifier();
-        for (message, category) in [
-            ("No object generated: could not parse the response.", Category::Format),
-            ("No object generated: response did not match schema.", Category::Format),
-            ("Invalid prompt: messages must not be empty", Category::Validation),
-            ("Can't reach database server at `localhost:5432`\n\nPlease make sure your database server is running at `localhost:5432`.", Category::Network),
-            ("Reached the max retries per request limit (which is 20). Refer to \"maxRetriesPerRequest\" option for details.", Category::Network),
+        for (message, exception_type, category) in [
+            ("No object generated: could not parse the response.", "AI_NoObjectGeneratedError", Category::Format),
+            ("No object generated: response did not match schema.", "AI_NoObjectGeneratedError", Category::Format),
+            ("Invalid prompt: messages must not be empty", "AI_InvalidPromptError", Category::Validation),
+            ("Can't reach database server at `localhost:5432`\n\nPlease make sure your database server is running at `localhost:5432`.", "PrismaClientInitializationError", Category::Network),
+            ("Reached the max retries per request limit (which is 20). Refer to \"maxRetriesPerRequest\" option for details.", "MaxRetriesPerRequestError", Category::Network),
         ] {
-            // Sent with the type the TypeScript client reads (an AI SDK's, Prisma's: none a rule lists), or none.
-            let typed = Outcome { exception_type: "AI_NoObjectGeneratedError".into(), ..failure(message) };
+            let typed = Outcome { exception_type: exception_type.into(), ..failure(message) };
             assert_eq!(c.classify(&failure(message)).category, category, "{message}");
-            assert_eq!(c.classify(&typed).category, category, "with a type no rule lists: {message}");
+            assert_eq!(c.classify(&typed).category, category, "with {exception_type}: {message}");
+        }
+    }
+
+    #[test]
+    fn the_ai_sdks_error_names_are_exception_rules() {
+        // The Vercel AI SDK 6's own messages (holdout-real's r-node-ai-*), whose words say too little
+        // (a model or provider missing was `unknown`) or the wrong thing (a tool call that does not fit
+        // the schema is the model's `format`, as the kind invalid_tool_call is, not `validation`).
+        let c = classifier();
+        for (exception_type, message, category) in [
+            ("AI_NoSuchToolError", "Model tried to call unavailable tool 'search_web'. Available tools: get_weather.", Category::UnknownTool),
+            ("AI_InvalidToolInputError", "Invalid input for tool get_weather: Type validation failed: Value: {\"city\":42}.\nError message: [{\"expected\": \"string\", \"code\": \"invalid_type\"}]", Category::Format),
+            ("AI_InvalidToolInputError", "Invalid input for tool get_weather: JSON parsing failed: Text: {\"city\": \"Par.\nError message: Unterminated string in JSON at position 13", Category::Format),
+            ("AI_LoadAPIKeyError", "OpenAI API key is missing. Pass it using the 'apiKey' parameter or the OPENAI_API_KEY environment variable.", Category::Auth),
+            ("AI_NoSuchModelError", "No such languageModel: gpt-9", Category::NotFound),
+            ("AI_NoSuchProviderError", "No such provider: anthropic (available providers: openai)", Category::NotFound),
+            ("AI_UnsupportedFunctionalityError", "'image parts' functionality not supported.", Category::Validation),
+        ] {
+            let outcome = Outcome { exception_type: exception_type.into(), ..failure(message) };
+            let classification = c.classify(&outcome);
+            assert_eq!(classification.category, category, "{exception_type}: {message}");
+            assert!(classification.rule.starts_with("exception."), "{exception_type}: {}", classification.rule);
         }
     }
 

@@ -358,7 +358,8 @@ var exceptionRules = []struct {
 			"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "ExpiredTokenException",
 			"InvalidAuthenticationError", "CredentialsError", "IdentityTokenFileError",
 			"ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError", "RefreshError",
-			"SMTPAuthenticationError"}},
+			"SMTPAuthenticationError",
+			"AI_LoadAPIKeyError"}},
 	// exception.permission
 	{codeClass{category: reboundpb.Category_CATEGORY_PERMISSION_DENIED, rule: "fallback.type_permission"},
 		[]string{"PermissionDeniedError", "PermissionError", "PermissionDenied", "AccessDeniedException", "Forbidden",
@@ -368,7 +369,11 @@ var exceptionRules = []struct {
 		[]string{"NotFoundError", "FileNotFoundError", "NotFound", "NoSuchKey", "ModuleNotFoundError",
 			"FileNotFoundException", "NoSuchFileException", "NoSuchElementException", "ResourceNotFoundException",
 			"IsADirectoryError", "NotADirectoryError", "ProcessLookupError", "LookupError",
-			"ResourceNotFoundError"}},
+			"ResourceNotFoundError",
+			"AI_NoSuchModelError", "AI_NoSuchProviderError"}},
+	// exception.unknown_tool: the Vercel AI SDK's, for a tool the model named that the agent does not have.
+	{codeClass{category: reboundpb.Category_CATEGORY_UNKNOWN_TOOL, rule: "fallback.type_unknown_tool"},
+		[]string{"AI_NoSuchToolError"}},
 	// exception.validation
 	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.type_validation"},
 		[]string{"ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "AssertionError", "ValidationError",
@@ -377,13 +382,18 @@ var exceptionRules = []struct {
 			"IllegalStateException", "NumberFormatException", "ArgumentException", "ArgumentNullException",
 			"ArgumentOutOfRangeException", "FormatException", "ParamValidationError", "UnicodeDecodeError",
 			"UnicodeEncodeError", "UndefinedError", "TemplateSyntaxError", "ZeroDivisionError", "OverflowError", "RangeError",
-			"jsonschema.exceptions.ValidationError"}},
+			"jsonschema.exceptions.ValidationError",
+			"AI_InvalidArgumentError", "AI_InvalidPromptError", "AI_UnsupportedFunctionalityError",
+			"AI_InvalidMessageRoleError", "AI_MessageConversionError", "AI_InvalidDataContentError",
+			"AI_TooManyEmbeddingValuesForCallError", "AI_MissingToolResultsError"}},
 	// exception.format
 	{codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.type_format"},
 		[]string{"JSONDecodeError", "json.JSONDecodeError", "json.decoder.JSONDecodeError", "OutputParserException",
 			"langchain_core.exceptions.OutputParserException", "SyntaxError", "JsonParseException", "JsonSyntaxException",
 			"MismatchedInputException", "InvalidFormatException", "JsonMappingException", "JsonEOFException", "YAMLError",
-			"ScannerError", "ParserError"}},
+			"ScannerError", "ParserError",
+			"AI_InvalidToolInputError", "AI_InvalidToolArgumentsError", "AI_JSONParseError", "AI_TypeValidationError",
+			"AI_NoObjectGeneratedError", "AI_InvalidResponseDataError"}},
 	// exception.conflict
 	{codeClass{category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.type_conflict"},
 		[]string{"UniqueViolation", "IntegrityError", "FileExistsError", "ConflictError", "PreconditionFailedError",

@@ -304,6 +304,7 @@ PORTED_EXCEPTION_RULES = [
     ("exception.auth", Category.AUTH, "fallback.type_auth"),
     ("exception.permission", Category.PERMISSION_DENIED, "fallback.type_permission"),
     ("exception.not_found", Category.NOT_FOUND, "fallback.type_not_found"),
+    ("exception.unknown_tool", Category.UNKNOWN_TOOL, "fallback.type_unknown_tool"),
     ("exception.validation", Category.VALIDATION, "fallback.type_validation"),
     ("exception.format", Category.FORMAT, "fallback.type_format"),
     ("exception.conflict", Category.CONFLICT, "fallback.type_conflict"),

@@ -665,6 +665,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "AuthenticationRequiredError",
     "RefreshError",
     "SMTPAuthenticationError",
+    "AI_LoadAPIKeyError",
   ].map((type) => [type, [C.CATEGORY_AUTH, "fallback.type_auth"]] as const),
   // Rule exception.permission.
   ...[
@@ -693,7 +694,11 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "ProcessLookupError",
     "LookupError",
     "ResourceNotFoundError",
+    "AI_NoSuchModelError",
+    "AI_NoSuchProviderError",
   ].map((type) => [type, [C.CATEGORY_NOT_FOUND, "fallback.type_not_found"]] as const),
+  // Rule exception.unknown_tool: the Vercel AI SDK's, for a tool the model named that the agent does not have.
+  ["AI_NoSuchToolError", [C.CATEGORY_UNKNOWN_TOOL, "fallback.type_unknown_tool"]] as const,
   // Rule exception.validation: JavaScript's TypeError and RangeError among them.
   ...[
     "ValueError",
@@ -725,6 +730,14 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "OverflowError",
     "RangeError",
     "jsonschema.exceptions.ValidationError",
+    "AI_InvalidArgumentError",
+    "AI_InvalidPromptError",
+    "AI_UnsupportedFunctionalityError",
+    "AI_InvalidMessageRoleError",
+    "AI_MessageConversionError",
+    "AI_InvalidDataContentError",
+    "AI_TooManyEmbeddingValuesForCallError",
+    "AI_MissingToolResultsError",
   ].map((type) => [type, [C.CATEGORY_VALIDATION, "fallback.type_validation"]] as const),
   // Rule exception.format: JavaScript's SyntaxError (JSON.parse's) among them.
   ...[
@@ -743,6 +756,12 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "YAMLError",
     "ScannerError",
     "ParserError",
+    "AI_InvalidToolInputError",
+    "AI_InvalidToolArgumentsError",
+    "AI_JSONParseError",
+    "AI_TypeValidationError",
+    "AI_NoObjectGeneratedError",
+    "AI_InvalidResponseDataError",
   ].map((type) => [type, [C.CATEGORY_FORMAT, "fallback.type_format"]] as const),
   // Rule exception.conflict.
   ...[

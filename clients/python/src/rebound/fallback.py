@@ -255,6 +255,7 @@ _EXCEPTION_TYPE_RULES = (
             "InvalidAuthenticationError", "CredentialsError", "IdentityTokenFileError",
             "ClientAuthenticationError", "CredentialUnavailableError", "AuthenticationRequiredError", "RefreshError",
             "SMTPAuthenticationError",
+            "AI_LoadAPIKeyError",
         }),
         (Category.AUTH, "fallback.type_auth"),
     ),
@@ -273,9 +274,12 @@ _EXCEPTION_TYPE_RULES = (
             "FileNotFoundException", "NoSuchFileException", "NoSuchElementException", "ResourceNotFoundException",
             "IsADirectoryError", "NotADirectoryError", "ProcessLookupError", "LookupError",
             "ResourceNotFoundError",
+            "AI_NoSuchModelError", "AI_NoSuchProviderError",
         }),
         (Category.NOT_FOUND, "fallback.type_not_found"),
     ),
+    # Rule exception.unknown_tool: the Vercel AI SDK's, for a tool the model named that the agent does not have.
+    (frozenset({"AI_NoSuchToolError"}), (Category.UNKNOWN_TOOL, "fallback.type_unknown_tool")),
     # Rule exception.validation.
     (
         frozenset({
@@ -286,6 +290,9 @@ _EXCEPTION_TYPE_RULES = (
             "ArgumentNullException", "ArgumentOutOfRangeException", "FormatException", "ParamValidationError",
             "UnicodeDecodeError", "UnicodeEncodeError", "UndefinedError", "TemplateSyntaxError",
             "ZeroDivisionError", "OverflowError", "RangeError", "jsonschema.exceptions.ValidationError",
+            "AI_InvalidArgumentError", "AI_InvalidPromptError", "AI_UnsupportedFunctionalityError",
+            "AI_InvalidMessageRoleError", "AI_MessageConversionError", "AI_InvalidDataContentError",
+            "AI_TooManyEmbeddingValuesForCallError", "AI_MissingToolResultsError",
         }),
         (Category.VALIDATION, "fallback.type_validation"),
     ),
@@ -296,6 +303,8 @@ _EXCEPTION_TYPE_RULES = (
             "langchain_core.exceptions.OutputParserException", "SyntaxError", "JsonParseException",
             "JsonSyntaxException", "MismatchedInputException", "InvalidFormatException", "JsonMappingException",
             "JsonEOFException", "YAMLError", "ScannerError", "ParserError",
+            "AI_InvalidToolInputError", "AI_InvalidToolArgumentsError", "AI_JSONParseError", "AI_TypeValidationError",
+            "AI_NoObjectGeneratedError", "AI_InvalidResponseDataError",
         }),
         (Category.FORMAT, "fallback.type_format"),
     ),

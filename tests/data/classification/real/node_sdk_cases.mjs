@@ -1,6 +1,7 @@
 // Real failures of Node packages agents use, for holdout-real.jsonl: the Vercel AI SDK (ai, with
-// @ai-sdk/openai pointed at a loopback server answering as the OpenAI API does, and at a closed port)
-// and ioredis (at a closed port). Each outcome is read from the error by the TypeScript client itself
+// @ai-sdk/openai pointed at a loopback server answering as the OpenAI API does, and at a closed port;
+// its tool calls the model got wrong; a missing API key, model and provider) and ioredis (at a closed
+// port). Each outcome is read from the error by the TypeScript client itself
 // (clients/ts, built: its outcomeFromError), one JSON line per case, labelled beforehand.
 //
 // Run: SDK_DIR=<a folder where `npm install ai @ai-sdk/openai ioredis zod` was run>
@@ -22,7 +23,7 @@ if (!SDK_DIR) {
   process.exit(2);
 }
 const sdk = createRequire(path.join(path.resolve(SDK_DIR), "package.json"));
-const { generateObject, generateText } = sdk("ai");
+const { createProviderRegistry, customProvider, generateObject, generateText, tool } = sdk("ai");
 const { createOpenAI } = sdk("@ai-sdk/openai");
 const { z } = sdk("zod");
 const Redis = sdk("ioredis").default ?? sdk("ioredis");
@@ -38,10 +39,23 @@ const completion = (content) => ({
   choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
   usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 },
 });
+// The model calls `name` with `args` (JSON text, as the API sends it).
+const toolCall = (name, args) => ({
+  ...completion(null),
+  choices: [{
+    index: 0,
+    message: { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name, arguments: args } }] },
+    finish_reason: "tool_calls",
+  }],
+});
 const ROUTES = {
   // A model that answers in prose where the schema asked for JSON.
   prose: [200, {}, completion("Sure! The weather in Paris is sunny, 21 degrees.")],
   rate: [429, { "retry-after": "20" }, { error: { message: "Rate limit reached for gpt-4o-mini in organization org-abc on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.", type: "requests", param: null, code: "rate_limit_exceeded" } }],
+  // A tool the agent does not have; the right tool with a number for a string; cut-off JSON.
+  unknown: [200, {}, toolCall("search_web", '{"query":"rust"}')],
+  "bad-input": [200, {}, toolCall("get_weather", '{"city": 42}')],
+  "cut-input": [200, {}, toolCall("get_weather", '{"city": "Par')],
   key: [401, {}, { error: { message: "Incorrect API key provided: sk-fake. You can find your API key at https://platform.openai.com/account/api-keys.", type: "invalid_request_error", param: null, code: "invalid_api_key" } }],
 };
 const server = http.createServer((req, res) => {
@@ -77,6 +91,24 @@ await kase("r-node-ai-no-object", "format", AI, () =>
 await kase("r-node-ai-rate-limited", "rate_limited", AI, () =>
   generateText({ model: model("rate"), prompt: "hi", maxRetries: 1 }));
 await kase("r-node-ai-bad-key", "auth", AI, () => generateText({ model: model("key"), prompt: "hi", maxRetries: 0 }));
+// A tool call the model got wrong does not throw: the SDK answers the model with a tool-error part
+// and keeps the error itself on the step's tool-call part (marked invalid), where an agent reads it.
+const tools = { get_weather: tool({ description: "The weather in a city", inputSchema: z.object({ city: z.string() }), execute: async ({ city }) => `sunny in ${city}` }) };
+const invalidCall = async (route) => {
+  const result = await generateText({ model: model(route), prompt: "The weather in Paris?", tools, maxRetries: 0 });
+  const call = result.steps[0].content.find((part) => part.type === "tool-call" && part.invalid);
+  if (call) throw call.error;
+};
+await kase("r-node-ai-no-such-tool", "unknown_tool", AI, () => invalidCall("unknown"));
+await kase("r-node-ai-invalid-tool-input", "format", AI, () => invalidCall("bad-input"));
+await kase("r-node-ai-tool-input-cut", "format", AI, () => invalidCall("cut-input"));
+await kase("r-node-ai-no-api-key", "auth", AI, () => {
+  delete process.env.OPENAI_API_KEY;
+  return generateText({ model: createOpenAI({}).chat("gpt-4o-mini"), prompt: "hi", maxRetries: 0 });
+});
+const registry = createProviderRegistry({ openai: customProvider({ languageModels: { fast: model("prose") } }) });
+await kase("r-node-ai-no-such-model", "not_found", AI, async () => registry.languageModel("openai:gpt-9"));
+await kase("r-node-ai-no-such-provider", "not_found", AI, async () => registry.languageModel("anthropic:claude-sonnet-4"));
 await kase("r-node-ai-refused", "network", AI, () =>
   generateText({ model: model("any", CLOSED), prompt: "hi", maxRetries: 0 }));
 
