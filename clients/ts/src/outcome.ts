@@ -141,7 +141,9 @@ HttpError.prototype.name = "HttpError";
  *   type name (`err.name` or the class name);
  * - kind `timeout` for a `TimeoutError`-like name, a timeout errno/undici code, execa's `timedOut`, or a
  *   child process killed by its timeout; kind `cancelled` for an `AbortError`/`CanceledError`; kind
- *   `provider_error` for the OpenAI and Anthropic SDKs' errors; kind `tool_error` for anything else;
+ *   `provider_error` for the OpenAI, Anthropic and Vercel AI SDKs' errors, but kind `unknown_tool` or
+ *   `invalid_tool_call` for the AI SDK's errors for a tool call the model got wrong (`AI_NoSuchToolError`,
+ *   `AI_InvalidToolInputError`); kind `tool_error` for anything else;
  * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`,
  *   the Azure SDK's RestError code such as `BlobNotFound`), or a JSON-RPC error code (the MCP SDK's McpError:
  *   `-32602`), or the name of an AWS SDK v3 error (with `$fault` and `$metadata`: `ThrottlingException`),
@@ -316,8 +318,23 @@ function isTimeout(e: unknown): boolean {
   return get(e, "killed") === true && typeof get(e, "signal") === "string" && get(e, "code") === null;
 }
 
-/** The base classes of the OpenAI and Anthropic SDKs' errors (the Python client names their packages). */
-const PROVIDER_ERROR_CLASSES = new Set(["OpenAIError", "AnthropicError"]);
+/**
+ * The base classes of the OpenAI and Anthropic SDKs' errors (the Python client names their packages), and
+ * of the Vercel AI SDK's (its API calls, missing keys and models, output it could not parse): exported as
+ * `AISDKError`, the class is `_AISDKError` in the SDK's builds (ai 6's, @ai-sdk/provider 3's).
+ */
+const PROVIDER_ERROR_CLASSES = new Set(["OpenAIError", "AnthropicError", "_AISDKError", "AISDKError"]);
+
+/**
+ * The Vercel AI SDK's errors for a tool call the model got wrong, by name: the tool never ran, so they are
+ * the model's (kind `unknown_tool` or `invalid_tool_call`), not the tool's. `AI_InvalidToolArgumentsError`
+ * is the AI SDK 4's name for `AI_InvalidToolInputError`.
+ */
+const TOOL_CALL_ERRORS: ReadonlyMap<string, pb.OutcomeKind> = new Map([
+  ["AI_NoSuchToolError", pb.OutcomeKind.OUTCOME_KIND_UNKNOWN_TOOL],
+  ["AI_InvalidToolInputError", pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL],
+  ["AI_InvalidToolArgumentsError", pb.OutcomeKind.OUTCOME_KIND_INVALID_TOOL_CALL],
+]);
 
 /** True for an error an LLM provider's SDK threw: a provider error, not the tool's. */
 function isProviderError(e: unknown): boolean {
@@ -450,8 +467,10 @@ function fillFromError(o: pb.Outcome, err: unknown): void {
   // As the Python client: what the tool threw is a tool error, unless it timed out, was
   // cancelled or came from an LLM provider's SDK. The sidecar tells a parse error the tool
   // hit (JSON.parse of an HTML error page) from the model's malformed call by this.
+  const toolCallKind = TOOL_CALL_ERRORS.get(typeName(err));
   if (chain.some(isTimeout)) o.kind = pb.OutcomeKind.OUTCOME_KIND_TIMEOUT;
   else if (chain.some(isCancelled)) o.kind = pb.OutcomeKind.OUTCOME_KIND_CANCELLED;
+  else if (toolCallKind !== undefined) o.kind = toolCallKind;
   else if (isProviderError(err)) o.kind = pb.OutcomeKind.OUTCOME_KIND_PROVIDER_ERROR;
   else o.kind = pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR;
 

@@ -234,12 +234,39 @@ describe("outcomes from real errors", () => {
     assert.match(o.message, /Rate limit reached for gpt-4o/);
   });
 
+  /** The base class of the Vercel AI SDK's errors, named as in its builds (exported as `AISDKError`). */
+  class _AISDKError extends Error {}
+  const AISDKError = _AISDKError;
+
+  it("the Vercel AI SDK's errors for a tool call the model got wrong are the model's, not the tool's", () => {
+    // The shapes of ai 6.0.326's NoSuchToolError and InvalidToolInputError (its cause a TypeValidationError),
+    // as generateText kept them on the tool-call parts the model got wrong (node_sdk_cases.mjs makes them).
+    const named = (name: string, message: string, cause?: unknown) => {
+      const e = new AISDKError(message, { cause });
+      e.name = name;
+      return e;
+    };
+    const unknown = build(named("AI_NoSuchToolError", "Model tried to call unavailable tool 'search_web'. Available tools: get_weather."));
+    assert.deepEqual([kindName(unknown.kind), unknown.exceptionType], ["unknown_tool", "AI_NoSuchToolError"]);
+    const schema = named("AI_TypeValidationError", "Type validation failed: Value: {\"city\":42}.");
+    const invalid = build(named("AI_InvalidToolInputError", "Invalid input for tool get_weather: Type validation failed", schema));
+    assert.deepEqual([kindName(invalid.kind), invalid.exceptionType], ["invalid_tool_call", "AI_InvalidToolInputError"]);
+    // The AI SDK 4's name for it.
+    assert.equal(kindName(build(named("AI_InvalidToolArgumentsError", "Invalid arguments for tool get_weather")).kind), "invalid_tool_call");
+    // Its other errors are a provider's, known by their base class as the OpenAI SDK's are: a plain
+    // Error with such a name is the tool's.
+    assert.equal(kindName(build(named("AI_NoSuchModelError", "No such languageModel: gpt-9")).kind), "provider_error");
+    const lookalike = new Error("No such languageModel: gpt-9");
+    lookalike.name = "AI_NoSuchModelError";
+    assert.equal(kindName(build(lookalike).kind), "tool_error");
+  });
+
   it("the Vercel AI SDK's errors: the status, the provider's code and Retry-After, through its retries", () => {
     // The shapes of @ai-sdk/provider's APICallError (`statusCode`, `responseHeaders`, `data`: the parsed
     // error body) and of ai's RetryError (`errors`, `lastError`), as ai 6.0.326 with @ai-sdk/openai 3.0.141
     // threw them against a server answering as the OpenAI API does (tests/data/classification/real/
     // node_sdk_cases.mjs runs them, through this client, for holdout-real).
-    class APICallError extends Error {
+    class APICallError extends AISDKError {
       constructor(
         message: string,
         readonly statusCode: number,
@@ -250,7 +277,7 @@ describe("outcomes from real errors", () => {
         this.name = "AI_APICallError";
       }
     }
-    class RetryError extends Error {
+    class RetryError extends AISDKError {
       constructor(
         message: string,
         readonly errors: unknown[],
@@ -266,6 +293,7 @@ describe("outcomes from real errors", () => {
     const attempts = [attempt(), attempt()];
     const o = build(new RetryError(`Failed after 2 attempts. Last error: ${said}`, attempts, attempts[1]));
     assert.equal(o.exceptionType, "AI_RetryError");
+    assert.equal(kindName(o.kind), "provider_error", "an LLM SDK failed, not the tool");
     assert.deepEqual([o.httpStatus, o.code, o.headers], [429, "rate_limit_exceeded", { "retry-after": "20" }]);
     // Retries that met a server error first and a rate limit last: the last attempt's signals.
     const overloaded = { error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: null } };
