@@ -3,7 +3,7 @@ this machine (a loopback HTTP server started here, a temporary SQLite file, a fi
 prints the outcome an agent would report, one JSON line per case, labelled beforehand.
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
-pydantic, jsonschema, boto3, langchain-core, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
+pydantic, jsonschema, boto3, langchain-core, openai-agents, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
 azure-identity, google-auth, python-telegram-bot, grpcio, mcp, huggingface_hub and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
@@ -86,6 +86,11 @@ ROUTES = {
     "/openai/500": (500, {}, OPENAI_BODY("The server had an error while processing your request. Sorry about that!", "server_error", None)),
     "/openai/503": (503, {}, OPENAI_BODY("The engine is currently overloaded, please try again later.", "server_error", None)),
     "/openai/policy": (400, {}, OPENAI_BODY("Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.", "invalid_request_error", "content_policy_violation")),
+    # A model that calls a tool the agent does not have.
+    "/openai/toolcall": (200, {}, {"id": "chatcmpl-1", "object": "chat.completion", "created": 1764460800, "model": "gpt-4o-mini",
+                                   "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [
+                                       {"id": "call_1", "type": "function", "function": {"name": "search_web", "arguments": "{\"query\": \"rust\"}"}}]}}],
+                                   "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}}),
     "/openai/badparam": (400, {}, OPENAI_BODY("Invalid value for 'temperature': expected a number between 0 and 2, got 3.5.", "invalid_request_error", "invalid_value")),
     "/anthropic/529": (529, {}, ANTHROPIC_BODY("overloaded_error", "Overloaded")),
     "/anthropic/empty529": (529, {}, ""),
@@ -419,6 +424,26 @@ case("r-py-openai-badparam", "validation", O, oa("badparam"))
 case("r-py-openai-refused", "network", O, oa("", base=f"http://127.0.0.1:{CLOSED}/v1"))
 case("r-py-openai-timeout", "timeout", O, oa("", timeout=0.5, base=f"{URL}/slow"))
 # Statuses with no body, passed on as text: the SDK's `Error code: 400` is all they say.
+# The OpenAI Agents SDK running an agent on that model: the tool it named is not the agent's.
+import agents
+
+
+def agent_run(route):
+    agents.set_tracing_disabled(True)
+    client = openai.AsyncOpenAI(api_key="sk-test", base_url=f"{URL}/openai/{route}", max_retries=0)
+
+    @agents.function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    model = agents.OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
+    agent = agents.Agent(name="Assistant", instructions="Answer.", tools=[get_weather], model=model)
+    return lambda: asyncio.run(agents.Runner.run(agent, "The weather in Paris?", max_turns=3))
+
+
+case("r-py-openai-agents-unknown-tool", "unknown_tool", v("openai-agents"), agent_run("toolcall"))
+
 case_as_text("r-py-text-openai-empty-400", "validation", O, oa("empty400"))
 case_as_text("r-py-text-openai-empty-408", "timeout", O, oa("empty408"))
 case_as_text("r-py-text-openai-empty-413", "context_length", O, oa("empty413"))
