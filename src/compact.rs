@@ -461,7 +461,8 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     ];
     // A line with no letter or digit (`>` closing a repr, `^~~~` under a compiler's column, `}`) says nothing.
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| l.chars().any(char::is_alphanumeric)).collect();
-    let Some(&last) = lines.last() else {
+    // The last line that says more than a retry loop's own steps, which end a log that kept trying.
+    let Some(&last) = lines.iter().rev().find(|l| !is_retry_step(l)).or(lines.last()) else {
         return String::new();
     };
     let reports = |l: &str| {
@@ -488,11 +489,14 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     if !picked.contains(&last) && !repeats_first(last) {
         picked.push(last);
     }
-    // The last line gets at most a quarter, a line between at most an equal share of the rest, and
-    // the first line, which says most, what they leave.
+    // Lines that fit are shown whole. Else the last line gets at most a quarter, a line between at
+    // most an equal share of the rest, and the first line, which says most, what they leave.
     let n = picked.len();
     let budget = max_chars.saturating_sub(3 * (n - 1));
     let chars = |l: &str| l.chars().count();
+    if picked.iter().map(|l| chars(l)).sum::<usize>() <= budget {
+        return picked.iter().map(|l| redact_and_cut(l, budget)).collect::<Vec<_>>().join(" | ");
+    }
     let last_share = if n > 1 { (budget / 4).min(chars(picked[n - 1])) } else { 0 };
     let between_share = ((budget - last_share) / (n - 1).max(1)).max(20);
     let between: usize = picked.get(1..n - 1).unwrap_or_default().iter().map(|l| chars(l).min(between_share)).sum();
@@ -510,6 +514,15 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         })
         .collect::<Vec<_>>()
         .join(" | ")
+}
+
+/// A step of a retry loop that says only that it tries again or waits (Playwright's call log ends
+/// `- retrying click action`, `- waiting 500ms`; `Retrying in 5 seconds...`): what it kept meeting
+/// comes before it.
+fn is_retry_step(line: &str) -> bool {
+    let step = line.trim_start_matches(['-', '*', ' ']).to_ascii_lowercase();
+    step.starts_with("retrying")
+        || step.strip_prefix("waiting ").is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// A compiler diagnostic: `path:line:` first (`./main.go:5:2: "os" imported and not used`).
@@ -808,11 +821,16 @@ mod tests {
 
     #[test]
     fn tool_output_gives_its_first_failure_line_and_its_last_line() {
-        // npm 11: a short first line takes the next with it.
+        // npm 11: a short first line takes the next with it. Lines that fit are whole; past the limit
+        // the last line gets a quarter.
         let npm = "npm error code ERESOLVE\nnpm error ERESOLVE unable to resolve dependency tree\nnpm error\nnpm error Found: react@17.0.2\nnpm error A complete log of this run can be found in: /root/.npm/_logs/x.log";
         assert_eq!(
             failure_lines(npm, 200),
-            "npm error code ERESOLVE | npm error ERESOLVE unable to resolve dependency tree | npm error A complete log of this run can be fou…"
+            "npm error code ERESOLVE | npm error ERESOLVE unable to resolve dependency tree | npm error A complete log of this run can be found in: /root/.npm/_logs/x.log"
+        );
+        assert_eq!(
+            failure_lines(npm, 120),
+            "npm error code ERESOLVE | npm error ERESOLVE unable to resolve depen… | npm error A complete log of…"
         );
         // A heading that ends in ':' is skipped; compiler diagnostics count without the word "error".
         assert_eq!(
@@ -868,6 +886,24 @@ mod tests {
         let said = failure_lines(grpc, 200);
         assert!(!said.ends_with(" | >"), "{said}");
         assert!(said.contains("| debug_error_string = "), "{said}");
+    }
+
+    #[test]
+    fn a_retry_loops_last_steps_give_way_to_what_it_kept_meeting() {
+        // Playwright 1.65's TimeoutError for a click that a cookie banner took (through the Python
+        // client), and one for a hidden button: the call log ends with its waits and retries.
+        let steps = "    - retrying click action\n      - waiting 100ms\n    4 × waiting for element to be visible, enabled and stable\n      - element is visible, enabled and stable\n      - scrolling into view if needed\n      - done scrolling\n      - <div id=\"cookie-banner\">We use cookies</div> intercepts pointer events\n    - retrying click action\n      - waiting 500ms\n";
+        let taken = format!("Locator.click: Timeout 2000ms exceeded.\nCall log:\n  - waiting for locator(\"#save\")\n    - locator resolved to <button id=\"save\">Save</button>\n  - attempting click action\n{steps}");
+        assert_eq!(
+            headline(&taken, "playwright._impl._errors.TimeoutError", ""),
+            "playwright._impl._errors.TimeoutError: Locator.click: Timeout 2000ms exceeded. | - <div id=\"cookie-banner\">We use cookies</div> intercepts pointer events"
+        );
+        let hidden = "Locator.click: Timeout 1500ms exceeded.\nCall log:\n  - waiting for locator(\"#hidden\")\n    - locator resolved to <button id=\"hidden\">Go</button>\n  - attempting click action\n    3 × waiting for element to be visible, enabled and stable\n      - element is not visible\n    - retrying click action\n      - waiting 500ms\n";
+        assert!(headline(hidden, "TimeoutError", "").ends_with(" | - element is not visible"), "{}", headline(hidden, "TimeoutError", ""));
+        // Tool output that only ever waited keeps its last line; a wait for something names it.
+        assert_eq!(failure_lines("Retrying in 5 seconds...\nRetrying in 10 seconds...", 200), "Retrying in 10 seconds...");
+        assert!(!is_retry_step("- waiting for locator(\"#submit\")"));
+        assert!(is_retry_step("Retrying (1/3)...") && is_retry_step("  - waiting 20ms"));
     }
 
     #[test]
