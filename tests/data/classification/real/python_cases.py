@@ -904,4 +904,8 @@ with sync_playwright() as browsers:
     # A locator that names two elements: Playwright refuses to guess which one to click.
     page.set_content("<form><button>Save</button><button>Cancel</button></form>")
     case("r-py-playwright-strict-mode", "validation", PW, lambda: page.locator("button").click(timeout=2000))
+    # A cookie banner over the page takes every click until the click times out: the page's state is in the way.
+    page.set_content('<button id="save">Save</button>'
+                     '<div id="cookie-banner" style="position:fixed;inset:0;background:#0008">We use cookies</div>')
+    case("r-py-playwright-click-intercepted", "conflict", PW, lambda: page.locator("#save").click(timeout=2000))
     browser.close()
