@@ -899,9 +899,16 @@ mod tests {
             "playwright._impl._errors.TimeoutError: Locator.click: Timeout 2000ms exceeded. | - <div id=\"cookie-banner\">We use cookies</div> intercepts pointer events"
         );
         let hidden = "Locator.click: Timeout 1500ms exceeded.\nCall log:\n  - waiting for locator(\"#hidden\")\n    - locator resolved to <button id=\"hidden\">Go</button>\n  - attempting click action\n    3 × waiting for element to be visible, enabled and stable\n      - element is not visible\n    - retrying click action\n      - waiting 500ms\n";
-        assert!(headline(hidden, "TimeoutError", "").ends_with(" | - element is not visible"), "{}", headline(hidden, "TimeoutError", ""));
+        assert!(
+            headline(hidden, "TimeoutError", "").ends_with(" | - element is not visible"),
+            "{}",
+            headline(hidden, "TimeoutError", "")
+        );
         // Tool output that only ever waited keeps its last line; a wait for something names it.
-        assert_eq!(failure_lines("Retrying in 5 seconds...\nRetrying in 10 seconds...", 200), "Retrying in 10 seconds...");
+        assert_eq!(
+            failure_lines("Retrying in 5 seconds...\nRetrying in 10 seconds...", 200),
+            "Retrying in 10 seconds..."
+        );
         assert!(!is_retry_step("- waiting for locator(\"#submit\")"));
         assert!(is_retry_step("Retrying (1/3)...") && is_retry_step("  - waiting 20ms"));
     }
