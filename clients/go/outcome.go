@@ -248,6 +248,7 @@ func WithCallID(id string) ReportOption {
 // any wrapping:
 //   - context.DeadlineExceeded, or a net.Error (*url.Error too) that timed out: kind timeout
 //   - context.Canceled: kind cancelled
+//   - an error of openai-go, anthropic-sdk-go or go-openai: kind provider_error
 //   - any other error: kind tool_error (WithKind says otherwise, KindProviderError for an LLM call)
 //   - a syscall.Errno: its name as the code (ECONNREFUSED); a *net.DNSError: ENOTFOUND or EAI_AGAIN
 //   - an HTTPStatusError / HTTPHeaderError (such as *HTTPError): the status and headers; else
@@ -256,6 +257,9 @@ func WithCallID(id string) ReportOption {
 //     (smithy-go's APIError, which every AWS SDK v2 error is): that code (ThrottlingException)
 //   - a gRPC status error: its code
 //   - an *exec.ExitError: the exit code, and its captured stderr as the detail
+//   - what is still missing, from the exported fields of the Go SDKs' API errors
+//     (openai-go, anthropic-sdk-go, go-openai, googleapi; see readSDKFields):
+//     the status, the headers, the provider's code and its message
 //
 // The message is err.Error() and the type the innermost exported Go type in
 // the chain (none for a plain errors.New or a bare context error).
@@ -290,6 +294,8 @@ func fillFromError(o *reboundpb.Outcome, err error) {
 		o.Kind = KindTimeout
 	case errors.As(err, &netErr) && netErr.Timeout():
 		o.Kind = KindTimeout
+	case fromProviderSDK(err):
+		o.Kind = KindProviderError
 	default:
 		// The tool ran and failed, as the Python client says of an exception the tool
 		// raised: the sidecar then takes a parse error for the tool's own (an error page
@@ -359,6 +365,7 @@ func fillFromError(o *reboundpb.Outcome, err error) {
 			o.Detail = string(exitErr.Stderr)
 		}
 	}
+	readSDKFields(o, err)
 }
 
 // typeName names the error's type for the sidecar and the LLM: the innermost
@@ -373,16 +380,7 @@ func typeName(err error) string {
 		if n := exportedTypeName(err); n != "" {
 			name = n
 		}
-		var next error
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			next = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			if errs := u.Unwrap(); len(errs) > 0 {
-				next = errs[0]
-			}
-		}
-		err = next
+		err = unwrapFirst(err)
 	}
 	return name
 }
