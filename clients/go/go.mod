@@ -4,6 +4,7 @@ go 1.23.0
 
 require (
 	github.com/aws/smithy-go v1.22.2
+	github.com/sashabaranov/go-openai v1.43.0
 	golang.org/x/sys v0.33.0
 	google.golang.org/grpc v1.75.1
 	google.golang.org/protobuf v1.36.11

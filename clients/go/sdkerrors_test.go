@@ -1,12 +1,15 @@
 package rebound
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	reboundpb "github.com/rebound-dev/rebound/clients/go/reboundpb"
+	goopenai "github.com/sashabaranov/go-openai"
 )
 
 // stainlessError has the exported fields of openai-go v3.98.0's *openai.Error
@@ -132,4 +135,43 @@ func TestProviderSDKPackages(t *testing.T) {
 	}
 	o, _ := OutcomeFromError("llm", &stainlessError{StatusCode: 429})
 	want(t, "kind", o.GetKind(), KindToolError)
+}
+
+// The real go-openai client (v1.43.0, the one of these SDKs that builds with
+// Go 1.23) answered by a loopback server as the OpenAI API answers a used-up
+// quota and a rate limit.
+func TestGoOpenAIErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/quota/chat/completions" {
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`)
+	}))
+	defer srv.Close()
+	call := func(route string) error {
+		config := goopenai.DefaultConfig("sk-test")
+		config.BaseURL = srv.URL + "/" + route
+		_, err := goopenai.NewClientWithConfig(config).CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
+			Model: "gpt-4o-mini", Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: "hi"}}})
+		return err
+	}
+	o, err := OutcomeFromError("llm", call("quota"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "type", o.GetExceptionType(), "openai.APIError")
+	want(t, "kind", o.GetKind(), KindProviderError)
+	want(t, "status", o.GetHttpStatus(), int32(429))
+	want(t, "code", o.GetCode(), "insufficient_quota")
+	if category, _ := classifyCoarse(o); category != reboundpb.Category_CATEGORY_QUOTA_EXCEEDED {
+		t.Errorf("the fallback's category of go-openai's insufficient_quota: %s, want quota_exceeded", category)
+	}
+	// A null code: the body's type.
+	o, _ = OutcomeFromError("llm", call("down"))
+	want(t, "status", o.GetHttpStatus(), int32(500))
+	want(t, "code", o.GetCode(), "server_error")
 }
