@@ -1868,6 +1868,37 @@ mod tests {
     }
 
     #[test]
+    fn terraform_diagnostics_and_stripe_idempotency_keys() {
+        // Terraform's diagnostics for a configuration that is wrong (as `terraform validate` and
+        // `plan` print them, boxed; texts from public tutorials and issue threads), `unknown` before:
+        // the agent fixes the configuration. Exit status 1, as Terraform's.
+        let c = classifier();
+        for message in [
+            "╷\n│ Error: Invalid reference\n│\n│   on main.tf line 9, in resource \"docker_container\" \"nginx\":\n│    9:   name = tutorial\n│\n│ A reference to a resource type must be followed by at least one attribute access, specifying the resource name.\n╵",
+            "╷\n│ Error: Reference to undeclared resource\n│ \n│   on main.tf line 18, in output \"random_bucket_name_id\":\n│   18:   value = random_string.bucket_name.id\n│ \n│ A managed resource \"random_string\" \"bucket_name\" has not been declared in the\n│ root module.\n╵",
+            "Error: Unsupported attribute\n   on .terraform/modules/landing_zone/dynamic_values/config_modules/vsi/vsi.tf line 20, in module \"vsi_subnets\":\n   20:   subnet_zone_list = var.vpc_modules[each.value.vpc_name].subnet_zone_list",
+            "Error: Unsupported argument\n\n  on main.tf line 4, in resource \"aws_instance\" \"web\":\n   4:   instance_typ = \"t3.micro\"\n\nAn argument named \"instance_typ\" is not expected here. Did you mean \"instance_type\"?",
+        ] {
+            let outcome = Outcome { exit_code: Some(1), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, Category::Validation, "{message}");
+        }
+        // git 2.39's own "invalid reference" is a branch that does not exist (`git switch nope`).
+        let branch = Outcome { exit_code: Some(128), ..failure("fatal: invalid reference: nope") };
+        assert_eq!(c.classify(&branch).category, Category::NotFound);
+        // Stripe's answer to an idempotency key reused with other parameters (a 400, its error type
+        // idempotency_error, the Python SDK's IdempotencyError): a conflict (use a new key), not the
+        // arguments' validation.
+        let reused = "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than 'order-42' if you meant to execute a different request.";
+        for outcome in [
+            Outcome { http_status: Some(400), code: "idempotency_error".into(), ..failure(reused) },
+            Outcome { exception_type: "stripe.error.IdempotencyError".into(), ..failure(reused) },
+            Outcome { http_status: Some(400), ..failure(reused) },
+        ] {
+            assert_eq!(c.classify(&outcome).category, Category::Conflict, "{outcome:?}");
+        }
+    }
+
+    #[test]
     fn the_ai_sdks_error_names_are_exception_rules() {
         // The Vercel AI SDK 6's own messages (holdout-real's r-node-ai-*), whose words say too little
         // (a model or provider missing was `unknown`) or the wrong thing (a tool call that does not fit

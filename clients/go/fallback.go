@@ -235,7 +235,8 @@ var codeRules = []struct {
 		[]string{"ConditionalCheckFailedException", "ResourceInUseException", "BucketAlreadyExists",
 			"BucketAlreadyOwnedByYou", "already_exists", "ConflictException", "EEXIST", "ENOTEMPTY", "ALREADY_EXISTS",
 			"name_taken",
-			"ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted", "EADDRINUSE"}},
+			"ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted", "EADDRINUSE",
+			"idempotency_error"}},
 	// code.overloaded
 	{codeClass{category: reboundpb.Category_CATEGORY_UNAVAILABLE, rule: "fallback.code_overloaded"},
 		[]string{"overloaded_error", "ServiceUnavailable", "ServiceUnavailableException", "ModelNotReadyException",
@@ -399,7 +400,8 @@ var exceptionRules = []struct {
 		[]string{"UniqueViolation", "IntegrityError", "FileExistsError", "ConflictError", "PreconditionFailedError",
 			"ConcurrentModificationException", "DuplicateKeyException", "OptimisticLockException",
 			"StaleElementReferenceException",
-			"ResourceExistsError", "ResourceModifiedError"}},
+			"ResourceExistsError", "ResourceModifiedError",
+			"IdempotencyError", "StripeIdempotencyError"}},
 	// exception.context_length
 	{codeClass{category: reboundpb.Category_CATEGORY_CONTEXT_LENGTH, rule: "fallback.type_context_length"},
 		[]string{"ContextWindowExceededError", "ContextLengthExceededError", "ContentTooLargeError"}},

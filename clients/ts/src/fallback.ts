@@ -487,6 +487,7 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "BlobAlreadyExists",
     "ResourceGroupBeingDeleted",
     "EADDRINUSE",
+    "idempotency_error",
   ].map((code) => [code, [C.CATEGORY_CONFLICT, "fallback.code_conflict"]] as const),
   // Rule code.quota_disk: a full disk or disk quota (its own suggestion: see RULE_SUGGESTIONS).
   ...["ENOSPC", "EDQUOT"].map((code) => [code, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota_disk"]] as const),
@@ -776,6 +777,8 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "StaleElementReferenceException",
     "ResourceExistsError",
     "ResourceModifiedError",
+    "IdempotencyError",
+    "StripeIdempotencyError",
   ].map((type) => [type, [C.CATEGORY_CONFLICT, "fallback.type_conflict"]] as const),
   // Rule exception.context_length.
   ...[

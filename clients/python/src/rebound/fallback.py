@@ -122,7 +122,8 @@ _CODE_LISTS = {
     **dict.fromkeys(
         ["ConditionalCheckFailedException", "ResourceInUseException", "BucketAlreadyExists", "BucketAlreadyOwnedByYou",
          "already_exists", "ConflictException", "EEXIST", "ENOTEMPTY", "ALREADY_EXISTS", "name_taken",
-         "ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted", "EADDRINUSE"],
+         "ContainerAlreadyExists", "BlobAlreadyExists", "ResourceGroupBeingDeleted", "EADDRINUSE",
+         "idempotency_error"],
         (Category.CONFLICT, "fallback.code_conflict"),
     ),
     # Rule code.overloaded.
@@ -315,6 +316,7 @@ _EXCEPTION_TYPE_RULES = (
             "ConcurrentModificationException", "DuplicateKeyException", "OptimisticLockException",
             "StaleElementReferenceException",
             "ResourceExistsError", "ResourceModifiedError",
+            "IdempotencyError", "StripeIdempotencyError",
         }),
         (Category.CONFLICT, "fallback.type_conflict"),
     ),
