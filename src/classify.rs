@@ -1899,6 +1899,24 @@ mod tests {
     }
 
     #[test]
+    fn enoent_on_a_connection_is_nothing_listening() {
+        // Node 20's net.connect to a Unix socket that is not there, the docker SDK 7.2 with no daemon
+        // (as the Python client reads it: ENOENT from the chain); a file that is missing stays not found.
+        let c = classifier();
+        for message in [
+            "connect ENOENT /var/run/docker.sock",
+            "Error while fetching server API version: ('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))",
+        ] {
+            let outcome = Outcome { code: "ENOENT".into(), ..failure(message) };
+            assert_eq!(c.classify(&outcome).rule.as_str(), "code.enoent.connection", "{message}");
+            assert_eq!(c.classify(&outcome).category, Category::Network, "{message}");
+        }
+        let missing =
+            Outcome { code: "ENOENT".into(), ..failure("ENOENT: no such file or directory, open 'notes.txt'") };
+        assert_eq!(c.classify(&missing).category, Category::NotFound);
+    }
+
+    #[test]
     fn the_ai_sdks_error_names_are_exception_rules() {
         // The Vercel AI SDK 6's own messages (holdout-real's r-node-ai-*), whose words say too little
         // (a model or provider missing was `unknown`) or the wrong thing (a tool call that does not fit

@@ -386,7 +386,8 @@ var exceptionRules = []struct {
 			"jsonschema.exceptions.ValidationError",
 			"AI_InvalidArgumentError", "AI_InvalidPromptError", "AI_UnsupportedFunctionalityError",
 			"AI_InvalidMessageRoleError", "AI_MessageConversionError", "AI_InvalidDataContentError",
-			"AI_TooManyEmbeddingValuesForCallError", "AI_MissingToolResultsError"}},
+			"AI_TooManyEmbeddingValuesForCallError", "AI_MissingToolResultsError",
+			"UnidentifiedImageError"}},
 	// exception.format
 	{codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.type_format"},
 		[]string{"JSONDecodeError", "json.JSONDecodeError", "json.decoder.JSONDecodeError", "OutputParserException",
@@ -394,7 +395,8 @@ var exceptionRules = []struct {
 			"MismatchedInputException", "InvalidFormatException", "JsonMappingException", "JsonEOFException", "YAMLError",
 			"ScannerError", "ParserError",
 			"AI_InvalidToolInputError", "AI_InvalidToolArgumentsError", "AI_JSONParseError", "AI_TypeValidationError",
-			"AI_NoObjectGeneratedError", "AI_InvalidResponseDataError"}},
+			"AI_NoObjectGeneratedError", "AI_InvalidResponseDataError",
+			"EmptyDataError"}},
 	// exception.conflict
 	{codeClass{category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.type_conflict"},
 		[]string{"UniqueViolation", "IntegrityError", "FileExistsError", "ConflictError", "PreconditionFailedError",

@@ -739,6 +739,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "AI_InvalidDataContentError",
     "AI_TooManyEmbeddingValuesForCallError",
     "AI_MissingToolResultsError",
+    "UnidentifiedImageError",
   ].map((type) => [type, [C.CATEGORY_VALIDATION, "fallback.type_validation"]] as const),
   // Rule exception.format: JavaScript's SyntaxError (JSON.parse's) among them.
   ...[
@@ -763,6 +764,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "AI_TypeValidationError",
     "AI_NoObjectGeneratedError",
     "AI_InvalidResponseDataError",
+    "EmptyDataError",
   ].map((type) => [type, [C.CATEGORY_FORMAT, "fallback.type_format"]] as const),
   // Rule exception.conflict.
   ...[

@@ -3,7 +3,7 @@ this machine (a loopback HTTP server started here, a temporary SQLite file, a fi
 prints the outcome an agent would report, one JSON line per case, labelled beforehand.
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
-pydantic, jsonschema, boto3, langchain-core, openai-agents, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
+pydantic, jsonschema, boto3, langchain-core, openai-agents, pandas, duckdb, pillow, sqlalchemy, docker, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
 azure-identity, google-auth, python-telegram-bot, grpcio, mcp, huggingface_hub and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
@@ -889,6 +889,40 @@ case("r-py-dict-no-key", "validation", P, lambda: {"query": "weather"}["api_key"
 # A name the installed library does not have (code written for another version of it).
 case("r-py-import-name", "not_found", P, lambda: exec("from json import loads_fast"))
 case_as_text("r-py-text-import-name", "not_found", P, lambda: exec("from json import loads_fast"))
+
+# ---------------------------------------------------------------- data tools: pandas, DuckDB, Pillow, SQLAlchemy, docker
+import docker
+import duckdb
+import pandas
+import sqlalchemy
+from PIL import Image
+
+data = tempfile.mkdtemp()
+with open(f"{data}/rows.csv", "w") as f:
+    f.write('a,b\n1,2\n3,4,5\n')
+open(f"{data}/empty.csv", "w").close()
+with open(f"{data}/chart.png", "w") as f:
+    f.write("not an image")
+PD = v("pandas")
+case("r-py-pandas-missing-file", "not_found", PD, lambda: pandas.read_csv(f"{data}/sales.csv"))
+case("r-py-pandas-bad-row", "format", PD, lambda: pandas.read_csv(f"{data}/rows.csv"))
+case("r-py-pandas-empty-file", "format", PD, lambda: pandas.read_csv(f"{data}/empty.csv"))
+case("r-py-pandas-no-column", "validation", PD, lambda: pandas.DataFrame({"a": [1, 2]})["price"])
+DUCK = v("duckdb")
+db = duckdb.connect()
+db.execute("CREATE TABLE orders (id INTEGER, total DOUBLE)")
+case("r-py-duckdb-no-table", "not_found", DUCK, lambda: db.execute("SELECT * FROM sales"))
+case("r-py-duckdb-no-column", "not_found", DUCK, lambda: db.execute("SELECT price FROM orders"))
+case("r-py-duckdb-syntax", "validation", DUCK, lambda: db.execute("SELEC id FROM orders"))
+case("r-py-duckdb-cast", "validation", DUCK, lambda: db.execute("SELECT 'abc'::INTEGER"))
+case("r-py-duckdb-no-file", "not_found", DUCK, lambda: db.execute(f"SELECT * FROM read_csv('{data}/sales.csv')"))
+case("r-py-pillow-not-an-image", "validation", v("pillow"), lambda: Image.open(f"{data}/chart.png"))
+engine = sqlalchemy.create_engine(f"sqlite:///{data}/app.db")
+with engine.connect() as connection:
+    case("r-py-sqlalchemy-no-table", "not_found", v("sqlalchemy"),
+         lambda: connection.execute(sqlalchemy.text("SELECT * FROM users")))
+# The docker SDK with no daemon on this machine (no /var/run/docker.sock): its connection fails.
+case("r-py-docker-no-daemon", "network", v("docker"), lambda: docker.from_env())
 
 # ---------------------------------------------------------------- playwright, driving Debian's chromium
 import shutil
