@@ -147,7 +147,9 @@ HttpError.prototype.name = "HttpError";
  * - `code` as a string (Node's errno name such as `ECONNRESET`, a provider's code such as `insufficient_quota`,
  *   the Azure SDK's RestError code such as `BlobNotFound`), or a JSON-RPC error code (the MCP SDK's McpError:
  *   `-32602`), or the name of an AWS SDK v3 error (with `$fault` and `$metadata`: `ThrottlingException`),
- *   else the `error.code` or `error.type` of an SDK error's parsed body (`error`; the AI SDK's `data`);
+ *   else the `error.code` or `error.type` of an SDK error's parsed body (`error`; the AI SDK's `data`); for
+ *   axios's and got's status-only codes (`ERR_BAD_REQUEST`), the response body's code first, and its message
+ *   added to theirs;
  * - the HTTP status from `status`, `statusCode`, `response.status`, `response.statusCode` or the AWS SDK's
  *   `$metadata.httpStatusCode`;
  * - the headers from `headers`, `response.headers` or the AI SDK's `responseHeaders` (`Headers`, `Map` or a
@@ -388,8 +390,38 @@ function isFault(fault: unknown): boolean {
 /** The error codes JSON-RPC reserves (MCP's among them: -32602 invalid params, -32603 internal). */
 const JSON_RPC_CODES = [-32768, -32000] as const;
 
+/**
+ * The codes HTTP libraries give every failed status: axios's `ERR_BAD_REQUEST` (4xx) and `ERR_BAD_RESPONSE`
+ * (5xx), got's `ERR_NON_2XX_3XX_RESPONSE`. The status says as much; the response body's provider code says
+ * more (OpenAI's `insufficient_quota` on a 429, through axios), so it is taken first.
+ */
+const STATUS_ONLY_CODES = new Set(["ERR_BAD_REQUEST", "ERR_BAD_RESPONSE", "ERR_NON_2XX_3XX_RESPONSE"]);
+
+/** The parsed body of the response an HTTP library's error keeps: axios's `response.data`, got's `response.body`. */
+function responseBody(e: unknown): unknown {
+  const response = get(e, "response");
+  const body = get(response, "data") ?? get(response, "body");
+  return typeof body === "string" ? parseJson(body) : body;
+}
+
+/**
+ * What the body of an HTTP library's failed response says, when its error's own text gives only the status
+ * (axios's `Request failed with status code 429`): the body's `error.message`, else its `message`, `error`
+ * or `detail` as text (OpenAI's and Anthropic's bodies, and most JSON APIs'; FastAPI's `detail`).
+ */
+function responseMessage(e: unknown): string {
+  const code = get(e, "code");
+  if (typeof code !== "string" || !STATUS_ONLY_CODES.has(code.trim())) return "";
+  const body = responseBody(e);
+  for (const said of [get(get(body, "error"), "message"), get(body, "message"), get(body, "error"), get(body, "detail")]) {
+    if (typeof said === "string" && said.trim() !== "") return said.trim();
+  }
+  return "";
+}
+
 function codeOf(e: unknown): string {
   const code = get(e, "code");
+  if (typeof code === "string" && STATUS_ONLY_CODES.has(code.trim())) return bodyCode(responseBody(e)) ?? code.trim();
   if (typeof code === "string" && code.trim() !== "") return code;
   // The MCP SDK's McpError carries its JSON-RPC code as a number (`-32602`).
   if (Number.isInteger(code) && (code as number) >= JSON_RPC_CODES[0] && (code as number) <= JSON_RPC_CODES[1]) {
@@ -460,6 +492,8 @@ function fillFromError(o: pb.Outcome, err: unknown): void {
     // A child process's error says "Command failed: <cmd>" and then the whole of its stderr, which goes as the detail.
     if (stderrOf(e).trim() !== "") m = m.split("\n", 1)[0]?.trim() ?? "";
     if (m !== "" && !message.includes(m)) message = message === "" ? m : `${message}: ${m}`;
+    const said = responseMessage(e);
+    if (said !== "" && !message.includes(said)) message = message === "" ? said : `${message}: ${said}`;
   }
   o.message = message;
   o.exceptionType = chain.map(typeName).find((n) => n !== "") ?? "";

@@ -344,6 +344,32 @@ describe("outcomes from real errors", () => {
     assert.equal(o.headers["retry-after"], "2");
   });
 
+  it("axios: the provider's code and message in the response body, which its own code and text leave out", async () => {
+    // OpenAI's answer to a used-up quota, called through axios: ERR_BAD_REQUEST and "Request failed with
+    // status code 429" say only the status, and the sidecar would retry it as a rate limit.
+    const said = "You exceeded your current quota, please check your plan and billing details.";
+    handler = (_req, res) => {
+      res.writeHead(429, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ error: { message: said, type: "insufficient_quota", param: null, code: "insufficient_quota" } }));
+    };
+    const o = build(await thrown(() => axios.post(base, {})));
+    assert.deepEqual([o.code, o.httpStatus], ["insufficient_quota", 429]);
+    assert.equal(o.message, `Request failed with status code 429: ${said}`);
+    // A body with no code keeps axios's; a body that is no JSON adds nothing.
+    handler = (_req, res) => {
+      res.writeHead(422, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ detail: "field 'query' is required" }));
+    };
+    const fastapi = build(await thrown(() => axios.post(base, {})));
+    assert.deepEqual([fastapi.code, fastapi.message], ["ERR_BAD_REQUEST", "Request failed with status code 422: field 'query' is required"]);
+    handler = (_req, res) => {
+      res.writeHead(502);
+      res.end("<html>Bad Gateway</html>");
+    };
+    const gateway = build(await thrown(() => axios.get(base)));
+    assert.deepEqual([gateway.code, gateway.message], ["ERR_BAD_RESPONSE", "Request failed with status code 502"]);
+  });
+
   it("axios: its own timeout (ECONNABORTED 'timeout of … exceeded') is a timeout", async () => {
     handler = () => {};
     const o = build(await thrown(() => axios.get(base, { timeout: 50 })));
