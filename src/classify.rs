@@ -1917,6 +1917,37 @@ mod tests {
     }
 
     #[test]
+    fn a_bodys_class_of_error_gives_way_to_the_status_and_the_words() {
+        // OpenAI's 401 for a missing API key (`"type": "invalid_request_error", "code": null`, as a
+        // client that reads a body's code else its type sends it): auth by its status, as any
+        // words outrank it too; alone, validation (was validation whatever the status).
+        let c = classifier();
+        let missing = "HTTP 401 Unauthorized: {\"error\": {\"message\": \"You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).\", \"type\": \"invalid_request_error\", \"param\": null, \"code\": null}}";
+        let with_status = Outcome { http_status: Some(401), code: "invalid_request_error".into(), ..failure(missing) };
+        assert_eq!(
+            (c.classify(&with_status).category, c.classify(&with_status).rule.as_str()),
+            (Category::Auth, "http.401")
+        );
+        let said = Outcome {
+            code: "invalid_request_error".into(),
+            ..failure("Incorrect API key provided: sk-proj-****abcd.")
+        };
+        assert_eq!(c.classify(&said).category, Category::Auth);
+        let alone = Outcome { code: "Invalid_Request".into(), ..failure("") };
+        assert_eq!(
+            (c.classify(&alone).category, c.classify(&alone).rule.as_str()),
+            (Category::Validation, "code.invalid_request")
+        );
+        // With billing words it is still a used-up quota (code.validation.quota).
+        let credits = Outcome {
+            http_status: Some(400),
+            code: "invalid_request_error".into(),
+            ..failure("Your credit balance is too low to access the Anthropic API.")
+        };
+        assert_eq!(c.classify(&credits).category, Category::QuotaExceeded);
+    }
+
+    #[test]
     fn the_ai_sdks_error_names_are_exception_rules() {
         // The Vercel AI SDK 6's own messages (holdout-real's r-node-ai-*), whose words say too little
         // (a model or provider missing was `unknown`) or the wrong thing (a tool call that does not fit

@@ -226,7 +226,7 @@ var codeRules = []struct {
 			"QueueNotFound", "ShareNotFound"}},
 	// code.validation
 	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.code_validation"},
-		[]string{"invalid_request_error", "invalid_request", "ValidationException", "ValidationError", "invalid_arguments",
+		[]string{"ValidationException", "ValidationError", "invalid_arguments",
 			"invalid_parameter", "parameter_invalid", "InvalidParameterValue", "invalid_type", "EINVAL", "ERR_INVALID_ARG_TYPE",
 			"ERR_INVALID_ARG_VALUE", "ERR_INVALID_URL", "INVALID_ARGUMENT", "MissingParameter", "card_declined", "expired_card",
 			"incorrect_cvc", "incorrect_number"}},
@@ -927,7 +927,7 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 // then a gRPC code (50), then a single HTTP status (40), then an exit code
 // (40 too, but the HTTP rules are listed first), then an HTTP status by its
 // range (38), and last the weak signals, gRPC's UNKNOWN and JSON-RPC's -32603
-// (9: grpcUnknownClass, mcpInternalClass). So a 503 whose connection was reset
+// (9: grpcUnknownClass, mcpInternalClass, invalidRequestClass). So a 503 whose connection was reset
 // is a network failure, a 401 raised as httpx.ReadTimeout a timeout, a 429 with
 // gRPC RESOURCE_EXHAUSTED about billing a used-up quota, ENOENT with a 500 not
 // found, exit code 127 with a 404 not found by the status (the HTTP rule is
@@ -992,24 +992,35 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 	if strings.TrimSpace(o.GetCode()) == mcpInternalCode {
 		return mcpInternalClass
 	}
+	if slices.Contains(invalidRequestCodes, asciiLower(strings.TrimSpace(o.GetCode()))) {
+		return invalidRequestClass
+	}
 	return codeClass{category: reboundpb.Category_CATEGORY_UNKNOWN, rule: "fallback.default"}
 }
 
-// The weak signals, which say only that a handler failed: gRPC's UNKNOWN (what
-// a server answers for an exception it did not map: grpcio's "Exception calling
-// application: ...") and JSON-RPC's internal error, -32603 (what an MCP server
-// answers for whatever a handler threw). The sidecar's rules grpc.unknown and
-// code.mcp.internal score them 9 (their priority), below every other signal and
-// below any words, which say what failed; the fallback reads no words, so it
-// reads them after every other signal (TestWeakSignalsMatchSidecarRules).
+// The weak signals, which say only that a handler failed or a request was
+// refused: gRPC's UNKNOWN (what a server answers for an exception it did not
+// map: grpcio's "Exception calling application: ..."), JSON-RPC's internal
+// error, -32603 (what an MCP server answers for whatever a handler threw), and
+// the class of error OpenAI, Anthropic and Stripe name in a refused request's
+// body (invalid_request_error, OAuth's invalid_request: OpenAI's 401 for a
+// missing API key has no other code). The sidecar's rules grpc.unknown,
+// code.mcp.internal and code.invalid_request score them 9 (their priority),
+// below every other signal and below any words, which say what failed; the
+// fallback reads no words, so it reads them after every other signal, in that
+// order (TestWeakSignalsMatchSidecarRules).
 const (
 	grpcUnknown     = 2
 	mcpInternalCode = "-32603"
 )
 
+// invalidRequestCodes are rule code.invalid_request's codes, in ASCII lower case.
+var invalidRequestCodes = []string{"invalid_request_error", "invalid_request"}
+
 var (
-	grpcUnknownClass = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_unknown"}
-	mcpInternalClass = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_mcp_internal"}
+	grpcUnknownClass    = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_unknown"}
+	mcpInternalClass    = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_mcp_internal"}
+	invalidRequestClass = codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.code_invalid_request"}
 )
 
 // maxProviderWait bounds a provider's delay: anything above a day is nonsense

@@ -543,15 +543,20 @@ func TestErrorCodesMatchSidecarRules(t *testing.T) {
 	if got, _ := classifyCoarse(&reboundpb.Outcome{Tool: "t", Code: "max_to\u212aens_exceeded"}); got == reboundpb.Category_CATEGORY_CONTEXT_LENGTH {
 		t.Errorf("a Kelvin sign folded to k: %s", got)
 	}
-	// The rules that also read words are left out: their codes alone are code.validation's.
+	// The rules that also read words are left out: their codes alone are code.validation's, or
+	// the weak code.invalid_request's (TestWeakSignalsMatchSidecarRules).
 	for _, id := range []string{"code.validation.quota", "code.validation.context_length"} {
 		r, ok := rules[id]
 		if !ok || r.messages == "" || len(r.codes) == 0 {
 			t.Fatalf("%s: no rule %s with codes and words", path, id)
 		}
 		for _, code := range r.codes {
-			if c := coarseClass(&reboundpb.Outcome{Tool: "t", Code: code}); c.rule != "fallback.code_validation" {
-				t.Errorf("code %q alone: rule %s, want fallback.code_validation", code, c.rule)
+			alone := "fallback.code_validation"
+			if slices.Contains(rules["code.invalid_request"].codes, code) {
+				alone = "fallback.code_invalid_request"
+			}
+			if c := coarseClass(&reboundpb.Outcome{Tool: "t", Code: code}); c.rule != alone {
+				t.Errorf("code %q alone: rule %s, want %s", code, c.rule, alone)
 			}
 		}
 	}
@@ -1338,6 +1343,8 @@ func TestEveryReadSignalDecidesLikeTheSidecar(t *testing.T) {
 		map[string]any{"http_status": 431, "exit_code": 143},
 		map[string]any{"http_status": 599, "exit_code": 143},
 		map[string]any{"code": "-32601", "http_status": 200, "exit_code": 2},
+		map[string]any{"code": "invalid_request_error", "http_status": 401},
+		map[string]any{"code": "invalid_request_error"},
 	)
 	decidesLikeTheSidecar(t, pairs)
 }
@@ -1592,11 +1599,13 @@ func TestHTTP5xxSplitMatchesSidecarRules(t *testing.T) {
 	}
 }
 
-// The weak signals (gRPC's UNKNOWN, JSON-RPC's -32603) are the sidecar's rules
-// grpc.unknown and code.mcp.internal, the only rules whose priority puts them
-// below a message's words (10), so the fallback reads them after every other
-// signal: UNKNOWN with a 503 is unavailable, -32603 with ECONNREFUSED a network
-// failure, and each alone internal.
+// The weak signals (gRPC's UNKNOWN, JSON-RPC's -32603, the body's class of
+// error invalid_request_error) are the sidecar's rules grpc.unknown,
+// code.mcp.internal and code.invalid_request, the only rules whose priority
+// puts them below a message's words (10), so the fallback reads them after
+// every other signal: UNKNOWN with a 503 is unavailable, -32603 with
+// ECONNREFUSED a network failure, invalid_request_error with a 401 auth (OpenAI's
+// missing API key), the first two alone internal and the third validation.
 func TestWeakSignalsMatchSidecarRules(t *testing.T) {
 	path, rules := readSidecarRules(t)
 	var weak []string
@@ -1606,9 +1615,17 @@ func TestWeakSignalsMatchSidecarRules(t *testing.T) {
 		}
 	}
 	slices.Sort(weak)
-	if !slices.Equal(weak, []string{"code.mcp.internal", "grpc.unknown"}) {
-		t.Fatalf("%s: the rules scored below words are %q, want code.mcp.internal and grpc.unknown", path, weak)
+	if !slices.Equal(weak, []string{"code.invalid_request", "code.mcp.internal", "grpc.unknown"}) {
+		t.Fatalf("%s: the rules scored below words are %q, want code.invalid_request, code.mcp.internal and grpc.unknown", path, weak)
 	}
+	// Read in the sidecar's order (equal scores go to the rule listed first).
+	if !(rules["grpc.unknown"].order < rules["code.mcp.internal"].order && rules["code.mcp.internal"].order < rules["code.invalid_request"].order) {
+		t.Errorf("%s: the weak rules are not listed grpc.unknown, code.mcp.internal, code.invalid_request", path)
+	}
+	if r := rules["code.invalid_request"]; !slices.Equal(r.codes, invalidRequestCodes) || len(r.keys) != 4 {
+		t.Errorf("%s: rule code.invalid_request has codes %q and keys %q, want %q and id, code, category, priority", path, r.codes, r.keys, invalidRequestCodes)
+	}
+	checkSidecarClass(t, "code.invalid_request", rules["code.invalid_request"], invalidRequestClass)
 	if r := rules["grpc.unknown"]; !slices.Equal(r.grpcCodes, []string{"UNKNOWN"}) || len(r.keys) != 4 {
 		t.Errorf("%s: rule grpc.unknown has gRPC codes %q and keys %q, want [UNKNOWN] and id, grpc_code, category, priority", path, r.grpcCodes, r.keys)
 	}
@@ -1631,6 +1648,10 @@ func TestWeakSignalsMatchSidecarRules(t *testing.T) {
 		{&reboundpb.Outcome{GrpcCode: i32(2), ExceptionType: "ConnectionError"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_connection"},
 		{&reboundpb.Outcome{Code: "-32603", GrpcCode: i32(4)}, reboundpb.Category_CATEGORY_TIMEOUT, "fallback.grpc_deadline_exceeded"},
 		{&reboundpb.Outcome{Code: "-32603", HttpStatus: 404}, reboundpb.Category_CATEGORY_NOT_FOUND, "fallback.http_404"},
+		{&reboundpb.Outcome{Code: " Invalid_Request_Error "}, reboundpb.Category_CATEGORY_VALIDATION, "fallback.code_invalid_request"},
+		{&reboundpb.Outcome{Code: "invalid_request_error", HttpStatus: 401}, reboundpb.Category_CATEGORY_AUTH, "fallback.http_401"},
+		{&reboundpb.Outcome{Code: "invalid_request", HttpStatus: 418}, reboundpb.Category_CATEGORY_VALIDATION, "fallback.http_4xx"},
+		{&reboundpb.Outcome{Code: "invalid_request_error", GrpcCode: i32(2)}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_unknown"},
 	}
 	for _, tt := range tests {
 		if category, rule := classifyCoarse(tt.outcome); category != tt.category || rule != tt.rule {

@@ -32,6 +32,7 @@ from rebound.fallback import (
     _GRPC_RESOURCE_EXHAUSTED,
     _HTTP_RANGES,
     _HTTP_STATUSES,
+    _INVALID_REQUEST,
     _QUOTA_WORDS,
     _RULE_SUGGESTIONS,
     _SUGGESTIONS,
@@ -494,15 +495,21 @@ def test_grpc_codes_are_the_sidecars() -> None:
 
 
 def test_weak_signals_are_the_sidecars() -> None:
-    # gRPC's UNKNOWN and JSON-RPC's -32603 say only that a handler failed: the sidecar's rules
-    # grpc.unknown and code.mcp.internal, the only ones scored below words (10), so the fallback,
-    # which reads no words, reads them after every other signal.
+    # gRPC's UNKNOWN and JSON-RPC's -32603 say only that a handler failed, a body's class of error
+    # (invalid_request_error) only that a request was refused: the sidecar's rules grpc.unknown,
+    # code.mcp.internal and code.invalid_request, the only ones scored below words (10), so the
+    # fallback, which reads no words, reads them after every other signal.
     rules = tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]
     weak = {rule["id"]: rule for rule in rules if rule.get("priority", 10) < 10}
     assert weak == {
         "grpc.unknown": {"id": "grpc.unknown", "grpc_code": ["UNKNOWN"], "category": "internal", "priority": 9},
         "code.mcp.internal": {"id": "code.mcp.internal", "code": ["-32603"], "category": "internal", "priority": 9},
+        "code.invalid_request": {
+            "id": "code.invalid_request", "code": ["invalid_request_error", "invalid_request"],
+            "category": "validation", "priority": 9,
+        },
     }
+    assert _INVALID_REQUEST == set(weak["code.invalid_request"]["code"])
     assert [r["id"] for r in rules if r["id"] in weak] == list(_WEAK_SIGNALS)  # in the sidecar's order
     assert classify_coarse(failure(grpc_code=2)) == (Category.INTERNAL, "fallback.grpc_unknown")
     assert classify_coarse(failure(code=" -32603 ")) == (Category.INTERNAL, "fallback.code_mcp_internal")
@@ -515,6 +522,12 @@ def test_weak_signals_are_the_sidecars() -> None:
     )
     assert classify_coarse(failure(code="-32603", grpc_code=4)) == (Category.TIMEOUT, "fallback.grpc_deadline_exceeded")
     assert classify_coarse(failure(code="-32603", http_status=404)) == (Category.NOT_FOUND, "fallback.http_404")
+    # OpenAI's 401 for a missing API key has only its class of error for a code: auth, by the status.
+    assert classify_coarse(failure(code=" Invalid_Request_Error ")) == (
+        Category.VALIDATION, "fallback.code_invalid_request"
+    )
+    assert classify_coarse(failure(code="invalid_request_error", http_status=401)) == (Category.AUTH, "fallback.http_401")
+    assert classify_coarse(failure(code="invalid_request", http_status=418)) == (Category.VALIDATION, "fallback.http_4xx")
 
 
 LOOSE = FallbackPolicy(max_consecutive_failures=0)

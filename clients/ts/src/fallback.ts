@@ -451,8 +451,6 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
   // Rule code.validation: arguments the API refused. Its refinements by words (code.validation.quota,
   // code.validation.context_length) read the message, which the fallback does not: not here.
   ...[
-    "invalid_request_error",
-    "invalid_request",
     "ValidationException",
     "ValidationError",
     "invalid_arguments",
@@ -503,19 +501,26 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
 ]);
 
 /**
- * The weak signals, which say only that a handler failed: gRPC's UNKNOWN (what a
- * server answers for an exception it did not map: grpcio's "Exception calling
- * application: ...") and JSON-RPC's internal error, -32603 (what an MCP server
- * answers for whatever a handler threw). The sidecar's rules grpc.unknown and
- * code.mcp.internal score them 9 (their priority), below every other signal and
- * below any words, which say what failed; the fallback reads no words, so it
- * reads them after every other signal, grpc.unknown first (listed first).
+ * The weak signals, which say only that a handler failed or a request was refused:
+ * gRPC's UNKNOWN (what a server answers for an exception it did not map: grpcio's
+ * "Exception calling application: ..."), JSON-RPC's internal error, -32603 (what an
+ * MCP server answers for whatever a handler threw), and the class of error OpenAI,
+ * Anthropic and Stripe name in a refused request's body (`invalid_request_error`,
+ * OAuth's `invalid_request`: OpenAI's 401 for a missing API key has no other code).
+ * The sidecar's rules grpc.unknown, code.mcp.internal and code.invalid_request score
+ * them 9 (their priority), below every other signal and below any words, which say
+ * what failed; the fallback reads no words, so it reads them after every other
+ * signal, in that order (listed so).
  * @internal Exported for the drift test only.
  */
 export const WEAK_SIGNALS = {
   "grpc.unknown": [C.CATEGORY_INTERNAL, "fallback.grpc_unknown"],
   "code.mcp.internal": [C.CATEGORY_INTERNAL, "fallback.code_mcp_internal"],
+  "code.invalid_request": [C.CATEGORY_VALIDATION, "fallback.code_invalid_request"],
 } as const satisfies Record<string, readonly [pb.Category, string]>;
+
+/** Rule code.invalid_request's codes, in ASCII lower case. */
+const INVALID_REQUEST_CODES: ReadonlySet<string> = new Set(["invalid_request_error", "invalid_request"]);
 
 /** {@link ERROR_CODES} by the code in ASCII lower case, as the sidecar indexes its rules' codes. */
 const ERROR_CODES_FOLDED: ReadonlyMap<string, readonly [pb.Category, string]> = new Map(
@@ -1177,6 +1182,7 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (range !== undefined) return [range[2], range[3]];
   if (o.grpcCode === 2) return [...WEAK_SIGNALS["grpc.unknown"]];
   if (o.code.replace(RUST_TRIM, "") === "-32603") return [...WEAK_SIGNALS["code.mcp.internal"]];
+  if (INVALID_REQUEST_CODES.has(asciiLower(o.code.replace(RUST_TRIM, "")))) return [...WEAK_SIGNALS["code.invalid_request"]];
   return [C.CATEGORY_UNKNOWN, "fallback.default"];
 }
 

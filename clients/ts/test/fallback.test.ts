@@ -154,6 +154,7 @@ const FALLBACK_RULES = new Map([
   ["code.mcp.invalid", "fallback.code_mcp_invalid"],
   ["code.mcp.method", "fallback.code_mcp_method"],
   ["code.mcp.internal", "fallback.code_mcp_internal"],
+  ["code.invalid_request", "fallback.code_invalid_request"],
   ["exception.cancelled", "fallback.type_cancelled"],
   ["exception.timeout", "fallback.type_timeout"],
   ["exception.network", "fallback.type_connection"],
@@ -1285,13 +1286,14 @@ describe("fallback policy", () => {
     }
   });
 
-  it("reads the weak signals (gRPC's UNKNOWN, JSON-RPC's -32603) after every other, as the sidecar scores them", () => {
-    // The sidecar's rules grpc.unknown and code.mcp.internal, the only ones scored below words (10).
+  it("reads the weak signals (gRPC's UNKNOWN, JSON-RPC's -32603, invalid_request_error) after every other, as the sidecar scores them", () => {
+    // The sidecar's rules grpc.unknown, code.mcp.internal and code.invalid_request, the only ones scored below words (10).
     const rules = sidecarRules();
     const weak = [...rules.values()].filter((r) => r.priority !== undefined && r.priority < 10);
     assert.deepEqual(weak, [
       { id: "grpc.unknown", grpcCodes: ["UNKNOWN"], category: "internal", priority: 9 },
       { id: "code.mcp.internal", codes: ["-32603"], category: "internal", priority: 9 },
+      { id: "code.invalid_request", codes: ["invalid_request_error", "invalid_request"], category: "validation", priority: 9 },
     ]);
     for (const rule of weak) {
       const [c, r] = WEAK_SIGNALS[rule.id as keyof typeof WEAK_SIGNALS];
@@ -1307,6 +1309,10 @@ describe("fallback policy", () => {
       [{ grpcCode: 2, exceptionType: "ConnectionError" }, "network", "fallback.type_connection"],
       [{ code: "-32603", grpcCode: 4 }, "timeout", "fallback.grpc_deadline_exceeded"],
       [{ code: "-32603", httpStatus: 404 }, "not_found", "fallback.http_404"],
+      // OpenAI's 401 for a missing API key has only its class of error for a code: auth, by the status.
+      [{ code: " Invalid_Request_Error " }, "validation", "fallback.code_invalid_request"],
+      [{ code: "invalid_request_error", httpStatus: 401 }, "auth", "fallback.http_401"],
+      [{ code: "invalid_request", httpStatus: 418 }, "validation", "fallback.http_4xx"],
     ];
     for (const [fields, category, rule] of cases) {
       const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", ...fields }));

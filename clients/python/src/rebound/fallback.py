@@ -112,7 +112,7 @@ _CODE_LISTS = {
     ),
     # Rule code.validation.
     **dict.fromkeys(
-        ["invalid_request_error", "invalid_request", "ValidationException", "ValidationError", "invalid_arguments",
+        ["ValidationException", "ValidationError", "invalid_arguments",
          "invalid_parameter", "parameter_invalid", "InvalidParameterValue", "invalid_type", "EINVAL",
          "ERR_INVALID_ARG_TYPE", "ERR_INVALID_ARG_VALUE", "ERR_INVALID_URL", "INVALID_ARGUMENT", "MissingParameter",
          "card_declined", "expired_card", "incorrect_cvc", "incorrect_number"],
@@ -440,17 +440,21 @@ _GRPC_CATEGORIES = {
     16: (Category.AUTH, "fallback.grpc_unauthenticated"),
 }
 
-# The weak signals, which say only that a handler failed: gRPC's UNKNOWN (what a server answers for
-# an exception it did not map: grpcio's "Exception calling application: ...") and JSON-RPC's internal
-# error, -32603 (what an MCP server answers for whatever a handler threw). The sidecar's rules
-# grpc.unknown and code.mcp.internal score them 9 (their priority), below every other signal and
-# below any words, which say what failed; the fallback reads no words, so it reads them after every
-# other signal, grpc.unknown first (listed first).
+# The weak signals, which say only that a handler failed or a request was refused: gRPC's UNKNOWN
+# (what a server answers for an exception it did not map: grpcio's "Exception calling application:
+# ..."), JSON-RPC's internal error, -32603 (what an MCP server answers for whatever a handler threw),
+# and the class of error OpenAI, Anthropic and Stripe name in a refused request's body
+# (invalid_request_error, OAuth's invalid_request: OpenAI's 401 for a missing API key has no other
+# code). The sidecar's rules grpc.unknown, code.mcp.internal and code.invalid_request score them 9
+# (their priority), below every other signal and below any words, which say what failed; the
+# fallback reads no words, so it reads them after every other signal, in that order (listed so).
 _GRPC_UNKNOWN = 2
 _MCP_INTERNAL = "-32603"
+_INVALID_REQUEST = frozenset({"invalid_request_error", "invalid_request"})
 _WEAK_SIGNALS = {
     "grpc.unknown": (Category.INTERNAL, "fallback.grpc_unknown"),
     "code.mcp.internal": (Category.INTERNAL, "fallback.code_mcp_internal"),
+    "code.invalid_request": (Category.VALIDATION, "fallback.code_invalid_request"),
 }
 
 # gRPC RESOURCE_EXHAUSTED: a rate limit (retried with backoff), as the sidecar's rule
@@ -948,6 +952,8 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return _WEAK_SIGNALS["grpc.unknown"]
     if _code_key(o.code) == _MCP_INTERNAL:
         return _WEAK_SIGNALS["code.mcp.internal"]
+    if _code_key(o.code) in _INVALID_REQUEST:
+        return _WEAK_SIGNALS["code.invalid_request"]
     return Category.UNKNOWN, "fallback.default"
 
 
