@@ -93,6 +93,31 @@ def test_a_client_error_s_body_follows_the_status_line_and_says_what_to_fix() ->
         assert "developer.mozilla.org" not in o.message  # httpx's second line only points to docs
 
 
+# OpenAI's answer to a used-up quota (its API's body, as the openai SDK's own tests quote it).
+QUOTA_BODY = (
+    '{"error":{"message":"You exceeded your current quota, please check your plan and billing details.",'
+    '"type":"insufficient_quota","param":null,"code":"insufficient_quota"}}'
+)
+
+
+def test_a_json_body_s_provider_code_is_the_code() -> None:
+    # httpx and requests carry no code: a used-up quota behind a 429 would go as a rate limit, which
+    # the fallback (it reads no words) retries. A 5xx body's error type counts too; no JSON, no code.
+    overloaded = '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
+    replies = [Reply(429, QUOTA_BODY), Reply(429, QUOTA_BODY), Reply(529, overloaded), Reply(502, "<html>Bad Gateway</html>")]
+    with http_server(replies) as url:
+        httpx_exc = raised(lambda: httpx.get(url + "/v1/chat/completions").raise_for_status())
+        requests_exc = raised(lambda: requests.get(url + "/v1/chat/completions", timeout=5).raise_for_status())
+        overloaded_exc = raised(lambda: httpx.get(url + "/v1/messages").raise_for_status())
+        gateway_exc = raised(lambda: httpx.get(url + "/search").raise_for_status())
+    for exc in (httpx_exc, requests_exc):
+        o = build_outcome("llm", exc)
+        assert (o.http_status, o.code) == (429, "insufficient_quota"), o
+        assert classify_coarse(o)[0] is Category.QUOTA_EXCEEDED
+    assert build_outcome("llm", overloaded_exc).code == "overloaded_error"
+    assert build_outcome("search", gateway_exc).code == ""
+
+
 def test_a_server_error_s_body_is_not_added() -> None:
     # A 5xx body is most often an error page, and says nothing the agent can change.
     with http_server([Reply(502, "<html><body>Bad Gateway</body></html>")]) as url:

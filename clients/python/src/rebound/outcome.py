@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno as errno_names
+import json
 import math
 import re
 import socket
@@ -47,6 +48,8 @@ MAX_DETAIL_CHARS = 64 * 1024
 """The detail (trace, process output) is cut to this, keeping head and tail, to keep reports small."""
 MAX_BODY_CHARS = 1024
 """Of a 4xx response's body, what follows the message's first line: it says which argument to fix."""
+MAX_JSON_BODY = 64 * 1024
+"""The longest response body read for a provider's error code."""
 MAX_CHAIN = 16
 """How many linked exceptions (cause, context, wrapped reasons) are searched for signals."""
 
@@ -196,6 +199,8 @@ def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
                 o.exit_code = rc
     if status is not None:
         o.http_status = status
+        if not o.code:
+            o.code = _clean(_response_code(exc))
         body = _client_error_body(exc) if 400 <= status <= 499 else ""
         if body and body not in o.message:
             # httpx and requests say the status and the URL; the body says which argument to fix
@@ -274,6 +279,36 @@ def _http_signal(e: BaseException) -> tuple[Optional[int], Optional[Mapping[str,
     return None, headers
 
 
+def _body_code(body: Any) -> str:
+    """A provider's error code in a parsed JSON body: its `error.code`, else its `error.type`
+    (OpenAI's `{"error": {"code": "insufficient_quota"}}`, Anthropic's `{"error": {"type":
+    "overloaded_error"}}`); empty for any other body."""
+    inner = body.get("error") if isinstance(body, Mapping) else None
+    if isinstance(inner, Mapping):
+        for key in ("code", "type"):
+            value = inner.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return ""
+
+
+def _response_code(exc: BaseException) -> str:
+    """The provider's code in the JSON body of the response an exception carries (httpx, requests:
+    `.response.text`), which their errors do not carry themselves: OpenAI's `insufficient_quota` on
+    a 429 called through httpx is a used-up quota, not a rate limit to retry."""
+    for e in _chain(exc):
+        response = _attr(e, "response")
+        text = _attr(response, "text")
+        # A JSON error body is short; a long one is no provider's error object.
+        if (isinstance(_attr(response, "status_code"), int) and isinstance(text, str) and len(text) <= MAX_JSON_BODY
+                and text.lstrip().startswith("{")):
+            try:
+                return _body_code(json.loads(text))
+            except ValueError:
+                return ""
+    return ""
+
+
 def _client_error_body(exc: BaseException) -> str:
     """The body of the 4xx response an exception carries (httpx, requests: `.response.text`),
     folded onto one line and cut; empty when there is none or it cannot be read (a stream)."""
@@ -317,14 +352,9 @@ def _code(e: BaseException) -> str:
     error = response.get("Error") if isinstance(response, Mapping) else None
     if isinstance(error, Mapping) and isinstance(error.get("Code"), str) and error["Code"].strip():
         return str(error["Code"]).strip()
-    body = _attr(e, "body")
-    if isinstance(body, Mapping):
-        inner = body.get("error")
-        if isinstance(inner, Mapping):
-            for key in ("code", "type"):
-                value = inner.get(key)
-                if isinstance(value, str) and value.strip():
-                    return value.strip()
+    code = _body_code(_attr(e, "body"))
+    if code:
+        return code
     err = _attr(e, "errno")
     if not isinstance(err, int) or isinstance(err, bool):
         return ""
