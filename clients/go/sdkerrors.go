@@ -38,11 +38,8 @@ func readSDKFields(o *reboundpb.Outcome, err error) {
 			}
 		}
 		if len(o.Headers) == 0 {
-			switch h := fieldValue(v, "Response").(type) {
-			case *http.Response:
-				if h != nil {
-					addHeaders(o, h.Header)
-				}
+			if resp, ok := fieldValue(v, "Response").(*http.Response); ok && resp != nil {
+				addHeaders(o, resp.Header)
 			}
 			// google.golang.org/api's *googleapi.Error keeps them as Header.
 			if h, ok := fieldValue(v, "Header").(http.Header); ok {
@@ -50,7 +47,10 @@ func readSDKFields(o *reboundpb.Outcome, err error) {
 			}
 		}
 		if o.Code == "" {
-			o.Code = firstNonEmpty(stringField(v, "Code"), stringField(v, "Type"))
+			o.Code = stringField(v, "Code")
+		}
+		if o.Code == "" {
+			o.Code = stringField(v, "Type")
 		}
 		// The provider's own words, when the error's text leaves them out (openai-go's does).
 		if said := strings.TrimSpace(stringField(v, "Message")); said != "" && !strings.Contains(o.Message, said) {
@@ -133,15 +133,6 @@ func stringField(v reflect.Value, name string) string {
 		return ""
 	}
 	return strings.TrimSpace(f.String())
-}
-
-func firstNonEmpty(values ...string) string {
-	for _, s := range values {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // providerPackages are the import paths of LLM providers' Go SDKs. An error
