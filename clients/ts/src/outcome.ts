@@ -397,11 +397,18 @@ const JSON_RPC_CODES = [-32768, -32000] as const;
  */
 const STATUS_ONLY_CODES = new Set(["ERR_BAD_REQUEST", "ERR_BAD_RESPONSE", "ERR_NON_2XX_3XX_RESPONSE"]);
 
-/** The parsed body of the response an HTTP library's error keeps: axios's `response.data`, got's `response.body`. */
+/** The longest response body parsed for a provider's error: a JSON error body is short. */
+const MAX_JSON_BODY = 64 * 1024;
+
+/**
+ * The parsed body of the response an HTTP library's error keeps: axios's `response.data` (parsed already
+ * when it was JSON), got's `response.body` (text unless asked for JSON).
+ */
 function responseBody(e: unknown): unknown {
   const response = get(e, "response");
   const body = get(response, "data") ?? get(response, "body");
-  return typeof body === "string" ? parseJson(body) : body;
+  if (typeof body !== "string") return body;
+  return body.length <= MAX_JSON_BODY && body.trimStart().startsWith("{") ? parseJson(body) : undefined;
 }
 
 /**
