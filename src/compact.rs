@@ -494,8 +494,9 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     let n = picked.len();
     let budget = max_chars.saturating_sub(3 * (n - 1));
     let chars = |l: &str| l.chars().count();
-    if picked.iter().map(|l| chars(l)).sum::<usize>() <= budget {
-        return picked.iter().map(|l| redact_and_cut(l, budget)).collect::<Vec<_>>().join(" | ");
+    let whole: Vec<String> = picked.iter().map(|l| redact_and_cut(l, budget)).collect();
+    if whole.iter().map(|l| chars(l)).sum::<usize>() <= budget {
+        return whole.join(" | ");
     }
     let last_share = if n > 1 { (budget / 4).min(chars(picked[n - 1])) } else { 0 };
     let between_share = ((budget - last_share) / (n - 1).max(1)).max(20);
