@@ -3,6 +3,7 @@ package rebound
 import (
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 
 	reboundpb "github.com/rebound-dev/rebound/clients/go/reboundpb"
@@ -15,7 +16,11 @@ import (
 //     Response (its headers, Retry-After among them), Code, Type and Message;
 //   - go-openai's *APIError and *RequestError: HTTPStatusCode, Code (a string
 //     or a number: only a string is taken), Type and Message;
-//   - google.golang.org/api's *googleapi.Error: Header.
+//   - google.golang.org/api's *googleapi.Error: Header;
+//   - azcore's *ResponseError (the Azure SDK for Go): StatusCode, RawResponse,
+//     ErrorCode (BlobNotFound, AuthorizationFailed);
+//   - the MCP Go SDK's JSON-RPC errors (*jsonrpc.Error): an integer Code in
+//     JSON-RPC's range (-32768 to -32000), as its decimal text (-32602).
 //
 // openai-go's error says only "OpenAI API error: 429 Too Many Requests", so
 // without these a used-up quota (code insufficient_quota) read as a rate
@@ -38,19 +43,23 @@ func readSDKFields(o *reboundpb.Outcome, err error) {
 			}
 		}
 		if len(o.Headers) == 0 {
-			if resp, ok := fieldValue(v, "Response").(*http.Response); ok && resp != nil {
-				addHeaders(o, resp.Header)
+			for _, name := range []string{"Response", "RawResponse"} {
+				if resp, ok := fieldValue(v, name).(*http.Response); ok && resp != nil {
+					addHeaders(o, resp.Header)
+				}
 			}
 			// google.golang.org/api's *googleapi.Error keeps them as Header.
 			if h, ok := fieldValue(v, "Header").(http.Header); ok {
 				addHeaders(o, h)
 			}
 		}
-		if o.Code == "" {
-			o.Code = stringField(v, "Code")
+		for _, name := range []string{"Code", "ErrorCode", "Type"} {
+			if o.Code == "" {
+				o.Code = stringField(v, name)
+			}
 		}
-		if o.Code == "" {
-			o.Code = stringField(v, "Type")
+		if c, ok := intField(v, "Code"); ok && o.Code == "" && c >= jsonRPCCodes[0] && c <= jsonRPCCodes[1] {
+			o.Code = strconv.FormatInt(c, 10)
 		}
 		// The provider's own words, when the error's text leaves them out (openai-go's does).
 		if said := strings.TrimSpace(stringField(v, "Message")); said != "" && !strings.Contains(o.Message, said) {
@@ -58,6 +67,10 @@ func readSDKFields(o *reboundpb.Outcome, err error) {
 		}
 	}
 }
+
+// jsonRPCCodes are the error codes JSON-RPC reserves (MCP's among them: -32602
+// invalid params, -32603 internal error); an integer Code outside them is no such code.
+var jsonRPCCodes = [2]int64{-32768, -32000}
 
 // unwrapFirst is the next error of err's chain (the first of a joined error's).
 func unwrapFirst(err error) error {

@@ -53,6 +53,27 @@ func (e *googleAPIError) Error() string {
 	return fmt.Sprintf("googleapi: Error %d: %s", e.Code, e.Message)
 }
 
+// azureResponseError has the exported fields of azcore v1.24.0's
+// *azcore.ResponseError (internal/exported.ResponseError).
+type azureResponseError struct {
+	ErrorCode   string
+	StatusCode  int
+	RawResponse *http.Response
+}
+
+func (e *azureResponseError) Error() string {
+	return fmt.Sprintf("GET https://acct.blob.core.windows.net/c/b\nRESPONSE %d\nERROR CODE: %s", e.StatusCode, e.ErrorCode)
+}
+
+// wireError has the fields of the MCP Go SDK v1.8.0's *jsonrpc.Error
+// (internal/jsonrpc2.WireError), whose Error() is its Message.
+type wireError struct {
+	Code    int64
+	Message string
+}
+
+func (e *wireError) Error() string { return e.Message }
+
 // embedsNil promotes a field through a nil pointer, which reflection must not follow.
 type embedsNil struct {
 	*stainlessError
@@ -102,6 +123,24 @@ func TestSDKErrorFields(t *testing.T) {
 	want(t, "headers", fmt.Sprint(o.GetHeaders()), "map[Retry-After:7]")
 	want(t, "code", o.GetCode(), "")
 	want(t, "status", o.GetHttpStatus(), int32(0))
+
+	// azcore: its ErrorCode, status and headers (RawResponse).
+	throttled := &azureResponseError{ErrorCode: "ServerBusy", StatusCode: 503,
+		RawResponse: &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"5"}}}}
+	o, _ = OutcomeFromError("blob", fmt.Errorf("upload: %w", throttled))
+	want(t, "code", o.GetCode(), "ServerBusy")
+	want(t, "status", o.GetHttpStatus(), int32(503))
+	want(t, "headers", fmt.Sprint(o.GetHeaders()), "map[Retry-After:5]")
+
+	// The MCP Go SDK: a JSON-RPC code is sent as its text, as the other clients send it; an
+	// integer Code outside JSON-RPC's range is not.
+	o, _ = OutcomeFromError("mcp", fmt.Errorf("calling \"search\": %w", &wireError{Code: -32602, Message: "unknown tool \"serch\""}))
+	want(t, "code", o.GetCode(), "-32602")
+	if category, _ := classifyCoarse(o); category != reboundpb.Category_CATEGORY_VALIDATION {
+		t.Errorf("the fallback's category of -32602: %s, want validation", category)
+	}
+	app, _ := OutcomeFromError("mcp", &wireError{Code: 42, Message: "tool failed"})
+	want(t, "code", app.GetCode(), "")
 
 	// What the interfaces gave first stays; a status out of range, a nil pointer and
 	// a field promoted through a nil pointer give nothing.
