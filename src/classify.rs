@@ -427,10 +427,12 @@ impl Classifier {
         let named = named_in_message(outcome);
         let derived_grpc = named.grpc.filter(|_| outcome.grpc_code.is_none());
         let derived_code = named.code.filter(|_| outcome.code.trim().is_empty());
+        let derived_status = named.http_status.filter(|_| outcome.http_status.is_none());
         let with_code;
-        let outcome = if derived_grpc.is_some() || derived_code.is_some() {
+        let outcome = if derived_grpc.is_some() || derived_code.is_some() || derived_status.is_some() {
             with_code = Outcome {
                 grpc_code: derived_grpc.or(outcome.grpc_code),
+                http_status: derived_status.or(outcome.http_status),
                 code: derived_code.map_or_else(|| outcome.code.clone(), str::to_string),
                 ..outcome.clone()
             };
@@ -498,7 +500,7 @@ impl Classifier {
             },
             exception_type: self.exception_read(outcome).to_string(),
             grpc_code: outcome.grpc_code.or(named.grpc),
-            http_status: outcome.http_status,
+            http_status: outcome.http_status.or(named.http_status),
             exit_code: outcome.exit_code,
             tool: outcome.tool.clone(),
             text_bytes: match_text(outcome, self.text_limit).len(),
@@ -823,10 +825,10 @@ fn parse_range(text: &str) -> Option<StatusMatch> {
     (100 <= lo && lo <= hi && hi <= 599).then_some(StatusMatch::Range(lo, hi))
 }
 
-/// The codes an outcome's message names, when it sends no code or no gRPC code of its own (see
-/// [`crate::named_codes`]): they count as its own.
+/// The codes an outcome's message names, when it sends no code, gRPC code or HTTP status of its own
+/// (see [`crate::named_codes`]): they count as its own.
 fn named_in_message(outcome: &Outcome) -> NamedCodes<'_> {
-    if outcome.grpc_code.is_none() || outcome.code.trim().is_empty() {
+    if outcome.grpc_code.is_none() || outcome.code.trim().is_empty() || outcome.http_status.is_none() {
         named_codes(&outcome.message)
     } else {
         NamedCodes::default()
@@ -1896,6 +1898,61 @@ mod tests {
         ] {
             assert_eq!(c.classify(&outcome).category, Category::Conflict, "{outcome:?}");
         }
+    }
+
+    #[test]
+    fn dotnets_http_request_exception_is_judged_by_its_status_and_words() {
+        // .NET's HttpClient: dotnet/runtime's texts (HttpResponseMessage.EnsureSuccessStatusCode's
+        // `net_http_message_not_success_statuscode_reason`, with its key as a trimmed build prints it;
+        // SocketsHttpHandler's socket errors with the host and port; HttpClient's timeout), as C# agents
+        // (Semantic Kernel's) meet them. Every one was `network` by its type before, a 401 and a 404
+        // retried; a timeout was `cancelled`.
+        let c = classifier();
+        for (message, category) in [
+            ("Response status code does not indicate success: 429 (Too Many Requests).", Category::RateLimited),
+            ("Response status code does not indicate success: 401 (Unauthorized).", Category::Auth),
+            ("Response status code does not indicate success: 403 (Forbidden).", Category::PermissionDenied),
+            ("Response status code does not indicate success: 404 (Not Found).", Category::NotFound),
+            ("Response status code does not indicate success: 409 (Conflict).", Category::Conflict),
+            ("Response status code does not indicate success: 422 (Unprocessable Entity).", Category::Validation),
+            ("Response status code does not indicate success: 500 (Internal Server Error).", Category::Internal),
+            ("Response status code does not indicate success: 503 (Service Unavailable).", Category::Unavailable),
+            ("Response status code does not indicate success: 404.", Category::NotFound),
+            ("net_http_message_not_success_statuscode_reason, 401, Unauthorized", Category::Auth),
+            ("Connection refused (localhost:5000)", Category::Network),
+            ("Resource temporarily unavailable (api.openai.com:443)", Category::Network),
+            ("No such host is known. (api.example.com:443)", Category::Network),
+            ("The SSL connection could not be established, see inner exception.", Category::Network),
+            ("An error occurred while sending the request.", Category::Network),
+            ("", Category::Network),
+        ] {
+            let outcome = Outcome { exception_type: "System.Net.Http.HttpRequestException".into(), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, category, "{message:?}");
+            // Written as `ex.ToString()` begins, the type before the message.
+            let text = format!("System.Net.Http.HttpRequestException: {message}");
+            assert_eq!(c.classify(&failure(&text)).category, category, "{text:?}");
+        }
+        // The status sent beside it (.NET 5's HttpRequestException.StatusCode) decides as well.
+        let sent = Outcome {
+            exception_type: "HttpRequestException".into(),
+            http_status: Some(429),
+            ..failure("Response status code does not indicate success: 429 (Too Many Requests).")
+        };
+        assert_eq!(c.classify(&sent).category, Category::RateLimited);
+        let timeout = "The request was canceled due to the configured HttpClient.Timeout of 100 seconds elapsing.";
+        let canceled =
+            Outcome { exception_type: "System.Threading.Tasks.TaskCanceledException".into(), ..failure(timeout) };
+        assert_eq!(c.classify(&canceled).category, Category::Timeout);
+        let own = Outcome {
+            exception_type: "System.Threading.Tasks.TaskCanceledException".into(),
+            ..failure("A task was canceled.")
+        };
+        assert_eq!(c.classify(&own).category, Category::Cancelled);
+        // grpc-java's StatusRuntimeException, by its message (`UNAVAILABLE: io exception`, the code
+        // in capitals): `unknown` before.
+        let grpc =
+            Outcome { exception_type: "io.grpc.StatusRuntimeException".into(), ..failure("UNAVAILABLE: io exception") };
+        assert_eq!(c.classify(&grpc).category, Category::Unavailable);
     }
 
     #[test]

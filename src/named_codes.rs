@@ -16,13 +16,21 @@ pub struct NamedCodes<'a> {
     pub grpc: Option<i32>,
     /// The error code an SDK's text names, the first in the text.
     pub code: Option<&'a str>,
+    /// The HTTP status a client library's text names: .NET's `HttpClient` (`EnsureSuccessStatusCode`,
+    /// also PowerShell's `Invoke-WebRequest`) raises an `HttpRequestException` whose message is all that
+    /// tells a refused status from a refused connection.
+    pub http_status: Option<u16>,
 }
 
 /// Where a code is written, and what ends it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Form {
-    /// grpc-go's `rpc error: code = Unavailable desc = ...`.
+    /// grpc-go's `rpc error: code = Unavailable desc = ...`; grpc-java's
+    /// `StatusRuntimeException: UNAVAILABLE: io exception`.
     Grpc,
+    /// .NET's `Response status code does not indicate success: 429 (Too Many Requests).`, or its resource
+    /// key where a trimmed build left the texts out: `net_http_message_not_success_statuscode_reason, 404, Not Found`.
+    Status,
     /// Ended by a byte: botocore's `An error occurred (ExpiredToken) when calling the ... operation`
     /// (boto3's `ClientError`, the AWS CLI), aws-sdk-go-v2's `... api error NoSuchKey: ...`.
     EndedBy(u8),
@@ -34,8 +42,13 @@ enum Form {
 }
 
 /// Each form's mark, the text just before its code.
-const MARKS: [(&str, Form); 6] = [
+const MARKS: [(&str, Form); 11] = [
     ("rpc error: code = ", Form::Grpc),
+    ("StatusRuntimeException: ", Form::Grpc),
+    ("StatusException: ", Form::Grpc),
+    ("does not indicate success: ", Form::Status),
+    ("net_http_message_not_success_statuscode_reason, ", Form::Status),
+    ("net_http_message_not_success_statuscode, ", Form::Status),
     ("An error occurred (", Form::EndedBy(b')')),
     ("api error ", Form::EndedBy(b':')),
     ("\nCode: ", Form::Line),
@@ -62,25 +75,50 @@ pub fn named_codes(text: &str) -> NamedCodes<'_> {
             .build(MARKS.map(|(mark, _)| mark))
             .expect("the marks are tested")
     });
-    let mut named = NamedCodes::default();
+    let mut named = NamedCodes { grpc: leading_grpc_code(text), ..NamedCodes::default() };
     for found in SEARCH.find_iter(text) {
         let rest = &text[found.end()..];
         match MARKS[found.pattern().as_usize()].1 {
             Form::Grpc if named.grpc.is_none() => named.grpc = grpc_code(rest),
             Form::Grpc => {}
+            Form::Status if named.http_status.is_none() => named.http_status = status(rest),
+            Form::Status => {}
             form if named.code.is_none() => named.code = code(form, rest),
             _ => {}
         }
-        if named.grpc.is_some() && named.code.is_some() {
+        if named.grpc.is_some() && named.code.is_some() && named.http_status.is_some() {
             break;
         }
     }
     named
 }
 
-/// The gRPC code named at the start of `rest`, but `Unknown`.
+/// The gRPC code a text begins with, written as grpc-java's `Status` writes it before its description
+/// (`UNAVAILABLE: io exception`, the message of its `StatusRuntimeException`; Abseil's `Status` too):
+/// the name in capitals and a colon. Not `UNKNOWN`, nor `OK`.
+fn leading_grpc_code(text: &str) -> Option<i32> {
+    let end = text.bytes().position(|b| !(b.is_ascii_uppercase() || b == b'_'))?;
+    if !text[end..].starts_with(": ") {
+        return None;
+    }
+    crate::classify::GRPC_CODE_NAMES[1..]
+        .iter()
+        .position(|name| *name == &text[..end])
+        .map(|i| i as i32 + 1)
+        .filter(|&code| code != GRPC_UNKNOWN)
+}
+
+/// The HTTP status written at the start of `rest`: three digits, 100 to 599, and no more.
+fn status(rest: &str) -> Option<u16> {
+    let digits = rest.get(..3)?;
+    let alone = !rest[3..].starts_with(|c: char| c.is_ascii_digit());
+    let status = digits.parse::<u16>().ok().filter(|s| (100..=599).contains(s))?;
+    (alone && digits.bytes().all(|b| b.is_ascii_digit())).then_some(status)
+}
+
+/// The gRPC code named at the start of `rest` (`Unavailable`, `UNAVAILABLE`), but `Unknown`.
 fn grpc_code(rest: &str) -> Option<i32> {
-    let end = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+    let end = rest.find(|c: char| !(c.is_ascii_alphabetic() || c == '_')).unwrap_or(rest.len());
     crate::classify::grpc_code_from_name(&rest[..end]).filter(|&code| code != GRPC_UNKNOWN)
 }
 
@@ -95,7 +133,7 @@ fn code(form: Form, rest: &str) -> Option<&str> {
             let fits = (1..=6).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit());
             return (fits && number != JSON_RPC_INTERNAL).then_some(number);
         }
-        Form::Grpc => return None,
+        Form::Grpc | Form::Status => return None,
     };
     let fits = !code.is_empty()
         && code.len() <= 64
@@ -164,7 +202,7 @@ mod tests {
         // A mark whose code does not fit leaves the next one its chance.
         assert_eq!(code_of("An error occurred (no way) when; api error NoSuchBucket: x"), Some("NoSuchBucket"));
         let both = named_codes("rpc error: code = PermissionDenied desc = An error occurred (AccessDenied) when");
-        assert_eq!(both, NamedCodes { grpc: Some(7), code: Some("AccessDenied") });
+        assert_eq!(both, NamedCodes { grpc: Some(7), code: Some("AccessDenied"), http_status: None });
     }
 
     #[test]
@@ -177,6 +215,46 @@ mod tests {
     }
 
     #[test]
+    fn grpc_javas_status_is_read_by_its_name_in_capitals() {
+        // grpc-java's StatusRuntimeException: its message, and its toString() in a text.
+        assert_eq!(named_codes("UNAVAILABLE: io exception").grpc, Some(14));
+        assert_eq!(named_codes("NOT_FOUND: collection orders").grpc, Some(5));
+        assert_eq!(named_codes("io.grpc.StatusRuntimeException: RESOURCE_EXHAUSTED: Quota exceeded").grpc, Some(8));
+        assert_eq!(named_codes("io.grpc.StatusException: PERMISSION_DENIED: no").grpc, Some(7));
+        for text in [
+            "UNKNOWN: whatever the handler threw",
+            "OK: fine",
+            "Unavailable: not in capitals at the start",
+            "UNAVAILABLE without a colon",
+            "ERROR: relation \"orders\" does not exist",
+            "WARNING: UNAVAILABLE: not at the start",
+        ] {
+            assert_eq!(named_codes(text).grpc, None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn dotnets_refused_status_is_read_from_its_text() {
+        // dotnet/runtime's HttpResponseMessage.EnsureSuccessStatusCode, with and without a reason
+        // phrase, and as its resource keys where a trimmed build dropped the texts.
+        let status = |text: &str| named_codes(text).http_status;
+        assert_eq!(status("Response status code does not indicate success: 429 (Too Many Requests)."), Some(429));
+        assert_eq!(status("Response status code does not indicate success: 404."), Some(404));
+        assert_eq!(status("net_http_message_not_success_statuscode_reason, 401, Unauthorized"), Some(401));
+        assert_eq!(status("net_http_message_not_success_statuscode, 503"), Some(503));
+        for text in [
+            "Response status code does not indicate success: 4290 (no such status).",
+            "Response status code does not indicate success: 99 (too low).",
+            "Response status code does not indicate success: 600.",
+            "Response status code does not indicate success: OK.",
+            "Response status code does not indicate success: 42",
+            "status 429",
+        ] {
+            assert_eq!(status(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
     fn text_that_is_not_ascii_after_a_mark_does_not_panic() {
         for text in [
             "An error occurred (é",
@@ -185,6 +263,10 @@ mod tests {
             "MCP error é:",
             "rpc error: code = é",
             "MCP error -1é:",
+            "does not indicate success: 4é",
+            "does not indicate success: é",
+            "StatusRuntimeException: é",
+            "NOT_FOUNDé: x",
         ] {
             let _ = named_codes(text);
         }

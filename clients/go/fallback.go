@@ -343,7 +343,7 @@ var exceptionRules = []struct {
 			"RemoteProtocolError", "ReadError", "WriteError", "NetworkError", "ClientConnectorError", "ClientConnectionError",
 			"ServerDisconnectedError", "ClientOSError", "APIConnectionError", "SSLError", "SSLCertVerificationError",
 			"ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException", "gaierror",
-			"socket.gaierror", "MaxRetryError", "EndpointConnectionError", "ConnectionClosedError", "HttpRequestException",
+			"socket.gaierror", "MaxRetryError", "EndpointConnectionError", "ConnectionClosedError",
 			"ServiceRequestError", "ServiceResponseError", "NoBrokersAvailable"}},
 	// exception.rate_limited
 	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.type_rate_limited"},
@@ -396,10 +396,10 @@ var exceptionRules = []struct {
 			"ScannerError", "ParserError",
 			"AI_InvalidToolInputError", "AI_InvalidToolArgumentsError", "AI_JSONParseError", "AI_TypeValidationError",
 			"AI_NoObjectGeneratedError", "AI_InvalidResponseDataError",
-			"EmptyDataError"}},
+			"EmptyDataError", "JsonException", "JsonReaderException", "JsonSerializationException"}},
 	// exception.conflict
 	{codeClass{category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.type_conflict"},
-		[]string{"UniqueViolation", "IntegrityError", "FileExistsError", "ConflictError", "PreconditionFailedError",
+		[]string{"UniqueViolation", "IntegrityError", "FileExistsError", "FileAlreadyExistsException", "ConflictError", "PreconditionFailedError",
 			"ConcurrentModificationException", "DuplicateKeyException", "OptimisticLockException",
 			"StaleElementReferenceException",
 			"ResourceExistsError", "ResourceModifiedError",
@@ -479,6 +479,7 @@ func lastPart(typ string) string {
 var toolErrorParseTypes = map[string]bool{
 	"JSONDecodeError": true, "json.JSONDecodeError": true, "json.decoder.JSONDecodeError": true, "SyntaxError": true,
 	"JsonParseException": true, "JsonSyntaxException": true, "JsonEOFException": true, "MismatchedInputException": true,
+	"JsonException": true, "JsonReaderException": true,
 }
 
 // noToolCall and invalidToolCall are what kind.no_tool_call and
@@ -520,12 +521,13 @@ func exceptionTypeOf(o *reboundpb.Outcome) string {
 	return typ
 }
 
-// knownType says whether exceptionRules or toolErrorParseTypes name a type,
+// knownType says whether exceptionRules, weakExceptionRules or toolErrorParseTypes name a type,
 // whole or its last part, as the sidecar asks whether a rule knows one.
 func knownType(typ string) bool {
 	typ = strings.TrimSpace(typ)
 	_, ok := exceptionClassOf(typ)
-	return ok || toolErrorParseTypes[typ] || toolErrorParseTypes[lastPart(typ)]
+	_, weak := weakExceptionClassOf(typ)
+	return ok || weak || toolErrorParseTypes[typ] || toolErrorParseTypes[lastPart(typ)]
 }
 
 // typeEndings are how a name must end to be read as a type in a message.
@@ -927,7 +929,7 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 // then a gRPC code (50), then a single HTTP status (40), then an exit code
 // (40 too, but the HTTP rules are listed first), then an HTTP status by its
 // range (38), and last the weak signals, gRPC's UNKNOWN and JSON-RPC's -32603
-// (9: grpcUnknownClass, mcpInternalClass, invalidRequestClass). So a 503 whose connection was reset
+// (9: grpcUnknownClass, mcpInternalClass, invalidRequestClass, weakExceptionRules). So a 503 whose connection was reset
 // is a network failure, a 401 raised as httpx.ReadTimeout a timeout, a 429 with
 // gRPC RESOURCE_EXHAUSTED about billing a used-up quota, ENOENT with a 500 not
 // found, exit code 127 with a 404 not found by the status (the HTTP rule is
@@ -995,6 +997,9 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 	if slices.Contains(invalidRequestCodes, asciiLower(strings.TrimSpace(o.GetCode()))) {
 		return invalidRequestClass
 	}
+	if c, ok := weakExceptionClassOf(exceptionTypeOf(o)); ok {
+		return c
+	}
 	return codeClass{category: reboundpb.Category_CATEGORY_UNKNOWN, rule: "fallback.default"}
 }
 
@@ -1004,8 +1009,9 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 // error, -32603 (what an MCP server answers for whatever a handler threw), and
 // the class of error OpenAI, Anthropic and Stripe name in a refused request's
 // body (invalid_request_error, OAuth's invalid_request: OpenAI's 401 for a
-// missing API key has no other code). The sidecar's rules grpc.unknown,
-// code.mcp.internal and code.invalid_request score them 9 (their priority),
+// missing API key has no other code), and the exception types that say only
+// which layer failed (weakExceptionRules). The sidecar's rules grpc.unknown,
+// code.mcp.internal, code.invalid_request and those types' score them 9 (their priority),
 // below every other signal and below any words, which say what failed; the
 // fallback reads no words, so it reads them after every other signal, in that
 // order (TestWeakSignalsMatchSidecarRules).
@@ -1016,6 +1022,38 @@ const (
 
 // invalidRequestCodes are rule code.invalid_request's codes, in ASCII lower case.
 var invalidRequestCodes = []string{"invalid_request_error", "invalid_request"}
+
+// weakExceptionRules are the sidecar's exception rules of priority 9, in its
+// order: types raised for failures of several categories, which a status or
+// words decide (.NET's HttpRequestException for a refused connection and for
+// a refused status alike, Spring's ResourceAccessException for any I/O error,
+// LangChain4j's InvalidRequestException and InternalServerException, named by
+// status class).
+var weakExceptionRules = []struct {
+	class codeClass
+	types []string
+}{
+	// exception.http_request
+	{codeClass{category: reboundpb.Category_CATEGORY_NETWORK, rule: "fallback.type_http_request"},
+		[]string{"HttpRequestException", "ResourceAccessException"}},
+	// exception.invalid_request
+	{codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.type_invalid_request"},
+		[]string{"InvalidRequestException"}},
+	// exception.internal_server
+	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.type_internal_server"},
+		[]string{"InternalServerException"}},
+}
+
+// weakExceptionClassOf is the weak rule that names typ, whole or its last part.
+func weakExceptionClassOf(typ string) (codeClass, bool) {
+	typ = strings.TrimSpace(typ)
+	for _, r := range weakExceptionRules {
+		if slices.Contains(r.types, typ) || slices.Contains(r.types, lastPart(typ)) {
+			return r.class, true
+		}
+	}
+	return codeClass{}, false
+}
 
 var (
 	grpcUnknownClass    = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_unknown"}

@@ -1614,13 +1614,19 @@ func TestWeakSignalsMatchSidecarRules(t *testing.T) {
 			weak = append(weak, id)
 		}
 	}
-	slices.Sort(weak)
-	if !slices.Equal(weak, []string{"code.invalid_request", "code.mcp.internal", "grpc.unknown"}) {
-		t.Fatalf("%s: the rules scored below words are %q, want code.invalid_request, code.mcp.internal and grpc.unknown", path, weak)
-	}
+	slices.SortFunc(weak, func(a, b string) int { return rules[a].order - rules[b].order })
 	// Read in the sidecar's order (equal scores go to the rule listed first).
-	if !(rules["grpc.unknown"].order < rules["code.mcp.internal"].order && rules["code.mcp.internal"].order < rules["code.invalid_request"].order) {
-		t.Errorf("%s: the weak rules are not listed grpc.unknown, code.mcp.internal, code.invalid_request", path)
+	want := []string{"grpc.unknown", "code.mcp.internal", "code.invalid_request", "exception.http_request",
+		"exception.invalid_request", "exception.internal_server"}
+	if !slices.Equal(weak, want) {
+		t.Fatalf("%s: the rules scored below words are %q, want %q in that order", path, weak, want)
+	}
+	for i, r := range weakExceptionRules {
+		id := want[3+i]
+		if got := rules[id]; !slices.Equal(got.exceptions, r.types) || len(got.keys) != 4 {
+			t.Errorf("%s: rule %s has exception types %q and keys %q, want %q and id, exception, category, priority", path, id, got.exceptions, got.keys, r.types)
+		}
+		checkSidecarClass(t, id, rules[id], r.class)
 	}
 	if r := rules["code.invalid_request"]; !slices.Equal(r.codes, invalidRequestCodes) || len(r.keys) != 4 {
 		t.Errorf("%s: rule code.invalid_request has codes %q and keys %q, want %q and id, code, category, priority", path, r.codes, r.keys, invalidRequestCodes)
@@ -1652,6 +1658,17 @@ func TestWeakSignalsMatchSidecarRules(t *testing.T) {
 		{&reboundpb.Outcome{Code: "invalid_request_error", HttpStatus: 401}, reboundpb.Category_CATEGORY_AUTH, "fallback.http_401"},
 		{&reboundpb.Outcome{Code: "invalid_request", HttpStatus: 418}, reboundpb.Category_CATEGORY_VALIDATION, "fallback.http_4xx"},
 		{&reboundpb.Outcome{Code: "invalid_request_error", GrpcCode: i32(2)}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_unknown"},
+		// .NET's HttpRequestException: a network failure alone, the status's when one came back.
+		{&reboundpb.Outcome{ExceptionType: "System.Net.Http.HttpRequestException"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_http_request"},
+		{&reboundpb.Outcome{Message: "System.Net.Http.HttpRequestException: Connection refused (localhost:5000)"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_http_request"},
+		{&reboundpb.Outcome{ExceptionType: "HttpRequestException", HttpStatus: 429}, reboundpb.Category_CATEGORY_RATE_LIMITED, "fallback.http_429"},
+		{&reboundpb.Outcome{ExceptionType: "HttpRequestException", Code: "ECONNREFUSED"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.code_network"},
+		{&reboundpb.Outcome{ExceptionType: "org.springframework.web.client.ResourceAccessException", HttpStatus: 418}, reboundpb.Category_CATEGORY_VALIDATION, "fallback.http_4xx"},
+		{&reboundpb.Outcome{ExceptionType: "dev.langchain4j.exception.InvalidRequestException"}, reboundpb.Category_CATEGORY_VALIDATION, "fallback.type_invalid_request"},
+		{&reboundpb.Outcome{ExceptionType: "dev.langchain4j.exception.InternalServerException"}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.type_internal_server"},
+		{&reboundpb.Outcome{ExceptionType: "InternalServerException", HttpStatus: 503}, reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502"},
+		// Equal scores: code.invalid_request is listed first.
+		{&reboundpb.Outcome{ExceptionType: "InternalServerException", Code: "invalid_request_error"}, reboundpb.Category_CATEGORY_VALIDATION, "fallback.code_invalid_request"},
 	}
 	for _, tt := range tests {
 		if category, rule := classifyCoarse(tt.outcome); category != tt.category || rule != tt.rule {

@@ -38,6 +38,7 @@ from rebound.fallback import (
     _SUGGESTIONS,
     _TEXT_LIMIT,
     _TOOL_ERROR_PARSE_TYPES,
+    _WEAK_EXCEPTION_TYPES,
     _WEAK_SIGNALS,
     DeclaredLimits,
     SessionCounters,
@@ -496,11 +497,22 @@ def test_grpc_codes_are_the_sidecars() -> None:
 
 def test_weak_signals_are_the_sidecars() -> None:
     # gRPC's UNKNOWN and JSON-RPC's -32603 say only that a handler failed, a body's class of error
-    # (invalid_request_error) only that a request was refused: the sidecar's rules grpc.unknown,
-    # code.mcp.internal and code.invalid_request, the only ones scored below words (10), so the
-    # fallback, which reads no words, reads them after every other signal.
+    # (invalid_request_error) only that a request was refused, some exception types only which
+    # layer failed: the sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request and
+    # exception.http_request, exception.invalid_request and exception.internal_server, the only
+    # ones scored below words (10), so the fallback, which reads no words, reads them after every
+    # other signal.
     rules = tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]
     weak = {rule["id"]: rule for rule in rules if rule.get("priority", 10) < 10}
+    weak_types = {r: weak.pop(r) for r in ("exception.http_request", "exception.invalid_request", "exception.internal_server")}
+    assert [
+        (rule_id, frozenset(rule["exception"]), rule["category"], rule["priority"], len(rule))
+        for rule_id, rule in weak_types.items()
+    ] == [(rule_id, types, category.label, 9, 4) for rule_id, types, (category, _) in _WEAK_EXCEPTION_TYPES]
+    assert [r["id"] for r in rules if r["id"] in weak_types] == [r for r, _, _ in _WEAK_EXCEPTION_TYPES]
+    assert max(r_i for r_i, r in enumerate(rules) if r["id"] in weak) < min(
+        r_i for r_i, r in enumerate(rules) if r["id"] in weak_types
+    )
     assert weak == {
         "grpc.unknown": {"id": "grpc.unknown", "grpc_code": ["UNKNOWN"], "category": "internal", "priority": 9},
         "code.mcp.internal": {"id": "code.mcp.internal", "code": ["-32603"], "category": "internal", "priority": 9},
@@ -528,6 +540,22 @@ def test_weak_signals_are_the_sidecars() -> None:
     )
     assert classify_coarse(failure(code="invalid_request_error", http_status=401)) == (Category.AUTH, "fallback.http_401")
     assert classify_coarse(failure(code="invalid_request", http_status=418)) == (Category.VALIDATION, "fallback.http_4xx")
+    # .NET's HttpRequestException: a network failure alone, the status's when one came back; then
+    # LangChain4j's classes of status, and (equal scores) code.invalid_request, listed first.
+    cases: list[tuple[dict[str, Any], tuple[Category, str]]] = [
+        ({"exception_type": "System.Net.Http.HttpRequestException"}, (Category.NETWORK, "fallback.type_http_request")),
+        ({"message": "System.Net.Http.HttpRequestException: Connection refused (localhost:5000)"},
+         (Category.NETWORK, "fallback.type_http_request")),
+        ({"exception_type": "HttpRequestException", "http_status": 429}, (Category.RATE_LIMITED, "fallback.http_429")),
+        ({"exception_type": "HttpRequestException", "code": "ECONNREFUSED"}, (Category.NETWORK, "fallback.code_network")),
+        ({"exception_type": "dev.langchain4j.exception.InvalidRequestException"},
+         (Category.VALIDATION, "fallback.type_invalid_request")),
+        ({"exception_type": "InternalServerException", "http_status": 503}, (Category.UNAVAILABLE, "fallback.http_502")),
+        ({"exception_type": "InternalServerException", "code": "invalid_request_error"},
+         (Category.VALIDATION, "fallback.code_invalid_request")),
+    ]
+    for fields, verdict in cases:
+        assert classify_coarse(failure(**fields)) == verdict, fields
 
 
 LOOSE = FallbackPolicy(max_consecutive_failures=0)

@@ -507,10 +507,11 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
  * MCP server answers for whatever a handler threw), and the class of error OpenAI,
  * Anthropic and Stripe name in a refused request's body (`invalid_request_error`,
  * OAuth's `invalid_request`: OpenAI's 401 for a missing API key has no other code).
- * The sidecar's rules grpc.unknown, code.mcp.internal and code.invalid_request score
- * them 9 (their priority), below every other signal and below any words, which say
- * what failed; the fallback reads no words, so it reads them after every other
- * signal, in that order (listed so).
+ * and the exception types that say only which layer failed ({@link WEAK_EXCEPTION_TYPES}).
+ * The sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request and those
+ * types' score them 9 (their priority), below every other signal and below any words,
+ * which say what failed; the fallback reads no words, so it reads them after every
+ * other signal, in that order (listed so).
  * @internal Exported for the drift test only.
  */
 export const WEAK_SIGNALS = {
@@ -518,6 +519,26 @@ export const WEAK_SIGNALS = {
   "code.mcp.internal": [C.CATEGORY_INTERNAL, "fallback.code_mcp_internal"],
   "code.invalid_request": [C.CATEGORY_VALIDATION, "fallback.code_invalid_request"],
 } as const satisfies Record<string, readonly [pb.Category, string]>;
+
+/**
+ * The sidecar's exception rules of priority 9, in its order: types raised for
+ * failures of several categories, which a status or words decide (.NET's
+ * HttpRequestException for a refused connection and a refused status alike,
+ * Spring's ResourceAccessException for any I/O error, LangChain4j's
+ * InvalidRequestException and InternalServerException, named by status class).
+ * @internal Exported for the drift test only.
+ */
+export const WEAK_EXCEPTION_TYPES: readonly (readonly [string, readonly string[], readonly [pb.Category, string]])[] = [
+  ["exception.http_request", ["HttpRequestException", "ResourceAccessException"], [C.CATEGORY_NETWORK, "fallback.type_http_request"]],
+  ["exception.invalid_request", ["InvalidRequestException"], [C.CATEGORY_VALIDATION, "fallback.type_invalid_request"]],
+  ["exception.internal_server", ["InternalServerException"], [C.CATEGORY_INTERNAL, "fallback.type_internal_server"]],
+];
+
+/** The weak exception rule that names a type, whole or by its last part, as {@link exceptionType} matches one. */
+function weakExceptionType(type: string): readonly [pb.Category, string] | undefined {
+  const names = typeNames(type);
+  return WEAK_EXCEPTION_TYPES.find(([, types]) => names.some((n) => types.includes(n)))?.[2];
+}
 
 /** Rule code.invalid_request's codes, in ASCII lower case. */
 const INVALID_REQUEST_CODES: ReadonlySet<string> = new Set(["invalid_request_error", "invalid_request"]);
@@ -627,7 +648,6 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "MaxRetryError",
     "EndpointConnectionError",
     "ConnectionClosedError",
-    "HttpRequestException",
     "ServiceRequestError",
     "ServiceResponseError",
     "NoBrokersAvailable",
@@ -770,12 +790,16 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "AI_NoObjectGeneratedError",
     "AI_InvalidResponseDataError",
     "EmptyDataError",
+    "JsonException",
+    "JsonReaderException",
+    "JsonSerializationException",
   ].map((type) => [type, [C.CATEGORY_FORMAT, "fallback.type_format"]] as const),
   // Rule exception.conflict.
   ...[
     "UniqueViolation",
     "IntegrityError",
     "FileExistsError",
+    "FileAlreadyExistsException",
     "ConflictError",
     "PreconditionFailedError",
     "ConcurrentModificationException",
@@ -846,6 +870,8 @@ export const TOOL_PARSE_TYPES: ReadonlySet<string> = new Set([
   "JsonSyntaxException",
   "JsonEOFException",
   "MismatchedInputException",
+  "JsonException",
+  "JsonReaderException",
 ]);
 
 /** An exception type trimmed as Rust's `str::trim` trims, and its last part after a `.` or `:`. */
@@ -871,9 +897,16 @@ export function exceptionType(type: string): readonly [pb.Category, string] | un
   return EXCEPTION_TYPES.get(name) ?? EXCEPTION_TYPES.get(last);
 }
 
-/** True when a rule of the fallback's tables knows an exception type: {@link EXCEPTION_TYPES} or {@link TOOL_PARSE_TYPES}. */
+/**
+ * True when a rule of the fallback's tables knows an exception type: {@link EXCEPTION_TYPES},
+ * {@link WEAK_EXCEPTION_TYPES} or {@link TOOL_PARSE_TYPES}.
+ */
 function knownType(type: string): boolean {
-  return exceptionType(type) !== undefined || typeNames(type).some((n) => TOOL_PARSE_TYPES.has(n));
+  return (
+    exceptionType(type) !== undefined ||
+    weakExceptionType(type) !== undefined ||
+    typeNames(type).some((n) => TOOL_PARSE_TYPES.has(n))
+  );
 }
 
 /**
@@ -1183,6 +1216,8 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (o.grpcCode === 2) return [...WEAK_SIGNALS["grpc.unknown"]];
   if (o.code.replace(RUST_TRIM, "") === "-32603") return [...WEAK_SIGNALS["code.mcp.internal"]];
   if (INVALID_REQUEST_CODES.has(asciiLower(o.code.replace(RUST_TRIM, "")))) return [...WEAK_SIGNALS["code.invalid_request"]];
+  const weakType = weakExceptionType(typeName);
+  if (weakType !== undefined) return [...weakType];
   return [C.CATEGORY_UNKNOWN, "fallback.default"];
 }
 

@@ -32,6 +32,7 @@ import {
   SUGGESTIONS,
   TOOL_PARSE_TYPES,
   typeInMessage,
+  WEAK_EXCEPTION_TYPES,
   WEAK_SIGNALS,
   type FallbackPolicy,
 } from "../src/fallback.js";
@@ -155,6 +156,9 @@ const FALLBACK_RULES = new Map([
   ["code.mcp.method", "fallback.code_mcp_method"],
   ["code.mcp.internal", "fallback.code_mcp_internal"],
   ["code.invalid_request", "fallback.code_invalid_request"],
+  ["exception.http_request", "fallback.type_http_request"],
+  ["exception.invalid_request", "fallback.type_invalid_request"],
+  ["exception.internal_server", "fallback.type_internal_server"],
   ["exception.cancelled", "fallback.type_cancelled"],
   ["exception.timeout", "fallback.type_timeout"],
   ["exception.network", "fallback.type_connection"],
@@ -1286,16 +1290,21 @@ describe("fallback policy", () => {
     }
   });
 
-  it("reads the weak signals (gRPC's UNKNOWN, JSON-RPC's -32603, invalid_request_error) after every other, as the sidecar scores them", () => {
-    // The sidecar's rules grpc.unknown, code.mcp.internal and code.invalid_request, the only ones scored below words (10).
+  it("reads the weak signals (gRPC's UNKNOWN, JSON-RPC's -32603, invalid_request_error, layers' types) after every other, as the sidecar scores them", () => {
+    // The sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request and the exception types that
+    // say only which layer failed, the only ones scored below words (10).
     const rules = sidecarRules();
     const weak = [...rules.values()].filter((r) => r.priority !== undefined && r.priority < 10);
     assert.deepEqual(weak, [
       { id: "grpc.unknown", grpcCodes: ["UNKNOWN"], category: "internal", priority: 9 },
       { id: "code.mcp.internal", codes: ["-32603"], category: "internal", priority: 9 },
       { id: "code.invalid_request", codes: ["invalid_request_error", "invalid_request"], category: "validation", priority: 9 },
+      ...WEAK_EXCEPTION_TYPES.map(([id, exceptions, [c]]) => ({ id, exceptions, category: categoryName(c), priority: 9 })),
     ]);
-    for (const rule of weak) {
+    for (const [id, , [c, r]] of WEAK_EXCEPTION_TYPES) {
+      assert.deepEqual([categoryName(c), r], [rules.get(id)?.category, FALLBACK_RULES.get(id)], id);
+    }
+    for (const rule of weak.slice(0, 3)) {
       const [c, r] = WEAK_SIGNALS[rule.id as keyof typeof WEAK_SIGNALS];
       assert.deepEqual([categoryName(c), r], [rule.category, FALLBACK_RULES.get(rule.id ?? "")], rule.id);
     }
@@ -1313,6 +1322,15 @@ describe("fallback policy", () => {
       [{ code: " Invalid_Request_Error " }, "validation", "fallback.code_invalid_request"],
       [{ code: "invalid_request_error", httpStatus: 401 }, "auth", "fallback.http_401"],
       [{ code: "invalid_request", httpStatus: 418 }, "validation", "fallback.http_4xx"],
+      // .NET's HttpRequestException: a network failure alone, the status's when one came back.
+      [{ exceptionType: "System.Net.Http.HttpRequestException" }, "network", "fallback.type_http_request"],
+      [{ message: "System.Net.Http.HttpRequestException: Connection refused (localhost:5000)" }, "network", "fallback.type_http_request"],
+      [{ exceptionType: "HttpRequestException", httpStatus: 429 }, "rate_limited", "fallback.http_429"],
+      [{ exceptionType: "HttpRequestException", code: "ECONNREFUSED" }, "network", "fallback.code_network"],
+      [{ exceptionType: "dev.langchain4j.exception.InvalidRequestException" }, "validation", "fallback.type_invalid_request"],
+      [{ exceptionType: "InternalServerException", httpStatus: 503 }, "unavailable", "fallback.http_502"],
+      // Equal scores: code.invalid_request is listed first.
+      [{ exceptionType: "InternalServerException", code: "invalid_request_error" }, "validation", "fallback.code_invalid_request"],
     ];
     for (const [fields, category, rule] of cases) {
       const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", ...fields }));

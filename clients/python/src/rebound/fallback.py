@@ -227,7 +227,7 @@ _EXCEPTION_TYPE_RULES = (
             "ClientOSError", "APIConnectionError", "SSLError", "SSLCertVerificationError",
             "ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException",
             "gaierror", "socket.gaierror", "MaxRetryError", "EndpointConnectionError",
-            "ConnectionClosedError", "HttpRequestException",
+            "ConnectionClosedError",
             "ServiceRequestError", "ServiceResponseError", "NoBrokersAvailable",
         }),
         (Category.NETWORK, "fallback.type_connection"),
@@ -307,14 +307,14 @@ _EXCEPTION_TYPE_RULES = (
             "JsonEOFException", "YAMLError", "ScannerError", "ParserError",
             "AI_InvalidToolInputError", "AI_InvalidToolArgumentsError", "AI_JSONParseError", "AI_TypeValidationError",
             "AI_NoObjectGeneratedError", "AI_InvalidResponseDataError",
-            "EmptyDataError",
+            "EmptyDataError", "JsonException", "JsonReaderException", "JsonSerializationException",
         }),
         (Category.FORMAT, "fallback.type_format"),
     ),
     # Rule exception.conflict.
     (
         frozenset({
-            "UniqueViolation", "IntegrityError", "FileExistsError", "ConflictError", "PreconditionFailedError",
+            "UniqueViolation", "IntegrityError", "FileExistsError", "FileAlreadyExistsException", "ConflictError", "PreconditionFailedError",
             "ConcurrentModificationException", "DuplicateKeyException", "OptimisticLockException",
             "StaleElementReferenceException",
             "ResourceExistsError", "ResourceModifiedError",
@@ -362,7 +362,7 @@ _EXCEPTION_TYPE_RULES = (
 # Matched as the types above (test_fallback checks the list for drift).
 _TOOL_ERROR_PARSE_TYPES = frozenset({
     "JSONDecodeError", "json.JSONDecodeError", "json.decoder.JSONDecodeError", "SyntaxError", "JsonParseException",
-    "JsonSyntaxException", "JsonEOFException", "MismatchedInputException",
+    "JsonSyntaxException", "JsonEOFException", "MismatchedInputException", "JsonException", "JsonReaderException",
 })
 _TYPE_SEPARATORS = re.compile("[.:]")
 
@@ -383,10 +383,21 @@ def _by_exception_type(exception_type: str) -> Optional[tuple[Category, str]]:
     return next((verdict for types, verdict in _EXCEPTION_TYPE_RULES if name in types or last in types), None)
 
 
+def _by_weak_exception_type(exception_type: str) -> Optional[tuple[Category, str]]:
+    """The category and rule id of a type a weak exception rule names (`_WEAK_EXCEPTION_TYPES`),
+    matched as `_by_exception_type` matches one."""
+    name, last = _type_names(exception_type)
+    return next((verdict for _, types, verdict in _WEAK_EXCEPTION_TYPES if name in types or last in types), None)
+
+
 def _knows_type(exception_type: str) -> bool:
-    """Whether the fallback reads `exception_type`: one of its exception rules' types, or a parse type."""
-    return _by_exception_type(exception_type) is not None or not _TOOL_ERROR_PARSE_TYPES.isdisjoint(
-        _type_names(exception_type))
+    """Whether the fallback reads `exception_type`: one of its exception rules' types, weak ones too,
+    or a parse type."""
+    return (
+        _by_exception_type(exception_type) is not None
+        or _by_weak_exception_type(exception_type) is not None
+        or not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(exception_type))
+    )
 
 
 _TYPE_ENDINGS = ("Error", "Exception", "Interrupt", "Exit", "Timeout")
@@ -445,7 +456,8 @@ _GRPC_CATEGORIES = {
 # ..."), JSON-RPC's internal error, -32603 (what an MCP server answers for whatever a handler threw),
 # and the class of error OpenAI, Anthropic and Stripe name in a refused request's body
 # (invalid_request_error, OAuth's invalid_request: OpenAI's 401 for a missing API key has no other
-# code). The sidecar's rules grpc.unknown, code.mcp.internal and code.invalid_request score them 9
+# code), and the exception types that say only which layer failed (`_WEAK_EXCEPTION_TYPES`). The
+# sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request and those types' score them 9
 # (their priority), below every other signal and below any words, which say what failed; the
 # fallback reads no words, so it reads them after every other signal, in that order (listed so).
 _GRPC_UNKNOWN = 2
@@ -456,6 +468,18 @@ _WEAK_SIGNALS = {
     "code.mcp.internal": (Category.INTERNAL, "fallback.code_mcp_internal"),
     "code.invalid_request": (Category.VALIDATION, "fallback.code_invalid_request"),
 }
+# The sidecar's exception rules of priority 9, in its order: types raised for failures of several
+# categories, which a status or words decide (.NET's HttpRequestException for a refused connection
+# and a refused status alike, Spring's ResourceAccessException for any I/O error, LangChain4j's
+# InvalidRequestException and InternalServerException, named by status class).
+_WEAK_EXCEPTION_TYPES = (
+    ("exception.http_request", frozenset({"HttpRequestException", "ResourceAccessException"}),
+     (Category.NETWORK, "fallback.type_http_request")),
+    ("exception.invalid_request", frozenset({"InvalidRequestException"}),
+     (Category.VALIDATION, "fallback.type_invalid_request")),
+    ("exception.internal_server", frozenset({"InternalServerException"}),
+     (Category.INTERNAL, "fallback.type_internal_server")),
+)
 
 # gRPC RESOURCE_EXHAUSTED: a rate limit (retried with backoff), as the sidecar's rule
 # grpc.resource_exhausted says, unless the message or detail names a used-up quota, in any case:
@@ -902,8 +926,9 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     the sidecar scores them (src/classify.rs: kind 100, error code 80, exception type 60, gRPC
     code 50, HTTP status 40, exit code 40, HTTP range 38, the weak signals 9): the outcome's kind,
     then its error code, its exception type, its gRPC code, a single HTTP status of the sidecar's
-    status rules, its exit code, an HTTP range (4xx, 5xx), and last gRPC's UNKNOWN and JSON-RPC's
-    -32603 (`_WEAK_SIGNALS`), the first the fallback knows deciding. So, as on the
+    status rules, its exit code, an HTTP range (4xx, 5xx), and last gRPC's UNKNOWN, JSON-RPC's
+    -32603, a body's invalid_request_error (`_WEAK_SIGNALS`) and the types that say only which layer
+    failed (`_WEAK_EXCEPTION_TYPES`), the first the fallback knows deciding. So, as on the
     sidecar, a 503 or a 500 with ECONNRESET is a network failure (retried three times, an internal
     error once), a 401 with httpx.ReadTimeout a timeout, a 429 with gRPC RESOURCE_EXHAUSTED and a
     quota word a used-up quota, a 404 with exit code 127 not found by the status, and a 418 with
@@ -954,6 +979,9 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return _WEAK_SIGNALS["code.mcp.internal"]
     if _code_key(o.code) in _INVALID_REQUEST:
         return _WEAK_SIGNALS["code.invalid_request"]
+    by_weak_type = _by_weak_exception_type(exception_type)
+    if by_weak_type is not None:
+        return by_weak_type
     return Category.UNKNOWN, "fallback.default"
 
 
