@@ -344,7 +344,8 @@ var exceptionRules = []struct {
 			"ServerDisconnectedError", "ClientOSError", "APIConnectionError", "SSLError", "SSLCertVerificationError",
 			"ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException", "gaierror",
 			"socket.gaierror", "MaxRetryError", "EndpointConnectionError", "ConnectionClosedError",
-			"ServiceRequestError", "ServiceResponseError", "NoBrokersAvailable"}},
+			"ServiceRequestError", "ServiceResponseError", "NoBrokersAvailable", "OpenAIIoException", "AnthropicIoException",
+			"AnthropicIOException"}},
 	// exception.rate_limited
 	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.type_rate_limited"},
 		[]string{"RateLimitError", "openai.RateLimitError", "anthropic.RateLimitError", "TooManyRequests",

@@ -651,6 +651,9 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "ServiceRequestError",
     "ServiceResponseError",
     "NoBrokersAvailable",
+    "OpenAIIoException",
+    "AnthropicIoException",
+    "AnthropicIOException",
   ].map((type) => [type, [C.CATEGORY_NETWORK, "fallback.type_connection"]] as const),
   // Rule exception.rate_limited.
   ...[

@@ -35,6 +35,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import org.springframework.ai.openai.OpenAiChatOptions;
 import org.springframework.web.client.RestClient;
 
 public class JavaCases {
@@ -98,6 +99,13 @@ public class JavaCases {
                 .build();
     }
 
+    static org.springframework.ai.openai.OpenAiChatModel springAi(String base, Duration timeout) {
+        return org.springframework.ai.openai.OpenAiChatModel.builder()
+                .options(OpenAiChatOptions.builder().baseUrl(base).apiKey("sk-test").model("gpt-4o")
+                        .maxRetries(0).timeout(timeout).build())
+                .build();
+    }
+
     public static void main(String[] args) throws Exception {
         HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
         server.createContext("/", exchange -> {
@@ -135,6 +143,20 @@ public class JavaCases {
         runCase("r-java-lc4j-refused", "network", lc4j, () -> OpenAiChatModel.builder()
                 .baseUrl("http://127.0.0.1:" + closed + "/v1").apiKey("sk-test").modelName("gpt-4o").maxRetries(0)
                 .build().chat("hi"));
+
+        String springAi = "Spring AI 2.0.1 (spring-ai-openai, OpenAiChatModel, on openai-java 4.49.0)";
+        for (String[] c : new String[][] {
+                {"rate", "r-java-spring-ai-rate", "rate_limited"}, {"quota", "r-java-spring-ai-quota", "quota_exceeded"},
+                {"key", "r-java-spring-ai-key", "auth"}, {"context", "r-java-spring-ai-context", "context_length"},
+                {"model", "r-java-spring-ai-model", "not_found"}, {"500", "r-java-spring-ai-500", "internal"},
+                {"503", "r-java-spring-ai-503", "unavailable"}}) {
+            runCase(c[1], c[2], springAi, () -> springAi("http://127.0.0.1:" + port + "/" + c[0] + "/v1",
+                    Duration.ofSeconds(5)).call("hi"));
+        }
+        // Past its timeout openai-java raises the same OpenAIIoException("Request failed") as for a refused
+        // connection (the cause tells them apart, which getMessage() does not show): one case, network.
+        runCase("r-java-spring-ai-refused", "network", springAi,
+                () -> springAi("http://127.0.0.1:" + closed + "/v1", Duration.ofSeconds(5)).call("hi"));
 
         String spring = "Spring Framework 7.0.10 (spring-web, RestClient)";
         RestClient rest = RestClient.create();
