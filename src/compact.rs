@@ -460,7 +460,8 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         "timed out",
     ];
     // A line with no letter or digit (`>` closing a repr, `^~~~` under a compiler's column, `}`) says nothing.
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| l.chars().any(char::is_alphanumeric)).collect();
+    let lines: Vec<&str> =
+        text.lines().map(|l| without_log_header(l.trim())).filter(|l| l.chars().any(char::is_alphanumeric)).collect();
     // The last line that says more than a retry loop's own steps, which end a log that kept trying.
     let Some(&last) = lines.iter().rev().find(|l| !is_retry_step(l)).or(lines.last()) else {
         return String::new();
@@ -524,6 +525,49 @@ fn is_retry_step(line: &str) -> bool {
     let step = line.trim_start_matches(['-', '*', ' ']).to_ascii_lowercase();
     step.starts_with("retrying")
         || step.strip_prefix("waiting ").is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// A line without the header a logger wrote before it, which says when and where in the tool's own
+/// code, not what failed: klog's (kubectl's and every Kubernetes tool's: `E1130 01:25:11.765632   22915
+/// memcache.go:265] `) and Go's standard log's (`2026/11/30 06:07:00 `, with microseconds or not).
+fn without_log_header(line: &str) -> &str {
+    let b = line.as_bytes();
+    let digits = |from: usize, to: usize| b.get(from..to).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let clock = |at: usize| {
+        digits(at, at + 2)
+            && b.get(at + 2) == Some(&b':')
+            && digits(at + 3, at + 5)
+            && b.get(at + 5) == Some(&b':')
+            && digits(at + 6, at + 8)
+    };
+    let rest = if matches!(b.first(), Some(b'I' | b'W' | b'E' | b'F'))
+        && digits(1, 5)
+        && b.get(5) == Some(&b' ')
+        && clock(6)
+    {
+        // klog: then `.micros`, the thread id and `file:line] `, in its first 80 bytes.
+        line.get(..line.len().min(80)).and_then(|head| head.find("] ")).and_then(|end| {
+            let fields: Vec<&str> = line[..end].split_whitespace().collect();
+            let source = fields.get(3)?.rsplit_once(':')?.1;
+            (fields.len() == 4 && !source.is_empty() && source.bytes().all(|d| d.is_ascii_digit()))
+                .then(|| &line[end + 2..])
+        })
+    } else if digits(0, 4)
+        && b.get(4) == Some(&b'/')
+        && digits(5, 7)
+        && b.get(7) == Some(&b'/')
+        && digits(8, 10)
+        && b.get(10) == Some(&b' ')
+        && clock(11)
+    {
+        // Go's log: then `.micros` if asked for, and a space.
+        let after =
+            line[19..].strip_prefix('.').map_or(&line[19..], |r| r.trim_start_matches(|c: char| c.is_ascii_digit()));
+        after.strip_prefix(' ')
+    } else {
+        None
+    };
+    rest.filter(|r| !r.trim().is_empty()).unwrap_or(line)
 }
 
 /// A compiler diagnostic: `path:line:` first (`./main.go:5:2: "os" imported and not used`).
@@ -912,6 +956,37 @@ mod tests {
         );
         assert!(!is_retry_step("- waiting for locator(\"#submit\")"));
         assert!(is_retry_step("Retrying (1/3)...") && is_retry_step("  - waiting 20ms"));
+    }
+
+    #[test]
+    fn a_loggers_header_is_left_out_of_a_line() {
+        // kubectl 1.32 at a closed port (holdout-real's r-kubectl-refused, its first and last lines):
+        // klog's severity, time, thread and source line took 45 of the snippet's 200 characters.
+        let kubectl = "E1130 01:25:11.765632   22915 memcache.go:265] \"Unhandled Error\" err=\"couldn't get current server API group list: Get \\\"http://127.0.0.1:8799/api?timeout=32s\\\": dial tcp 127.0.0.1:8799: connect: connection refused\"\nE1130 01:25:11.766997   22915 memcache.go:265] \"Unhandled Error\" err=\"couldn't get current server API group list\"\nThe connection to the server 127.0.0.1:8799 was refused - did you specify the right host or port?";
+        let said = failure_lines(kubectl, 200);
+        assert!(
+            said.starts_with("\"Unhandled Error\" err=\"couldn't get current server API group list: Get "),
+            "{said}"
+        );
+        assert!(said.contains("dial tcp 127.0.0.1:8799") && said.contains("| The connection to the server"), "{said}");
+        // Go's standard log, with and without microseconds.
+        assert_eq!(
+            without_log_header("2026/11/30 06:07:00 dial tcp: connection refused"),
+            "dial tcp: connection refused"
+        );
+        assert_eq!(without_log_header("2026/11/30 06:07:00.123456 panic: boom"), "panic: boom");
+        // What only begins as one stays whole, as does a header with nothing after it.
+        for line in [
+            "E1130 something else] happened",
+            "I0000 hello",
+            "E1130 01:25:11.765632 no source here] x",
+            "E1130 01:25:11.765632   22915 memcache.go:265] ",
+            "2026/11/30 06:07 short",
+            "2026/11/30 06:07:00",
+            "W1130 01:25:11.765632   22915 é.go:x] y",
+        ] {
+            assert_eq!(without_log_header(line), line);
+        }
     }
 
     #[test]
