@@ -1956,6 +1956,33 @@ mod tests {
     }
 
     #[test]
+    fn java_and_rust_failures_as_their_libraries_write_them() {
+        // holdout-real's r-java-* and r-rust-* (real/java, real/rust), each `unknown` before its rule:
+        // the class name and getMessage() a Java agent sends, and a Rust error's chain as anyhow writes it.
+        let c = classifier();
+        for (exception_type, message, category) in [
+            ("org.springframework.web.client.ResourceAccessException", "I/O error on GET request for \"http://127.0.0.1:8799/x\": null", Category::Network),
+            ("org.springframework.web.client.ResourceAccessException", "I/O error on GET request for \"http://127.0.0.1:8787/x\": Read timed out", Category::Timeout),
+            ("dev.langchain4j.exception.InternalServerException", "{\"error\":{\"message\":\"The server had an error while processing your request. Sorry about that!\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", Category::Internal),
+            ("dev.langchain4j.exception.InternalServerException", "{\"error\":{\"message\":\"The engine is currently overloaded, please try again later.\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", Category::Unavailable),
+            ("dev.langchain4j.exception.InvalidRequestException", "{\"error\":{\"message\":\"This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.\",\"type\":\"invalid_request_error\",\"param\":\"messages\",\"code\":\"context_length_exceeded\"}}", Category::ContextLength),
+            ("dev.langchain4j.exception.InvalidRequestException", "", Category::Validation),
+            ("com.openai.errors.OpenAIIoException", "Request failed", Category::Network),
+            ("java.nio.file.FileAlreadyExistsException", "/tmp/rebound-java5406011337374986667", Category::Conflict),
+            ("org.postgresql.util.PSQLException", "Connection to 127.0.0.1:8799 refused. Check that the hostname and port are correct and that the postmaster is accepting TCP/IP connections.", Category::Network),
+            ("", "error sending request for url (http://127.0.0.1:8799/v1/search)", Category::Network),
+            ("", "error sending request for url (http://127.0.0.1:8787/sleep/v1/chat): operation timed out", Category::Timeout),
+            ("", "error decoding response body: expected value at line 1 column 1", Category::Format),
+            ("", "expected value at line 1 column 1", Category::Format),
+            ("", "deadline has elapsed", Category::Timeout),
+            ("", "invalid digit found in string", Category::Validation),
+        ] {
+            let outcome = Outcome { exception_type: exception_type.into(), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, category, "{exception_type}: {message}");
+        }
+    }
+
+    #[test]
     fn enoent_on_a_connection_is_nothing_listening() {
         // Node 20's net.connect to a Unix socket that is not there, the docker SDK 7.2 with no daemon
         // (as the Python client reads it: ENOENT from the chain); a file that is missing stays not found.
