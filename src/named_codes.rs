@@ -29,7 +29,9 @@ enum Form {
     /// `StatusRuntimeException: UNAVAILABLE: io exception`.
     Grpc,
     /// .NET's `Response status code does not indicate success: 429 (Too Many Requests).`, or its resource
-    /// key where a trimmed build left the texts out: `net_http_message_not_success_statuscode_reason, 404, Not Found`.
+    /// key where a trimmed build left the texts out: `net_http_message_not_success_statuscode_reason, 404, Not Found`;
+    /// the `Status: 402 (Payment Required)` line of System.ClientModel's `ClientResultException` (the
+    /// OpenAI .NET SDK's) and Azure's `RequestFailedException`, after `Service request failed.`.
     Status,
     /// Ended by a byte: botocore's `An error occurred (ExpiredToken) when calling the ... operation`
     /// (boto3's `ClientError`, the AWS CLI), aws-sdk-go-v2's `... api error NoSuchKey: ...`.
@@ -42,13 +44,14 @@ enum Form {
 }
 
 /// Each form's mark, the text just before its code.
-const MARKS: [(&str, Form); 11] = [
+const MARKS: [(&str, Form); 12] = [
     ("rpc error: code = ", Form::Grpc),
     ("StatusRuntimeException: ", Form::Grpc),
     ("StatusException: ", Form::Grpc),
     ("does not indicate success: ", Form::Status),
     ("net_http_message_not_success_statuscode_reason, ", Form::Status),
     ("net_http_message_not_success_statuscode, ", Form::Status),
+    ("\nStatus: ", Form::Status),
     ("An error occurred (", Form::EndedBy(b')')),
     ("api error ", Form::EndedBy(b':')),
     ("\nCode: ", Form::Line),
@@ -242,6 +245,9 @@ mod tests {
         assert_eq!(status("Response status code does not indicate success: 404."), Some(404));
         assert_eq!(status("net_http_message_not_success_statuscode_reason, 401, Unauthorized"), Some(401));
         assert_eq!(status("net_http_message_not_success_statuscode, 503"), Some(503));
+        // System.ClientModel's ClientResultException, Azure's RequestFailedException.
+        assert_eq!(status("Service request failed.\nStatus: 402 (Payment Required)"), Some(402));
+        assert_eq!(status("Service request failed.\nStatus: 529 ()\nErrorCode: overloaded"), Some(529));
         for text in [
             "Response status code does not indicate success: 4290 (no such status).",
             "Response status code does not indicate success: 99 (too low).",
@@ -249,6 +255,8 @@ mod tests {
             "Response status code does not indicate success: OK.",
             "Response status code does not indicate success: 42",
             "status 429",
+            "Status: 429 at the very start is no line of its own",
+            "x\nStatus: pending",
         ] {
             assert_eq!(status(text), None, "{text:?}");
         }
