@@ -392,7 +392,13 @@ fn headline_with<'a>(
         _ if no_detail && message.len() > HEADLINE_CHARS && crate::classify::has_line_break(message) => {
             Cow::Owned(match exception_type.trim().is_empty() {
                 true => failure_lines(message, HEADLINE_CHARS),
-                false => exception_lines(message, HEADLINE_CHARS),
+                // The type goes before the lines when they do not name it: its room is kept.
+                false => {
+                    let short = exception_type.trim().rsplit('.').next().unwrap_or("");
+                    let named = short.is_empty() || message.contains(short);
+                    let room = if named { 0 } else { exception_type.trim().chars().count() + 2 };
+                    exception_lines(message, HEADLINE_CHARS.saturating_sub(room))
+                }
             })
         }
         // A bare status line (`422 Unprocessable Entity`, `exit status 1`) with a body or tool
@@ -460,8 +466,16 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         "timed out",
     ];
     // A line with no letter or digit (`>` closing a repr, `^~~~` under a compiler's column, `}`) says nothing.
-    let lines: Vec<&str> =
-        text.lines().map(|l| without_log_header(l.trim())).filter(|l| l.chars().any(char::is_alphanumeric)).collect();
+    // The response's headers that Azure's .NET SDK prints after its message (`Headers:`, then one a
+    // line) say nothing of what failed, and would be the last line.
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| without_log_header(l.trim()))
+        .enumerate()
+        .take_while(|&(i, l)| i == 0 || l != "Headers:")
+        .map(|(_, l)| l)
+        .filter(|l| l.chars().any(char::is_alphanumeric))
+        .collect();
     // The last line that says more than a retry loop's own steps, which end a log that kept trying.
     let Some(&last) = lines.iter().rev().find(|l| !is_retry_step(l)).or(lines.last()) else {
         return String::new();
@@ -503,13 +517,17 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     let between_share = ((budget - last_share) / (n - 1).max(1)).max(20);
     let between: usize = picked.get(1..n - 1).unwrap_or_default().iter().map(|l| chars(l).min(between_share)).sum();
     let first_share = budget.saturating_sub(last_share + between).max(20);
+    // A first line shorter than its share leaves what it does not use to the line after it (Azure's
+    // `Service request failed.` before the body that says why, npm's `npm error code ERESOLVE`).
+    let spare = first_share.saturating_sub(chars(&whole[0]));
     picked
         .iter()
         .enumerate()
         .map(|(i, l)| {
             let share = match i {
                 0 => first_share,
-                i if i == n - 1 => last_share.max(20),
+                i if i == n - 1 => last_share.max(20) + if i == 1 { spare } else { 0 },
+                1 => between_share + spare,
                 _ => between_share,
             };
             redact_and_cut(l, share)
@@ -867,7 +885,7 @@ mod tests {
     #[test]
     fn tool_output_gives_its_first_failure_line_and_its_last_line() {
         // npm 11: a short first line takes the next with it. Lines that fit are whole; past the limit
-        // the last line gets a quarter.
+        // the last line gets a quarter, and what a short first line leaves of its share goes to the next.
         let npm = "npm error code ERESOLVE\nnpm error ERESOLVE unable to resolve dependency tree\nnpm error\nnpm error Found: react@17.0.2\nnpm error A complete log of this run can be found in: /root/.npm/_logs/x.log";
         assert_eq!(
             failure_lines(npm, 200),
@@ -875,7 +893,7 @@ mod tests {
         );
         assert_eq!(
             failure_lines(npm, 120),
-            "npm error code ERESOLVE | npm error ERESOLVE unable to resolve depen… | npm error A complete log of…"
+            "npm error code ERESOLVE | npm error ERESOLVE unable to resolve dependency tree | npm error A complete log of…"
         );
         // A heading that ends in ':' is skipped; compiler diagnostics count without the word "error".
         assert_eq!(
@@ -956,6 +974,23 @@ mod tests {
         );
         assert!(!is_retry_step("- waiting for locator(\"#submit\")"));
         assert!(is_retry_step("Retrying (1/3)...") && is_retry_step("  - waiting 20ms"));
+    }
+
+    #[test]
+    fn azures_dotnet_message_shows_its_body_not_its_headers() {
+        // Azure.RequestFailedException's message as the Azure SDK for .NET writes it (Azure OpenAI's
+        // 429, its body and headers): the body says why and when to retry; the headers came last and
+        // were the snippet's last line, and the type's prefix made the message elide its middle.
+        let message = "Service request failed.\nStatus: 429 (Too Many Requests)\n\nContent:\n{\"error\":{\"code\":\"429\",\"message\":\"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after 20 seconds.\"}}\n\nHeaders:\nRetry-After: 20\nx-ms-region: REDACTED\nContent-Type: application/json\n";
+        let d = digest(message, "Azure.RequestFailedException", "", &SnippetPolicy::default());
+        assert!(
+            d.message.starts_with("Azure.RequestFailedException: Service request failed. | {\"error\":{\"code\":\"429\",\"message\":\"Requests to the ChatCompletions_Create Operation under Azure OpenAI"),
+            "{}",
+            d.message
+        );
+        assert!(!d.message.contains("Content-Type") && !d.message.contains("elided"), "{}", d.message);
+        // What follows a `Headers:` line that opens the text is kept (it is all there is).
+        assert_eq!(failure_lines("Headers:\nx: y", 200), "x: y");
     }
 
     #[test]
