@@ -1983,6 +1983,60 @@ mod tests {
     }
 
     #[test]
+    fn a_used_up_quota_under_a_rate_limits_type_or_code_is_a_quota() {
+        // LiteLLM 1.110's RateLimitError for OpenAI's insufficient_quota 429 (holdout-real's
+        // r-py-litellm-quota: the code it carries is "429", the status), and passed on as text: it was
+        // retried as a rate limit. Gemini's per-minute quota, through the same type and code, says the
+        // same words and stays a rate limit; LiteLLM's own budget is a used-up quota.
+        let c = classifier();
+        let quota = "litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded your current quota, please check your plan and billing details.";
+        let per_minute = "litellm.RateLimitError: VertexAIException - {\"error\": {\"code\": 429, \"message\": \"You exceeded your current quota, please check your plan and billing details.\", \"status\": \"RESOURCE_EXHAUSTED\", \"details\": [{\"violations\": [{\"quotaId\": \"GenerateRequestsPerMinutePerProjectPerModel-FreeTier\"}]}]}}";
+        for (outcome, category) in [
+            (
+                Outcome {
+                    exception_type: "litellm.exceptions.RateLimitError".into(),
+                    http_status: Some(429),
+                    code: "429".into(),
+                    ..failure(quota)
+                },
+                Category::QuotaExceeded,
+            ),
+            (
+                Outcome { exception_type: "litellm.exceptions.RateLimitError".into(), ..failure(quota) },
+                Category::QuotaExceeded,
+            ),
+            (Outcome { code: "429".into(), ..failure(quota) }, Category::QuotaExceeded),
+            (
+                Outcome {
+                    exception_type: "litellm.exceptions.RateLimitError".into(),
+                    http_status: Some(429),
+                    code: "429".into(),
+                    ..failure(per_minute)
+                },
+                Category::RateLimited,
+            ),
+            (Outcome { exception_type: "RateLimitError".into(), ..failure(per_minute) }, Category::RateLimited),
+            (
+                Outcome {
+                    exception_type: "litellm.exceptions.BudgetExceededError".into(),
+                    http_status: Some(422),
+                    ..failure("Budget has been exceeded! Current cost: 0.02, Max budget: 0.01")
+                },
+                Category::QuotaExceeded,
+            ),
+            (
+                Outcome {
+                    http_status: Some(400),
+                    ..failure("Budget has been exceeded! Current cost: 0.02, Max budget: 0.01")
+                },
+                Category::QuotaExceeded,
+            ),
+        ] {
+            assert_eq!(c.classify(&outcome).category, category, "{outcome:?}");
+        }
+    }
+
+    #[test]
     fn enoent_on_a_connection_is_nothing_listening() {
         // Node 20's net.connect to a Unix socket that is not there, the docker SDK 7.2 with no daemon
         // (as the Python client reads it: ENOENT from the chain); a file that is missing stays not found.

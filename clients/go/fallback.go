@@ -191,7 +191,8 @@ var codeRules = []struct {
 	// code.insufficient_quota
 	{codeClass{category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, rule: "fallback.code_quota"},
 		[]string{"insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
-			"QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"}},
+			"QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException",
+			"budget_exceeded"}},
 	// code.rate_limit
 	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.code_rate_limit"},
 		[]string{"rate_limit_exceeded", "rate_limit_error", "RateLimitExceeded", "ThrottlingException", "Throttling",
@@ -415,7 +416,7 @@ var exceptionRules = []struct {
 	// exception.quota
 	{codeClass{category: reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, rule: "fallback.type_quota"},
 		[]string{"QuotaExceededError", "InsufficientQuotaError", "PaymentRequiredError", "MemoryError", "OutOfMemoryError",
-			"DiskFullError", "_ArrayMemoryError", "OutOfMemoryException"}},
+			"DiskFullError", "_ArrayMemoryError", "OutOfMemoryException", "BudgetExceededError"}},
 	// exception.internal
 	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.type_internal"},
 		[]string{"RuntimeError", "NotImplementedError", "RecursionError", "SystemError", "NullPointerException", "panic",

@@ -308,6 +308,7 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "credit_balance_too_low",
     "ServiceQuotaExceededException",
     "LimitExceededException",
+    "budget_exceeded",
   ].map((code) => [code, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.code_quota"]] as const),
   ...["context_length_exceeded", "string_above_max_length", "max_tokens_exceeded", "request_too_large"].map(
     (code) => [code, [C.CATEGORY_CONTEXT_LENGTH, "fallback.code_context_length"]] as const,
@@ -837,6 +838,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "DiskFullError",
     "_ArrayMemoryError",
     "OutOfMemoryException",
+    "BudgetExceededError",
   ].map((type) => [type, [C.CATEGORY_QUOTA_EXCEEDED, "fallback.type_quota"]] as const),
   // Rule exception.internal.
   ...[

@@ -62,7 +62,8 @@ _CODE_LISTS = {
     # Rule code.insufficient_quota.
     **dict.fromkeys(
         ["insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded",
-         "QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException"],
+         "QuotaExceeded", "credit_balance_too_low", "ServiceQuotaExceededException", "LimitExceededException",
+         "budget_exceeded"],
         (Category.QUOTA_EXCEEDED, "fallback.code_quota"),
     ),
     # Rule code.rate_limit.
@@ -340,7 +341,7 @@ _EXCEPTION_TYPE_RULES = (
     (
         frozenset({
             "QuotaExceededError", "InsufficientQuotaError", "PaymentRequiredError", "MemoryError",
-            "OutOfMemoryError", "DiskFullError", "_ArrayMemoryError", "OutOfMemoryException",
+            "OutOfMemoryError", "DiskFullError", "_ArrayMemoryError", "OutOfMemoryException", "BudgetExceededError",
         }),
         (Category.QUOTA_EXCEEDED, "fallback.type_quota"),
     ),

@@ -449,6 +449,44 @@ case_as_text("r-py-text-openai-empty-408", "timeout", O, oa("empty408"))
 case_as_text("r-py-text-openai-empty-413", "context_length", O, oa("empty413"))
 case_as_text("r-py-text-openai-tpm-too-large", "context_length", O, oa("tpm"))
 
+# ---------------------------------------------------------------- LiteLLM (its OpenAI provider) against the loopback server
+import litellm
+
+litellm.suppress_debug_info = True  # its "Give Feedback / Get Help" banner goes to stdout
+L = v("litellm")
+
+
+def ll(route, timeout=5.0, base=None):
+    return lambda: litellm.completion(model="openai/gpt-4o", api_key="sk-test", api_base=base or f"{URL}/openai/{route}",
+                                      messages=[{"role": "user", "content": "hi"}], num_retries=0, max_retries=0,
+                                      timeout=timeout)
+
+
+case("r-py-litellm-context", "context_length", L, ll("context"))
+case("r-py-litellm-key", "auth", L, ll("key"))
+case("r-py-litellm-model", "not_found", L, ll("model"))
+case("r-py-litellm-rate", "rate_limited", L, ll("rate"))
+case("r-py-litellm-quota", "quota_exceeded", L, ll("quota"))
+case("r-py-litellm-500", "internal", L, ll("500"))
+case("r-py-litellm-503", "unavailable", L, ll("503"))
+case("r-py-litellm-policy", "content_filter", L, ll("policy"))
+case("r-py-litellm-refused", "network", L, ll("", base=f"http://127.0.0.1:{CLOSED}/v1"))
+case("r-py-litellm-timeout", "timeout", L, ll("", timeout=0.5, base=f"{URL}/slow"))
+case_as_text("r-py-text-litellm-rate", "rate_limited", L, ll("rate"))
+case_as_text("r-py-text-litellm-quota", "quota_exceeded", L, ll("quota"))
+
+
+def over_budget():
+    # LiteLLM's own spending limit (litellm.max_budget), past which it refuses every call: a used-up budget.
+    litellm.max_budget, litellm._current_cost = 0.01, 0.02
+    try:
+        ll("rate")()
+    finally:
+        litellm.max_budget, litellm._current_cost = 0.0, 0.0
+
+
+case("r-py-litellm-budget", "quota_exceeded", L, over_budget)
+
 # ---------------------------------------------------------------- anthropic SDK against the loopback server
 import anthropic
 
