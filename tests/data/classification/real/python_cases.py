@@ -3,7 +3,7 @@ this machine (a loopback HTTP server started here, a temporary SQLite file, a fi
 prints the outcome an agent would report, one JSON line per case, labelled beforehand.
 
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
-pydantic, jsonschema, boto3, langchain-core, openai-agents, pandas, duckdb, pillow, sqlalchemy, docker, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
+pydantic, jsonschema, boto3, langchain-core, openai-agents, litellm, pandas, duckdb, pillow, sqlalchemy, docker, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
 azure-identity, google-auth, python-telegram-bot, grpcio, mcp, huggingface_hub and playwright from PyPI, and Debian's chromium, which
 playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
 output.
