@@ -118,6 +118,29 @@ def test_a_json_body_s_provider_code_is_the_code() -> None:
     assert build_outcome("search", gateway_exc).code == ""
 
 
+class LiteLLMRateLimitError(Exception):
+    """litellm.exceptions.RateLimitError as LiteLLM 1.110 raises it for OpenAI's used-up quota (its
+    attributes as a run against a loopback server showed them): the code is the status, written out,
+    and the provider's body is on `.response`, an httpx.Response."""
+
+    def __init__(self, message: str, response: httpx.Response) -> None:
+        super().__init__(message)
+        self.status_code, self.code, self.response = 429, "429", response
+
+
+def test_a_code_that_only_repeats_the_status_gives_way_to_the_body_s() -> None:
+    # LiteLLM's code "429" sent the used-up quota as a rate limit, retried by the fallback.
+    with http_server([Reply(429, QUOTA_BODY), Reply(429, '{"error":{"message":"slow down"}}')]) as url:
+        quota = httpx.get(url + "/v1/chat/completions")
+        plain = httpx.get(url + "/v1/chat/completions")
+    message = "litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded your current quota"
+    o = build_outcome("llm", LiteLLMRateLimitError(message, quota))
+    assert (o.http_status, o.code) == (429, "insufficient_quota"), o
+    assert classify_coarse(o)[0] is Category.QUOTA_EXCEEDED
+    # A body with no code leaves the one the exception had.
+    assert build_outcome("llm", LiteLLMRateLimitError("litellm.RateLimitError: slow down", plain)).code == "429"
+
+
 def test_a_server_error_s_body_is_not_added() -> None:
     # A 5xx body is most often an error page, and says nothing the agent can change.
     with http_server([Reply(502, "<html><body>Bad Gateway</body></html>")]) as url:

@@ -199,8 +199,9 @@ def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
                 o.exit_code = rc
     if status is not None:
         o.http_status = status
-        if not o.code:
-            o.code = _clean(_response_code(exc))
+        # A code that only repeats the status (LiteLLM's `.code` is "429") says less than the body's.
+        if not o.code or o.code == str(status):
+            o.code = _clean(_response_code(exc)) or o.code
         body = _client_error_body(exc) if 400 <= status <= 499 else ""
         if body and body not in o.message:
             # httpx and requests say the status and the URL; the body says which argument to fix
