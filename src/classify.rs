@@ -2037,6 +2037,23 @@ mod tests {
     }
 
     #[test]
+    fn an_mcp_clients_own_failures_without_their_codes() {
+        // The MCP TypeScript SDK 1.32 (holdout-real's r-node-mcp-*): a call before connecting, and a
+        // stdio server whose command is not installed, as their texts alone say it (`unknown` before).
+        let c = classifier();
+        for (message, category) in [
+            ("Not connected", Category::Network),
+            ("Error: Not connected", Category::Network),
+            ("Client is not connected", Category::Network),
+            ("spawn rebound-no-such-mcp-server ENOENT", Category::NotFound),
+        ] {
+            assert_eq!(c.classify(&failure(message)).category, category, "{message}");
+        }
+        // Not every "not connected": an account not linked to a service is no socket's failure.
+        assert_ne!(c.classify(&failure("Your GitHub account is not connected")).category, Category::Network);
+    }
+
+    #[test]
     fn enoent_on_a_connection_is_nothing_listening() {
         // Node 20's net.connect to a Unix socket that is not there, the docker SDK 7.2 with no daemon
         // (as the Python client reads it: ENOENT from the chain); a file that is missing stays not found.

@@ -1,10 +1,12 @@
 // Real failures of Node packages agents use, for holdout-real.jsonl: the Vercel AI SDK (ai, with
 // @ai-sdk/openai pointed at a loopback server answering as the OpenAI API does, and at a closed port;
 // its tool calls the model got wrong; a missing API key, model and provider) and ioredis (at a closed
-// port). Each outcome is read from the error by the TypeScript client itself
+// port) and the MCP TypeScript SDK's client (a stdio server whose command is not installed, one that
+// exits at once, one that never answers; a call before connecting; an HTTP server at a closed port).
+// Each outcome is read from the error by the TypeScript client itself
 // (clients/ts, built: its outcomeFromError), one JSON line per case, labelled beforehand.
 //
-// Run: SDK_DIR=<a folder where `npm install ai @ai-sdk/openai ioredis zod` was run>
+// Run: SDK_DIR=<a folder where `npm install ai @ai-sdk/openai ioredis zod @modelcontextprotocol/sdk` was run>
 //      node node_sdk_cases.mjs > node-sdks.jsonl
 // after `npx tsc -p tsconfig.json` in clients/ts (its dist/). Random ports are written as 8787 (the
 // server) and 8799 (a closed port). The outcome's stack trace (`detail`) is left out, as in
@@ -116,4 +118,19 @@ const redis = new Redis({ host: "127.0.0.1", port: CLOSED, maxRetriesPerRequest:
 redis.on("error", () => {}); // each failed connection; the command's own error is the case
 await kase("r-node-ioredis-refused", "network", version("ioredis"), () => redis.get("session:42"));
 redis.disconnect();
+
+const MCP = version("@modelcontextprotocol/sdk");
+const { Client } = sdk("@modelcontextprotocol/sdk/client/index.js");
+const { StdioClientTransport } = sdk("@modelcontextprotocol/sdk/client/stdio.js");
+const { StreamableHTTPClientTransport } = sdk("@modelcontextprotocol/sdk/client/streamableHttp.js");
+const mcpClient = () => new Client({ name: "agent", version: "1.0.0" });
+const stdio = (command, args = []) => new StdioClientTransport({ command, args, stderr: "ignore" });
+await kase("r-node-mcp-spawn-missing", "not_found", MCP, () => mcpClient().connect(stdio("rebound-no-such-mcp-server")));
+await kase("r-node-mcp-server-exits", "network", MCP, () => mcpClient().connect(stdio(process.execPath, ["-e", "process.exit(0)"])));
+const silent = stdio(process.execPath, ["-e", "setInterval(() => {}, 1000)"]);
+await kase("r-node-mcp-timeout", "timeout", MCP, () => mcpClient().connect(silent, { timeout: 500 }));
+await silent.close();
+await kase("r-node-mcp-not-connected", "network", MCP, () => mcpClient().callTool({ name: "search", arguments: { query: "rust" } }));
+await kase("r-node-mcp-http-refused", "network", MCP, () =>
+  mcpClient().connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${CLOSED}/mcp`))));
 server.close();
