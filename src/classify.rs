@@ -2054,6 +2054,26 @@ mod tests {
     }
 
     #[test]
+    fn what_helm_gh_docker_gcloud_and_kubectl_print() {
+        // Texts from public READMEs, tests and threads that quote these tools' output (none runs here),
+        // each `unknown` before: a DevOps agent's everyday refusals.
+        let c = classifier();
+        for (message, category) in [
+            ("Error: INSTALLATION FAILED: cannot re-use a name that is still in use", Category::Conflict),
+            ("Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress", Category::Conflict),
+            ("docker: Error response from daemon: driver failed programming external connectivity on endpoint web (df68e7b4): Bind for 0.0.0.0:3000 failed: port is already allocated.", Category::Conflict),
+            ("gh: To use GitHub CLI in a GitHub Actions workflow, set the GH_TOKEN environment variable. Example:\n  env:\n    GH_TOKEN: ${{ github.token }}", Category::Auth),
+            ("GraphQL: Could not resolve to a Repository with the name 'acme/private-app'. (repository)", Category::NotFound),
+            ("pull request create failed: GraphQL: No commits between main and feature (createPullRequest)", Category::Validation),
+            ("ERROR: (gcloud.compute.instances.list) Some requests did not succeed:\n - Required 'compute.instances.list' permission for 'projects/acme'", Category::PermissionDenied),
+            ("error: error validating \"deploy.yaml\": error validating data: ValidationError(Deployment.spec): unknown field \"replica\" in io.k8s.api.apps.v1.DeploymentSpec; if you choose to ignore these errors, turn validation off with --validate=false", Category::Validation),
+        ] {
+            let outcome = Outcome { exit_code: Some(1), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, category, "{message}");
+        }
+    }
+
+    #[test]
     fn enoent_on_a_connection_is_nothing_listening() {
         // Node 20's net.connect to a Unix socket that is not there, the docker SDK 7.2 with no daemon
         // (as the Python client reads it: ENOENT from the chain); a file that is missing stays not found.
