@@ -2074,6 +2074,24 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_frameworks_word_that_the_model_answered_out_of_form() {
+        // The model's answer did not fit, as agent frameworks say it (`unknown`, `not_found` or
+        // `validation` before): pydantic-ai's UnexpectedModelBehavior after its output retries,
+        // smolagents' AgentParsingError for a reply with no code block, LangChain's ReAct parser.
+        let c = classifier();
+        for (exception_type, message) in [
+            ("pydantic_ai.exceptions.UnexpectedModelBehavior", "Exceeded maximum retries (1) for output validation"),
+            ("pydantic_ai.exceptions.UnexpectedModelBehavior", "Exceeded maximum retries (2) for result validation"),
+            ("smolagents.utils.AgentParsingError", "Error in code parsing:\nYour code snippet is invalid, because the regex pattern ```(?:py|python)?\\s*\\n(.*?)\\n``` was not found in it."),
+            ("langchain_core.exceptions.OutputParserException", "Invalid Format: Missing 'Action:' after 'Thought:'"),
+            ("", "Invalid Format: Missing 'Action Input:' after 'Action:'"),
+        ] {
+            let outcome = Outcome { exception_type: exception_type.into(), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, Category::Format, "{message}");
+        }
+    }
+
+    #[test]
     fn enoent_on_a_connection_is_nothing_listening() {
         // Node 20's net.connect to a Unix socket that is not there, the docker SDK 7.2 with no daemon
         // (as the Python client reads it: ENOENT from the chain); a file that is missing stays not found.

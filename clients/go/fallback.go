@@ -398,7 +398,7 @@ var exceptionRules = []struct {
 			"ScannerError", "ParserError",
 			"AI_InvalidToolInputError", "AI_InvalidToolArgumentsError", "AI_JSONParseError", "AI_TypeValidationError",
 			"AI_NoObjectGeneratedError", "AI_InvalidResponseDataError",
-			"EmptyDataError", "JsonException", "JsonReaderException", "JsonSerializationException"}},
+			"EmptyDataError", "JsonException", "JsonReaderException", "JsonSerializationException", "AgentParsingError"}},
 	// exception.conflict
 	{codeClass{category: reboundpb.Category_CATEGORY_CONFLICT, rule: "fallback.type_conflict"},
 		[]string{"UniqueViolation", "IntegrityError", "FileExistsError", "FileAlreadyExistsException", "ConflictError", "PreconditionFailedError",

@@ -797,6 +797,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "JsonException",
     "JsonReaderException",
     "JsonSerializationException",
+    "AgentParsingError",
   ].map((type) => [type, [C.CATEGORY_FORMAT, "fallback.type_format"]] as const),
   // Rule exception.conflict.
   ...[

@@ -309,7 +309,7 @@ _EXCEPTION_TYPE_RULES = (
             "JsonEOFException", "YAMLError", "ScannerError", "ParserError",
             "AI_InvalidToolInputError", "AI_InvalidToolArgumentsError", "AI_JSONParseError", "AI_TypeValidationError",
             "AI_NoObjectGeneratedError", "AI_InvalidResponseDataError",
-            "EmptyDataError", "JsonException", "JsonReaderException", "JsonSerializationException",
+            "EmptyDataError", "JsonException", "JsonReaderException", "JsonSerializationException", "AgentParsingError",
         }),
         (Category.FORMAT, "fallback.type_format"),
     ),
