@@ -2092,6 +2092,23 @@ mod tests {
     }
 
     #[test]
+    fn search_and_data_tools_of_python_agents() {
+        // tavily-python's MissingAPIKeyError, the wikipedia package's PageError and DisambiguationError,
+        // yfinance's YFPricesMissingError: their own texts (as their sources write them), `unknown`
+        // before. A key a human must set; a page or ticker that is not there; a title that needs a choice.
+        let c = classifier();
+        for (exception_type, message, category) in [
+            ("tavily.errors.MissingAPIKeyError", "No API key provided. Please provide the api_key attribute or set the TAVILY_API_KEY environment variable.", Category::Auth),
+            ("wikipedia.exceptions.PageError", "Page id \"Rsut\" does not match any pages. Try another id!", Category::NotFound),
+            ("wikipedia.exceptions.DisambiguationError", "\"Mercury\" may refer to: \nMercury (planet)\nMercury (element)", Category::Validation),
+            ("yfinance.exceptions.YFPricesMissingError", "$XYZQ: possibly delisted; no price data found  (period=1mo)", Category::NotFound),
+        ] {
+            let outcome = Outcome { exception_type: exception_type.into(), ..failure(message) };
+            assert_eq!(c.classify(&outcome).category, category, "{message}");
+        }
+    }
+
+    #[test]
     fn enoent_on_a_connection_is_nothing_listening() {
         // Node 20's net.connect to a Unix socket that is not there, the docker SDK 7.2 with no daemon
         // (as the Python client reads it: ENOENT from the chain); a file that is missing stays not found.
