@@ -2109,6 +2109,22 @@ mod tests {
     }
 
     #[test]
+    fn prismas_invalid_query_and_node_postgres_dropped_connection() {
+        // Prisma 6's PrismaClientValidationError (its own text for a misspelt field) and node-postgres'
+        // "Connection terminated unexpectedly" (its client's error when the server closes the
+        // connection): `unknown` before.
+        let c = classifier();
+        let prisma = "\nInvalid `prisma.user.findMany()` invocation:\n\n{\n  where: {\n    emial: \"a@b.c\"\n  }\n}\n\nUnknown argument `emial`. Did you mean `email`? Available options are marked with ?.";
+        for (outcome, category) in [
+            (Outcome { exception_type: "PrismaClientValidationError".into(), ..failure(prisma) }, Category::Validation),
+            (failure(prisma), Category::Validation),
+            (failure("Connection terminated unexpectedly"), Category::Network),
+        ] {
+            assert_eq!(c.classify(&outcome).category, category, "{outcome:?}");
+        }
+    }
+
+    #[test]
     fn enoent_on_a_connection_is_nothing_listening() {
         // Node 20's net.connect to a Unix socket that is not there, the docker SDK 7.2 with no daemon
         // (as the Python client reads it: ENOENT from the chain); a file that is missing stays not found.

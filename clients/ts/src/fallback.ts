@@ -769,6 +769,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "AI_TooManyEmbeddingValuesForCallError",
     "AI_MissingToolResultsError",
     "UnidentifiedImageError",
+    "PrismaClientValidationError",
   ].map((type) => [type, [C.CATEGORY_VALIDATION, "fallback.type_validation"]] as const),
   // Rule exception.format: JavaScript's SyntaxError (JSON.parse's) among them.
   ...[
