@@ -339,11 +339,69 @@ impl Digest<'_> {
 pub fn digest<'a>(message: &'a str, exception_type: &str, detail: &str, policy: &SnippetPolicy) -> Digest<'a> {
     let trace = crate::trace::collapse(if detail.is_empty() { message } else { detail }, policy.frames);
     let headline = headline_with(message, exception_type, detail, trace.as_ref());
+    let said = body_message(&headline, policy.message_chars);
     Digest {
-        message: ArcStr::from(clean(&headline, policy.message_chars).as_ref()),
+        message: ArcStr::from(clean(said.as_deref().unwrap_or(&headline), policy.message_chars).as_ref()),
         location: trace.map(|t| ArcStr::from(clean_message(&t.location(), policy.message_chars))).unwrap_or_default(),
         headline,
     }
+}
+
+/// A text too long to show whole that ends in a provider's error body (JSON, or a Python dict as the
+/// openai SDK writes one: `Error code: 429 - {'error': {'message': '...', 'code': '...'}}`), as the text
+/// before the body, the body's message and its code: cut, the body's keys and quotes would take the
+/// room of what it says (Spring's `429 Too Many Requests: "{"error":{"message":"Rate limit reached ...`
+/// kept its head and `"type":"requests","param":null,` of it). `None` when the text fits, or has no
+/// message of eight characters or more in a body.
+fn body_message(text: &str, max_chars: usize) -> Option<String> {
+    if text.chars().count() <= max_chars {
+        return None;
+    }
+    let (at, key) = ["\"message\":", "'message':"].iter().filter_map(|k| text.find(k).map(|i| (i, k.len()))).min()?;
+    let open = text[..at].find('{')?;
+    let said = quoted_value(&text[at + key..])?;
+    if said.trim().chars().count() < 8 {
+        return None;
+    }
+    let code = ["\"code\":", "'code':"]
+        .iter()
+        .find_map(|k| text[open..].find(k).map(|i| &text[open + i + k.len()..]))
+        .and_then(quoted_value)
+        .filter(|c| !c.trim().is_empty());
+    let before = text[..open].trim_end().trim_end_matches(['"', '\'']).trim_end();
+    let sep = match before.chars().last() {
+        None => "",
+        Some(':' | '-') => " ",
+        Some(_) => ": ",
+    };
+    Some(match code {
+        Some(code) => format!("{before}{sep}{} ({code})", said.trim()),
+        None => format!("{before}{sep}{}", said.trim()),
+    })
+}
+
+/// The string a JSON value or a Python literal starts with (after spaces), its escapes read: `None`
+/// when it is no string or never ends.
+fn quoted_value(text: &str) -> Option<String> {
+    let rest = text.trim_start();
+    let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let mut said = String::new();
+    let mut chars = rest[1..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                'n' | 'r' | 't' => said.push(' '),
+                'u' => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    said.extend(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32));
+                }
+                other => said.push(other),
+            },
+            c if c == quote => return Some(said),
+            c => said.push(c),
+        }
+    }
+    None
 }
 
 /// The longest headline taken from tool output, in characters (before the policy's cut).
@@ -974,6 +1032,44 @@ mod tests {
         );
         assert!(!is_retry_step("- waiting for locator(\"#submit\")"));
         assert!(is_retry_step("Retrying (1/3)...") && is_retry_step("  - waiting 20ms"));
+    }
+
+    #[test]
+    fn a_long_text_ending_in_a_providers_error_body_shows_what_the_body_says() {
+        // Spring 7.0's HttpClientErrorException (holdout-real's r-java-spring-429), LangChain4j's
+        // RateLimitException (r-java-lc4j-quota), the openai SDK's text (a Python dict, its message
+        // in double quotes for its apostrophe): cut, their keys and quotes took the room.
+        let spring = "429 Too Many Requests: \"{\"error\":{\"message\":\"Rate limit reached for gpt-4o in organization org-abc on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms.\",\"type\":\"requests\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}\"";
+        assert_eq!(
+            body_message(spring, 200).as_deref(),
+            Some("429 Too Many Requests: Rate limit reached for gpt-4o in organization org-abc on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms. (rate_limit_exceeded)")
+        );
+        let lc4j = "{\"error\":{\"message\":\"You exceeded your current quota, please check your plan and billing details.\",\"type\":\"insufficient_quota\",\"param\":null,\"code\":\"insufficient_quota\"}}";
+        assert_eq!(
+            body_message(lc4j, 100).as_deref(),
+            Some("You exceeded your current quota, please check your plan and billing details. (insufficient_quota)")
+        );
+        let openai = "Error code: 400 - {'error': {'message': \"This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens.\", 'type': 'invalid_request_error', 'param': 'messages', 'code': 'context_length_exceeded'}}";
+        assert_eq!(
+            body_message(openai, 150).as_deref(),
+            Some("Error code: 400 - This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. (context_length_exceeded)")
+        );
+        // Escapes are read; a null code is left out.
+        let escaped = "{\"error\":{\"message\":\"Invalid \\\"model\\\": gpt\\u00e9\\nsee docs\",\"code\":null}}";
+        assert_eq!(body_message(escaped, 10).as_deref(), Some("Invalid \"model\": gpté see docs"));
+        // A text that fits, a body with no message, or one that never ends, is left as it is.
+        assert_eq!(body_message(lc4j, 500), None);
+        assert_eq!(body_message("{\"error\":{\"code\":\"x\"}} and a long tail of words past the limit", 10), None);
+        assert_eq!(body_message("{\"message\":\"never ends", 10), None);
+        assert_eq!(body_message("\"message\": \"no body around it at all, so none\"", 10), None);
+        // Through the digest: what the snippet shows.
+        let d = digest(
+            spring,
+            "org.springframework.web.client.HttpClientErrorException$TooManyRequests",
+            "",
+            &SnippetPolicy::default(),
+        );
+        assert!(d.message.ends_with("Please try again in 120ms. (rate_limit_exceeded)"), "{}", d.message);
     }
 
     #[test]
