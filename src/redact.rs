@@ -44,7 +44,11 @@ fn p(kind: &'static str, group: usize, re: &str) -> Pattern {
 /// requires an argument` stays. A
 /// URL's userinfo ends at the first `/`, `?` or `#`, so an `@` in a query is
 /// no password's end; a password without an `@` before them may hold a `?`
-/// or `#` (SQLAlchemy takes one unencoded), unless all before them is a port;
+/// or `#` (SQLAlchemy takes one unencoded), unless all before a `?` is a port
+/// (a query after a port: `h:8080?email=a@b`). Digits, a `#` and an `@` are a
+/// password's (`redis://root:12#ab@h`, which redis-py dials as `root:12`), even
+/// where they could be a port and a fragment holding an `@`: masking such a
+/// fragment is the safer way to be wrong;
 /// and one with a `/` (base64 makes them; SQLAlchemy takes them too) when what
 /// comes before the `/` is no port: the text up to the first `@` (an IPv6
 /// address's `]` ends it: `http://[::1]:8080/a@b` has no password).
@@ -92,7 +96,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
         p(
             "url_password",
             1,
-            r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*|[^\s/?#@\[\]]*[^\s/?#@0-9\[\]][^\s@\]]*)@",
+            r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]{1,20}://[^\s:/?#]*:([^\s/?#]+|[^\s/?#]*[^\s/?#0-9][^\s/]*|[^\s/?#@\[\]]*[^\s/?#@0-9\[\]][^\s@\]]*|[0-9]*#[^\s/]*)@",
         ),
         p(
             "secret_argument",
@@ -760,6 +764,11 @@ mod tests {
                 "postgres://app:[REDACTED:url_password]@db:5432/app?x=a@b",
             ),
             ("amqp://guest:a/b/c@rabbit:5672/%2f", "amqp://guest:[REDACTED:url_password]@rabbit:5672/%2f"),
+            // One whose digits before a # looked like a port (the URL then had no password).
+            ("redis://root:12#ab@cache:6379/0", "redis://root:[REDACTED:url_password]@cache:6379/0"),
+            ("redis://:8675309#@redis:6379", "redis://:[REDACTED:url_password]@redis:6379"),
+            // So a fragment holding an @ after a port is masked too: the safer way to be wrong.
+            ("https://h:8443#contact=ops@example.com", "https://h:[REDACTED:url_password]@example.com"),
             // A user name holding an @ (an e-mail address, as SMTP logins are).
             ("smtps://me@x.com:pa/ss@smtp:465", "smtps://me@x.com:[REDACTED:url_password]@smtp:465"),
         ] {
@@ -774,7 +783,6 @@ mod tests {
             "Access denied for user 'root'@'localhost' (using password: NO)",
             r#"Get "http://localhost:8080?email=jane.doe@example.com": connection refused"#,
             r#"Get "https://api.example.com?since=12:30&notify=ops@example.com": timeout"#,
-            "https://h:8443#contact=ops@example.com",
             "https://h:8080/users/jane.doe@example.com",
             "http://[::1]:8080/users/jane.doe@example.com",
             "https://[2001:db8::1]/a@b",

@@ -47,7 +47,7 @@ var secretPatterns = []secretPattern{
 	{"authorization", 1, `(?i)\b(?:[a-z0-9_]*_)?authorization["']?[ \t]*[:=][ \t]*["']?(?:\[?[a-z][a-z0-9._\-]*[ \t]+)?([^{space}"',;\]]{4,})`},
 	{"cookie", 1, `(?i)\b(?:[a-z0-9_]*_)?(?:set-)?cookie["']?[ \t]*[:=][ \t]*["']?((?:=\\?"(?:[^\r\n",]*"|[^\r\n",;)}\]{space}][^\r\n"]*)|[^\r\n"'\]]){3,})`},
 	{"url_signature", 2, `(?i)[?&;](sig|x-amz-signature|x-goog-signature)=([^{space}&"'#;)\]>]{8,})`},
-	{"url_password", 1, `(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*|[^{space}/?#@\[\]]*[^{space}/?#@0-9\[\]][^{space}@\]]*)@`},
+	{"url_password", 1, `(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*|[^{space}/?#@\[\]]*[^{space}/?#@0-9\[\]][^{space}@\]]*|[0-9]*#[^{space}/]*)@`},
 	{"secret_argument", 1, `(?i)["']--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)["'],?[ \t]*["']([^"'\r\n\-][^"'\r\n]*)`},
 	{"secret_argument", 1, `(?i)(?:\A|[{space}(])--?[a-z0-9_\-]*(?:password|passwd|passphrase|pwd|pass|token|secret|api[_\-]?key|apikey)[ \t]+(?-i:([^{space}"'\-]*[^{space}"'\-a-z][^{space}"']*))`},
 	{"password", 2, `(?i)\b([a-z0-9_]*(?:password|passwd|passphrase)|(?:[a-z0-9_]*_)?(?:pwd|pass))(?:["']?[{space}]*[:=][{space}]*["']?|["']?[{space}]*=>[{space}]*["']?)([^{space}"'&,;}\])]{3,})|\(using password: (?:YES|NO)\)`},

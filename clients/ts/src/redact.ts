@@ -90,7 +90,7 @@ export const PATTERNS: readonly SecretPattern[] = [
   {
     kind: "url_password",
     group: 1,
-    pattern: String.raw`\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*|[^{space}/?#@\[\]]*[^{space}/?#@0-9\[\]][^{space}@\]]*)@`,
+    pattern: String.raw`\b[a-z][a-z0-9+.\-]{1,20}://[^{space}:/?#]*:([^{space}/?#]+|[^{space}/?#]*[^{space}/?#0-9][^{space}/]*|[^{space}/?#@\[\]]*[^{space}/?#@0-9\[\]][^{space}@\]]*|[0-9]*#[^{space}/]*)@`,
     ignoreCase: true,
   },
   {
