@@ -295,6 +295,45 @@ pub fn redact_and_cut(text: &str, max_chars: usize) -> String {
     cut(&crate::redact::redact(text), max_chars)
 }
 
+/// A line of tool output redacted, then cut to at most `max_chars` characters as [`cut_chain`] cuts.
+fn redact_and_cut_line(line: &str, max_chars: usize) -> String {
+    cut_chain(&crate::redact::redact(line), max_chars)
+}
+
+/// `text` cut to at most `max_chars` characters. A chain of errors, each after the context it failed
+/// in (`list API groups: Get "http://...": dial tcp 10.0.0.1:8799: connect: connection refused`, as
+/// Go wraps errors and Python chains a cause), keeps its first link and as many of its last as fit,
+/// with `…` for the links between: the last says what failed, and cut at its end the line lost it.
+/// Else, or when no last link fits beside the first, as [`cut`]. A `: ` inside braces or brackets is
+/// a key's (`{'ok': False, 'error': 'missing_scope'}`), not a link's; and a quoted
+/// last link is an argument (`No such file or directory: '/etc/x.yaml'`), which says less than what
+/// came before it.
+fn cut_chain(text: &str, max_chars: usize) -> String {
+    let chars = |t: &str| t.chars().count();
+    if chars(text) <= max_chars {
+        return text.to_string();
+    }
+    let mut depth = 0usize;
+    let mut links = text.as_bytes().windows(2).enumerate().filter_map(|(at, pair)| {
+        match pair[0] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        (pair == b": " && depth == 0).then_some(at)
+    });
+    let Some(first_end) = links.next() else { return cut(text, max_chars) };
+    let head = &text[..first_end];
+    const ELIDED: &str = ": …: ";
+    let room = max_chars.saturating_sub(chars(head) + chars(ELIDED));
+    // The tails after the second link on, longest first: the first that fits.
+    let fits = |t: &&str| !t.trim().is_empty() && !t.starts_with(['\'', '"']) && chars(t) <= room;
+    let Some(tail) = links.map(|at| &text[at + 2..]).find(fits) else {
+        return cut(text, max_chars);
+    };
+    format!("{head}{ELIDED}{tail}")
+}
+
 /// `text` cut to at most `max_chars` characters, the last one an ellipsis when cut.
 pub fn cut(text: &str, max_chars: usize) -> String {
     if text.chars().count() <= max_chars {
@@ -553,7 +592,7 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         picked.extend(lines[1..].iter().find(|l| reports(l)));
     } else {
         let Some(first) = lines.iter().position(|l| reports(l)) else {
-            return redact_and_cut(last, max_chars);
+            return redact_and_cut_line(last, max_chars);
         };
         picked.push(lines[first]);
         if lines[first].len() < 40 && lines[first].split_whitespace().count() <= 4 && first + 1 < lines.len() - 1 {
@@ -572,7 +611,7 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     let n = picked.len();
     let budget = max_chars.saturating_sub(3 * (n - 1));
     let chars = |l: &str| l.chars().count();
-    let whole: Vec<String> = picked.iter().map(|l| redact_and_cut(l, budget)).collect();
+    let whole: Vec<String> = picked.iter().map(|l| redact_and_cut_line(l, budget)).collect();
     if whole.iter().map(|l| chars(l)).sum::<usize>() <= budget {
         return whole.join(" | ");
     }
@@ -583,20 +622,21 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     // A first line shorter than its share leaves what it does not use to the line after it (Azure's
     // `Service request failed.` before the body that says why, npm's `npm error code ERESOLVE`).
     let spare = first_share.saturating_sub(chars(&whole[0]));
-    picked
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let share = match i {
-                0 => first_share,
-                i if i == n - 1 => last_share.max(20) + if i == 1 { spare } else { 0 },
-                1 => between_share + spare,
-                _ => between_share,
-            };
-            redact_and_cut(l, share)
-        })
-        .collect::<Vec<_>>()
-        .join(" | ")
+    let share = |i: usize| match i {
+        0 => first_share,
+        i if i == n - 1 => last_share.max(20) + if i == 1 { spare } else { 0 },
+        1 => between_share + spare,
+        _ => between_share,
+    };
+    let mut cut: Vec<String> = picked.iter().enumerate().map(|(i, l)| redact_and_cut_line(l, share(i))).collect();
+    // What a line cut by its links left of its share goes to the last line, when that was cut (a line
+    // cut at its end takes all of its share, and one shown whole left its spare to the next).
+    let left: usize =
+        (0..n.saturating_sub(1)).filter(|&i| cut[i] != whole[i]).map(|i| share(i).saturating_sub(chars(&cut[i]))).sum();
+    if n > 1 && left > 0 && cut[n - 1] != whole[n - 1] {
+        cut[n - 1] = redact_and_cut_line(picked[n - 1], chars(&cut[n - 1]) + left);
+    }
+    cut.join(" | ")
 }
 
 /// A step of a retry loop that says only that it tries again or waits (Playwright's call log ends
@@ -1095,16 +1135,58 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_line_keeps_the_last_links_of_an_error_chain() {
+        // grpcio's details of a Python server's refused call (holdout-real's r-py-grpc-unknown-refused).
+        let refused = "details = \"Exception calling application: HTTPConnectionPool(host='127.0.0.1', port=8799): \
+                       Max retries exceeded with url: /search (Caused by NewConnectionError('<urllib3.connection.\
+                       HTTPConnection object at 0x7f3a>: Failed to establish a new connection: [Errno 111] \
+                       Connection refused'))\"";
+        assert_eq!(
+            cut_chain(refused, 100),
+            "details = \"Exception calling application: …: [Errno 111] Connection refused'))\""
+        );
+        // With room for more, more of the chain: the longest tail that fits.
+        assert_eq!(
+            cut_chain(refused, 140),
+            "details = \"Exception calling application: …: Failed to establish a new connection: [Errno 111] \
+             Connection refused'))\""
+        );
+        // Keys in a dict or JSON are no links (slack_sdk's line, r-py-slack-missing-scope), a quoted last
+        // link is an argument (r-py-grpc-unknown-no-file), and with one link there is nothing between.
+        for (text, max) in [
+            (
+                "The server responded with: {'ok': False, 'error': 'missing_scope', 'needed': 'channels:history', \
+                 'provided': 'chat:write'}",
+                60,
+            ),
+            (
+                "details = \"Exception calling application: [Errno 2] No such file or directory: '/etc/tools/s.yaml'\"",
+                70,
+            ),
+            ("request failed: POST /v1/files: {\"error\": {\"message\": \"bad field\", \"code\": 400}}", 40),
+            ("fetch failed: the server at 127.0.0.1:8799 closed the connection before it answered", 40),
+        ] {
+            assert_eq!(cut_chain(text, max), cut(text, max), "{text}");
+        }
+        // What fits is whole; a first link too long for any tail beside it is cut at its end.
+        assert_eq!(cut_chain("a: b: c", 7), "a: b: c");
+        let long_head = format!("{}: b: connection refused", "x".repeat(60));
+        assert_eq!(cut_chain(&long_head, 50), cut(&long_head, 50));
+    }
+
+    #[test]
     fn a_loggers_header_is_left_out_of_a_line() {
         // kubectl 1.32 at a closed port (holdout-real's r-kubectl-refused, its first and last lines):
         // klog's severity, time, thread and source line took 45 of the snippet's 200 characters.
         let kubectl = "E1130 01:25:11.765632   22915 memcache.go:265] \"Unhandled Error\" err=\"couldn't get current server API group list: Get \\\"http://127.0.0.1:8799/api?timeout=32s\\\": dial tcp 127.0.0.1:8799: connect: connection refused\"\nE1130 01:25:11.766997   22915 memcache.go:265] \"Unhandled Error\" err=\"couldn't get current server API group list\"\nThe connection to the server 127.0.0.1:8799 was refused - did you specify the right host or port?";
         let said = failure_lines(kubectl, 200);
-        assert!(
-            said.starts_with("\"Unhandled Error\" err=\"couldn't get current server API group list: Get "),
-            "{said}"
+        // Its first line, cut, keeps its last links, which say what failed (cut at its end, it ended
+        // `connect:…`), and what that leaves goes to the last line.
+        assert_eq!(
+            said,
+            "\"Unhandled Error\" err=\"couldn't get current server API group list: …: dial tcp 127.0.0.1:8799: connect: \
+             connection refused\" | The connection to the server 127.0.0.1:8799 was refused - did you specify…"
         );
-        assert!(said.contains("dial tcp 127.0.0.1:8799") && said.contains("| The connection to the server"), "{said}");
         // Go's standard log, with and without microseconds.
         assert_eq!(
             without_log_header("2026/11/30 06:07:00 dial tcp: connection refused"),

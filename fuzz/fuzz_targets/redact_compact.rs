@@ -1,5 +1,5 @@
 //! Redaction, stack-trace collapsing and snippet text on arbitrary text: no panic,
-//! messages within their limit, no `<error` tag of their own, redaction idempotent,
+//! messages and tool output's failure lines within their limit, no `<error` tag of their own, redaction idempotent,
 //! and a message kept as its shape and words written out again as it was.
 #![no_main]
 
@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(!lower.contains("<error") && !lower.contains("</error"), "a tag in snippet text: {shown}");
     }
     assert!(elide_middle(&text, 60).chars().count() <= 60);
-    let _ = failure_lines(&text, 200);
+    assert!(failure_lines(&text, 200).chars().count() <= 200, "failure lines over their limit");
     let _ = rebound::trace::collapse(&text, 2);
     let shapes = Shapes::new(Default::default());
     for shown in [&*text, &*d.message] {
