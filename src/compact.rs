@@ -607,15 +607,17 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         picked.push(last);
     }
     // Lines that fit are shown whole. Else the last line gets at most a quarter, a line between at
-    // most an equal share of the rest, and the first line, which says most, what they leave.
+    // most an equal share of the rest, and the first line, which says most, what they leave. Each
+    // counted as shown, redacted: a placeholder can be longer than what it hides.
+    let picked: Vec<Cow<'_, str>> = picked.into_iter().map(crate::redact::redact).collect();
     let n = picked.len();
     let budget = max_chars.saturating_sub(3 * (n - 1));
     let chars = |l: &str| l.chars().count();
-    let whole: Vec<String> = picked.iter().map(|l| redact_and_cut_line(l, budget)).collect();
+    let whole: Vec<String> = picked.iter().map(|l| cut_chain(l, budget)).collect();
     if whole.iter().map(|l| chars(l)).sum::<usize>() <= budget {
         return whole.join(" | ");
     }
-    let last_share = if n > 1 { (budget / 4).min(chars(picked[n - 1])) } else { 0 };
+    let last_share = if n > 1 { (budget / 4).min(chars(&picked[n - 1])) } else { 0 };
     let between_share = ((budget - last_share) / (n - 1).max(1)).max(20);
     let between: usize = picked.get(1..n - 1).unwrap_or_default().iter().map(|l| chars(l).min(between_share)).sum();
     let first_share = budget.saturating_sub(last_share + between).max(20);
@@ -628,13 +630,13 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         1 => between_share + spare,
         _ => between_share,
     };
-    let mut cut: Vec<String> = picked.iter().enumerate().map(|(i, l)| redact_and_cut_line(l, share(i))).collect();
+    let mut cut: Vec<String> = picked.iter().enumerate().map(|(i, l)| cut_chain(l, share(i))).collect();
     // What a line cut by its links left of its share goes to the last line, when that was cut (a line
     // cut at its end takes all of its share, and one shown whole left its spare to the next).
     let left: usize =
         (0..n.saturating_sub(1)).filter(|&i| cut[i] != whole[i]).map(|i| share(i).saturating_sub(chars(&cut[i]))).sum();
     if n > 1 && left > 0 && cut[n - 1] != whole[n - 1] {
-        cut[n - 1] = redact_and_cut_line(picked[n - 1], chars(&cut[n - 1]) + left);
+        cut[n - 1] = cut_chain(&picked[n - 1], chars(&cut[n - 1]) + left);
     }
     cut.join(" | ")
 }
@@ -1132,6 +1134,16 @@ mod tests {
         assert!(!d.message.contains("Content-Type") && !d.message.contains("elided"), "{}", d.message);
         // What follows a `Headers:` line that opens the text is kept (it is all there is).
         assert_eq!(failure_lines("Headers:\nx: y", 200), "x: y");
+    }
+
+    #[test]
+    fn failure_lines_keep_their_limit_when_redaction_lengthens_a_line() {
+        // Found by the redact_compact fuzz target: a last line of 13 characters, 34 redacted, had been
+        // given a share by its 13, and the first line what that left.
+        let text = format!("error: {}\nredis://:pw@h", "x".repeat(300));
+        let said = failure_lines(&text, 200);
+        assert!(said.chars().count() <= 200, "{} characters: {said}", said.chars().count());
+        assert!(said.ends_with(" | redis://:[REDACTED:url_password]@h"), "{said}");
     }
 
     #[test]
