@@ -304,7 +304,8 @@ fn redact_and_cut_line(line: &str, max_chars: usize) -> String {
 /// in (`list API groups: Get "http://...": dial tcp 10.0.0.1:8799: connect: connection refused`, as
 /// Go wraps errors and Python chains a cause), keeps its first link and as many of its last as fit,
 /// with `…` for the links between: the last says what failed, and cut at its end the line lost it.
-/// Else, or when no last link fits beside the first, as [`cut`]. A `: ` inside braces or brackets is
+/// Else, or when no last link fits beside the first, as [`cut`]. A first link of one word (a type)
+/// keeps the link after it too. A `: ` inside braces or brackets is
 /// a key's (`{'ok': False, 'error': 'missing_scope'}`), not a link's; and a quoted
 /// last link is an argument (`No such file or directory: '/etc/x.yaml'`), which says less than what
 /// came before it.
@@ -322,7 +323,13 @@ fn cut_chain(text: &str, max_chars: usize) -> String {
         }
         (pair == b": " && depth == 0).then_some(at)
     });
-    let Some(first_end) = links.next() else { return cut(text, max_chars) };
+    let Some(mut first_end) = links.next() else { return cut(text, max_chars) };
+    // A first link of one word is an exception's type (`requests.exceptions.HTTPError: 403 Client
+    // Error: Forbidden for url: ...`): the link after it, its message's start, is kept with it.
+    if !text[..first_end].contains(char::is_whitespace) {
+        let Some(end) = links.next() else { return cut(text, max_chars) };
+        first_end = end;
+    }
     let head = &text[..first_end];
     const ELIDED: &str = ": …: ";
     let room = max_chars.saturating_sub(chars(head) + chars(ELIDED));
@@ -1162,6 +1169,15 @@ mod tests {
             cut_chain(refused, 140),
             "details = \"Exception calling application: …: Failed to establish a new connection: [Errno 111] \
              Connection refused'))\""
+        );
+        // A type's link keeps its message's first link with it (requests' HTTPError, as the secrets
+        // corpus's authorization-103 sends it).
+        let forbidden = "requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: \
+                         https://api.example.com/api/orders/; request headers: {'Accept': 'application/json'}";
+        assert_eq!(
+            cut_chain(forbidden, 140),
+            "requests.exceptions.HTTPError: 403 Client Error: …: https://api.example.com/api/orders/; request headers: \
+             {'Accept': 'application/json'}"
         );
         // Keys in a dict or JSON are no links (slack_sdk's line, r-py-slack-missing-scope), a quoted last
         // link is an argument (r-py-grpc-unknown-no-file), and with one link there is nothing between.
