@@ -305,10 +305,9 @@ fn redact_and_cut_line(line: &str, max_chars: usize) -> String {
 /// Go wraps errors and Python chains a cause), keeps its first link and as many of its last as fit,
 /// with `…` for the links between: the last says what failed, and cut at its end the line lost it.
 /// Else, or when no last link fits beside the first, as [`cut`]. A first link of one word (a type)
-/// keeps the link after it too. A `: ` inside braces or brackets is
-/// a key's (`{'ok': False, 'error': 'missing_scope'}`), not a link's; and a quoted
-/// last link is an argument (`No such file or directory: '/etc/x.yaml'`), which says less than what
-/// came before it.
+/// keeps the link after it too. A `: ` inside braces or brackets is a key's (`{'ok': False, 'error':
+/// 'missing_scope'}`), not a link's; and a quoted last link is an argument (`No such file or
+/// directory: '/etc/x.yaml'`), which says less than what came before it.
 fn cut_chain(text: &str, max_chars: usize) -> String {
     let chars = |t: &str| t.chars().count();
     if chars(text) <= max_chars {
