@@ -892,6 +892,19 @@ mod tests {
         Outcome { tool: "t".into(), message: message.into(), headers: Headers::default(), ..Default::default() }
     }
 
+    /// A failure with its exception's type.
+    fn typed(exception_type: &str, message: &str) -> Outcome {
+        Outcome { exception_type: exception_type.into(), ..failure(message) }
+    }
+
+    /// Each (exception type, message) classified as its category by the default rules.
+    fn assert_categories(cases: &[(&str, &str, Category)]) {
+        let c = classifier();
+        for &(exception_type, message, category) in cases {
+            assert_eq!(c.classify(&typed(exception_type, message)).category, category, "{exception_type}: {message}");
+        }
+    }
+
     #[test]
     fn default_rules_compile() {
         assert!(classifier().len() > 50);
@@ -1863,9 +1876,8 @@ mod tests {
             ("Can't reach database server at `localhost:5432`\n\nPlease make sure your database server is running at `localhost:5432`.", "PrismaClientInitializationError", Category::Network),
             ("Reached the max retries per request limit (which is 20). Refer to \"maxRetriesPerRequest\" option for details.", "MaxRetriesPerRequestError", Category::Network),
         ] {
-            let typed = Outcome { exception_type: exception_type.into(), ..failure(message) };
             assert_eq!(c.classify(&failure(message)).category, category, "{message}");
-            assert_eq!(c.classify(&typed).category, category, "with {exception_type}: {message}");
+            assert_eq!(c.classify(&typed(exception_type, message)).category, category, "with {exception_type}: {message}");
         }
     }
 
@@ -1959,8 +1971,7 @@ mod tests {
     fn java_and_rust_failures_as_their_libraries_write_them() {
         // holdout-real's r-java-* and r-rust-* (real/java, real/rust), each `unknown` before its rule:
         // the class name and getMessage() a Java agent sends, and a Rust error's chain as anyhow writes it.
-        let c = classifier();
-        for (exception_type, message, category) in [
+        assert_categories(&[
             ("org.springframework.web.client.ResourceAccessException", "I/O error on GET request for \"http://127.0.0.1:8799/x\": null", Category::Network),
             ("org.springframework.web.client.ResourceAccessException", "I/O error on GET request for \"http://127.0.0.1:8787/x\": Read timed out", Category::Timeout),
             ("dev.langchain4j.exception.InternalServerException", "{\"error\":{\"message\":\"The server had an error while processing your request. Sorry about that!\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", Category::Internal),
@@ -1976,10 +1987,7 @@ mod tests {
             ("", "expected value at line 1 column 1", Category::Format),
             ("", "deadline has elapsed", Category::Timeout),
             ("", "invalid digit found in string", Category::Validation),
-        ] {
-            let outcome = Outcome { exception_type: exception_type.into(), ..failure(message) };
-            assert_eq!(c.classify(&outcome).category, category, "{exception_type}: {message}");
-        }
+        ]);
     }
 
     #[test]
@@ -2086,8 +2094,7 @@ mod tests {
             ("langchain_core.exceptions.OutputParserException", "Invalid Format: Missing 'Action:' after 'Thought:'"),
             ("", "Invalid Format: Missing 'Action Input:' after 'Action:'"),
         ] {
-            let outcome = Outcome { exception_type: exception_type.into(), ..failure(message) };
-            assert_eq!(c.classify(&outcome).category, Category::Format, "{message}");
+            assert_eq!(c.classify(&typed(exception_type, message)).category, Category::Format, "{message}");
         }
     }
 
@@ -2096,16 +2103,12 @@ mod tests {
         // tavily-python's MissingAPIKeyError, the wikipedia package's PageError and DisambiguationError,
         // yfinance's YFPricesMissingError: their own texts (as their sources write them), `unknown`
         // before. A key a human must set; a page or ticker that is not there; a title that needs a choice.
-        let c = classifier();
-        for (exception_type, message, category) in [
+        assert_categories(&[
             ("tavily.errors.MissingAPIKeyError", "No API key provided. Please provide the api_key attribute or set the TAVILY_API_KEY environment variable.", Category::Auth),
             ("wikipedia.exceptions.PageError", "Page id \"Rsut\" does not match any pages. Try another id!", Category::NotFound),
             ("wikipedia.exceptions.DisambiguationError", "\"Mercury\" may refer to: \nMercury (planet)\nMercury (element)", Category::Validation),
             ("yfinance.exceptions.YFPricesMissingError", "$XYZQ: possibly delisted; no price data found  (period=1mo)", Category::NotFound),
-        ] {
-            let outcome = Outcome { exception_type: exception_type.into(), ..failure(message) };
-            assert_eq!(c.classify(&outcome).category, category, "{message}");
-        }
+        ]);
     }
 
     #[test]
@@ -2116,7 +2119,7 @@ mod tests {
         let c = classifier();
         let prisma = "\nInvalid `prisma.user.findMany()` invocation:\n\n{\n  where: {\n    emial: \"a@b.c\"\n  }\n}\n\nUnknown argument `emial`. Did you mean `email`? Available options are marked with ?.";
         for (outcome, category) in [
-            (Outcome { exception_type: "PrismaClientValidationError".into(), ..failure(prisma) }, Category::Validation),
+            (typed("PrismaClientValidationError", prisma), Category::Validation),
             (failure(prisma), Category::Validation),
             (failure("Connection terminated unexpectedly"), Category::Network),
         ] {
@@ -2188,8 +2191,7 @@ mod tests {
             ("AI_NoSuchProviderError", "No such provider: anthropic (available providers: openai)", Category::NotFound),
             ("AI_UnsupportedFunctionalityError", "'image parts' functionality not supported.", Category::Validation),
         ] {
-            let outcome = Outcome { exception_type: exception_type.into(), ..failure(message) };
-            let classification = c.classify(&outcome);
+            let classification = c.classify(&typed(exception_type, message));
             assert_eq!(classification.category, category, "{exception_type}: {message}");
             assert!(classification.rule.starts_with("exception."), "{exception_type}: {}", classification.rule);
         }
