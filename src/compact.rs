@@ -306,8 +306,9 @@ fn redact_and_cut_line(line: &str, max_chars: usize) -> String {
 /// with `…` for the links between: the last says what failed, and cut at its end the line lost it.
 /// Else, or when no last link fits beside the first, as [`cut`]. A first link of one word (a type)
 /// keeps the link after it too. A `: ` inside braces or brackets is a key's (`{'ok': False, 'error':
-/// 'missing_scope'}`), not a link's; and a quoted last link is an argument (`No such file or
-/// directory: '/etc/x.yaml'`), which says less than what came before it.
+/// 'missing_scope'}`), not a link's; and a last link quoted or a dict, or a link that begins with a
+/// URL, is an argument (`No such file or directory: '/etc/x.yaml'`, `request headers: {...}`,
+/// `Forbidden for url: https://...`), which says less than what came before it.
 fn cut_chain(text: &str, max_chars: usize) -> String {
     let chars = |t: &str| t.chars().count();
     if chars(text) <= max_chars {
@@ -320,7 +321,7 @@ fn cut_chain(text: &str, max_chars: usize) -> String {
             b'}' | b']' => depth = depth.saturating_sub(1),
             _ => {}
         }
-        (pair == b": " && depth == 0).then_some(at)
+        (pair == b": " && depth == 0 && !starts_with_url(&text[at + 2..])).then_some(at)
     });
     let Some(mut first_end) = links.next() else { return cut(text, max_chars) };
     // A first link of one word is an exception's type (`requests.exceptions.HTTPError: 403 Client
@@ -333,11 +334,17 @@ fn cut_chain(text: &str, max_chars: usize) -> String {
     const ELIDED: &str = ": …: ";
     let room = max_chars.saturating_sub(chars(head) + chars(ELIDED));
     // The tails after the second link on, longest first: the first that fits.
-    let fits = |t: &&str| !t.trim().is_empty() && !t.starts_with(['\'', '"']) && chars(t) <= room;
+    let fits = |t: &&str| !t.trim().is_empty() && !t.starts_with(['\'', '"', '{']) && chars(t) <= room;
     let Some(tail) = links.map(|at| &text[at + 2..]).find(fits) else {
         return cut(text, max_chars);
     };
     format!("{head}{ELIDED}{tail}")
+}
+
+/// True when `text` begins with a URL's scheme and `://`.
+fn starts_with_url(text: &str) -> bool {
+    let scheme = text.bytes().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'.' | b'-')).count();
+    scheme > 0 && text[scheme..].starts_with("://")
 }
 
 /// `text` cut to at most `max_chars` characters, the last one an ellipsis when cut.
@@ -1170,13 +1177,18 @@ mod tests {
              Connection refused'))\""
         );
         // A type's link keeps its message's first link with it (requests' HTTPError, as the secrets
-        // corpus's authorization-103 sends it).
+        // corpus's authorization-103 sends it), and a URL stays with the words it follows: here no
+        // link is left to leave out, so the line is cut at its end and keeps why and where.
         let forbidden = "requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: \
                          https://api.example.com/api/orders/; request headers: {'Accept': 'application/json'}";
+        assert_eq!(cut_chain(forbidden, 140), cut(forbidden, 140));
+        assert!(cut(forbidden, 140).contains("Forbidden for url: https://api.example.com/api/orders/"));
+        let wrapped = format!("sync failed: retry 3 of 3: {forbidden}");
+        // Wrapped, the longest tail that fits: from the status on.
         assert_eq!(
-            cut_chain(forbidden, 140),
-            "requests.exceptions.HTTPError: 403 Client Error: …: https://api.example.com/api/orders/; request headers: \
-             {'Accept': 'application/json'}"
+            cut_chain(&wrapped, 140),
+            "sync failed: …: 403 Client Error: Forbidden for url: https://api.example.com/api/orders/; request \
+             headers: {'Accept': 'application/json'}"
         );
         // Keys in a dict or JSON are no links (slack_sdk's line, r-py-slack-missing-scope), a quoted last
         // link is an argument (r-py-grpc-unknown-no-file), and with one link there is nothing between.
