@@ -2318,6 +2318,65 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_over_an_unreachable_server_is_the_network() {
+        // pymongo's ServerSelectionTimeoutError at a closed port (holdout-real's r-py-pymongo-refused),
+        // reported as the Python client reports it, with the kind its type's name gives, and in words alone.
+        let c = classifier();
+        let refused = "127.0.0.1:8799: [Errno 111] Connection refused (configured timeouts: socketTimeoutMS: \
+                       20000.0ms, connectTimeoutMS: 20000.0ms), Timeout: 0.5s, Topology Description: <...>";
+        let silent = "127.0.0.1:8798: timed out (configured timeouts: socketTimeoutMS: 300.0ms), Timeout: 0.8s";
+        let exception = "pymongo.errors.ServerSelectionTimeoutError";
+        let timed_out = |message| Outcome { kind: Some(OutcomeKind::Timeout), ..typed(exception, message) };
+        let read = |outcome: &Outcome| (c.classify(outcome).category, c.classify(outcome).rule.to_string());
+        assert_eq!(read(&timed_out(refused)), (Category::Network, "kind.timeout.unreachable".into()));
+        assert_eq!(read(&typed(exception, refused)), (Category::Network, "message.unreachable".into()));
+        // A server that never answers is the timeout it says, and so are a name lookup's own words.
+        assert_eq!(read(&timed_out(silent)), (Category::Timeout, "kind.timeout".into()));
+        assert_eq!(c.classify(&typed(exception, silent)).category, Category::Timeout);
+        let dns = "dial tcp: lookup db.internal: no such host; gave up after 30s: timed out";
+        assert_eq!(c.classify(&failure(dns)).category, Category::Network);
+    }
+
+    #[test]
+    fn data_store_and_transport_clients_read_as_what_happened() {
+        // Their texts as holdout-real's r-py-websockets-*, r-py-paramiko-* and r-py-pymongo-* have them.
+        let closed = "websockets.exceptions.ConnectionClosedError";
+        assert_categories(&[
+            (
+                closed,
+                "received 1011 (internal error) internal error; then sent 1011 (internal error) internal error",
+                Category::Internal,
+            ),
+            (
+                closed,
+                "received 1013 (try again later) overloaded; then sent 1013 (try again later) overloaded",
+                Category::Unavailable,
+            ),
+            (
+                closed,
+                "received 1008 (policy violation) invalid api key; then sent 1008 (policy violation) invalid api key",
+                Category::Auth,
+            ),
+            (
+                closed,
+                "received 1008 (policy violation) too many subscriptions; then sent 1008 (policy violation)",
+                Category::PermissionDenied,
+            ),
+            // The close code the client sent is not the server's answer; without one, the connection's loss.
+            (closed, "sent 1011 (internal error) keepalive ping timeout; no close frame received", Category::Network),
+            (closed, "no close frame received or sent", Category::Network),
+            ("paramiko.ssh_exception.SSHException", "No existing session", Category::Timeout),
+            ("paramiko.ssh_exception.SSHException", "Error reading SSH protocol banner", Category::Network),
+            ("paramiko.ssh_exception.SSHException", "Incompatible version (1.5 instead of 2.0)", Category::Unknown),
+            (
+                "pymongo.errors.InvalidURI",
+                "Username and password must be escaped according to RFC 3986, use urllib.parse.quote_plus",
+                Category::Validation,
+            ),
+        ]);
+    }
+
+    #[test]
     fn grpc_names_parse() {
         assert_eq!(grpc_code_from_name("UNAVAILABLE"), Some(14));
         assert_eq!(grpc_code_from_name("Deadline Exceeded"), Some(4));

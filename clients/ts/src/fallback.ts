@@ -770,6 +770,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "AI_MissingToolResultsError",
     "UnidentifiedImageError",
     "PrismaClientValidationError",
+    "InvalidURI",
   ].map((type) => [type, [C.CATEGORY_VALIDATION, "fallback.type_validation"]] as const),
   // Rule exception.format: JavaScript's SyntaxError (JSON.parse's) among them.
   ...[

@@ -5,8 +5,9 @@ prints the outcome an agent would report, one JSON line per case, labelled befor
 Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, openai, anthropic,
 pydantic, jsonschema, boto3, langchain-core, openai-agents, litellm, pandas, duckdb, pillow, sqlalchemy, docker, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
 azure-identity, google-auth, python-telegram-bot, grpcio, mcp, huggingface_hub and playwright from PyPI, and Debian's chromium, which
-playwright drives). The random ports are written as 8787 (the server) and 8799 (a closed port) in the
-output.
+playwright drives; for the data stores' section also pymongo, elasticsearch, qdrant-client, paramiko, websockets,
+PyMySQL, neo4j, psycopg[binary] and asyncpg). The random ports are written as 8787 (the server), 8799 (a closed
+port) and 8798 (a port that accepts connections and never answers) in the output.
 
 The outcome is read from the exception as the Python client's build_outcome reads it
 (clients/python/src/rebound/outcome.py): `module.QualName` type, `str(exc)`, the HTTP status, an
@@ -35,6 +36,7 @@ from importlib.metadata import version
 
 SERVER_PORT_TEXT = "8787"
 CLOSED_PORT_TEXT = "8799"
+SILENT_PORT_TEXT = "8798"
 
 # Routes of the loopback server: path -> (status, headers, body). The bodies are in the style of
 # the provider each route imitates; the exception texts built from them are the libraries' own.
@@ -55,6 +57,8 @@ AZURE_STORAGE = lambda code, message: (
     f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{message}\n'
     "RequestId:8c1f3b2a-001e-0042-2f3a-1b2c3d000000\nTime:2026-11-29T22:30:00.0000000Z</Message></Error>")
 XML = {"Content-Type": "application/xml"}
+ES_HEADERS = {"X-Elastic-Product": "Elasticsearch"}
+ES_ERROR = lambda typ, reason, status, more={}: {"error": {"root_cause": [{"type": typ, "reason": reason, **more}], "type": typ, "reason": reason, **more}, "status": status}
 # The Hugging Face Hub's refusals: its error code and message in headers (X-Error-Code,
 # X-Error-Message), the message in the body too.
 HF_GATED = ("Access to model meta-llama/Llama-3.1-8B is restricted and you are not in the authorized list. "
@@ -134,6 +138,16 @@ ROUTES = {
     "/gemini/long": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")),
     "/gemini/key": (400, {}, GEMINI_BODY(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"}])),
     "/gemini/503": (503, {}, GEMINI_BODY(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")),
+    # Elasticsearch 8's error bodies (its client checks the product header).
+    "/es/401": (401, ES_HEADERS, ES_ERROR("security_exception", "unable to authenticate user [agent] for REST request [/docs/_search]", 401)),
+    "/es/404": (404, ES_HEADERS, ES_ERROR("index_not_found_exception", "no such index [docs]", 404, {"resource.type": "index_or_alias", "resource.id": "docs", "index_uuid": "_na_", "index": "docs"})),
+    "/es/400": (400, ES_HEADERS, ES_ERROR("parsing_exception", "unknown query [mach]", 400, {"line": 1, "col": 19})),
+    "/es/429": (429, ES_HEADERS, ES_ERROR("es_rejected_execution_exception", "rejected execution of coordinating operation [coordinating_and_primary_bytes=0, replica_bytes=0, all_bytes=0, coordinating_operation_bytes=52428800, max_coordinating_and_primary_bytes=53687091]", 429)),
+    # Qdrant 1.x's: its API key check answers in plain text, the rest in its JSON status.
+    "/qdrant/401": (401, {"Content-Type": "text/plain"}, "Must provide an API key or an Authorization bearer token"),
+    "/qdrant/403": (403, {}, {"status": {"error": "Forbidden: Global access is required"}, "time": 0.0}),
+    "/qdrant/404": (404, {}, {"status": {"error": "Not found: Collection `docs` doesn't exist!"}, "time": 0.000021}),
+    "/qdrant/400": (400, {}, {"status": {"error": "Wrong input: Vector dimension error: expected dim: 384, got 3"}, "time": 0.00004}),
 }
 
 
@@ -155,6 +169,8 @@ class Handler(BaseHTTPRequestHandler):
             path = "/".join(path.split("/")[:3])  # /aws/{route}/ (STS), /aws/{route}/{bucket}/{key} (S3)
         if path.startswith("/azure/"):
             path = "/".join(path.split("/")[:3])  # /azure/{route}/{container}/{blob}, /azure/{route}/subscriptions/...
+        if path.startswith(("/es/", "/qdrant/")):
+            path = "/".join(path.split("/")[:3])  # /es/{route}/{index}/_search, /qdrant/{route}/collections/...
         if path.startswith("/hf/"):
             path = "/".join(path.split("/")[:3])  # /hf/{route}/{org}/{repo}/resolve/main/{file}
         if path.startswith("/telegram/"):
@@ -196,6 +212,20 @@ def free_port():
 SERVER = Server(("127.0.0.1", 0), Handler)
 PORT = SERVER.server_address[1]
 CLOSED = free_port()
+# A port that accepts connections and never answers: a server that hangs.
+SILENT_LISTENER = socket.socket()
+SILENT_LISTENER.bind(("127.0.0.1", 0))
+SILENT_LISTENER.listen(64)
+SILENT = SILENT_LISTENER.getsockname()[1]
+held_connections = []
+
+
+def hold_connections():
+    while True:
+        held_connections.append(SILENT_LISTENER.accept())
+
+
+threading.Thread(target=hold_connections, daemon=True).start()
 URL = f"http://127.0.0.1:{PORT}"
 threading.Thread(target=SERVER.serve_forever, daemon=True).start()
 
@@ -254,7 +284,7 @@ def status_of(e):
 
 
 def fixed(text):
-    return text.replace(str(PORT), SERVER_PORT_TEXT).replace(str(CLOSED), CLOSED_PORT_TEXT)
+    return text.replace(str(PORT), SERVER_PORT_TEXT).replace(str(CLOSED), CLOSED_PORT_TEXT).replace(str(SILENT), SILENT_PORT_TEXT)
 
 
 def grpc_code_of(e):
@@ -961,6 +991,120 @@ with engine.connect() as connection:
          lambda: connection.execute(sqlalchemy.text("SELECT * FROM users")))
 # The docker SDK with no daemon on this machine (no /var/run/docker.sock): its connection fails.
 case("r-py-docker-no-daemon", "network", v("docker"), lambda: docker.from_env())
+
+# ---------------------------------------------------------------- data stores, vector search, SSH and WebSockets
+# Their clients at the closed port, at the port that never answers, and the HTTP ones at the loopback
+# server, whose /es/ and /qdrant/ routes answer as Elasticsearch 8 and Qdrant 1.x do.
+import pymongo
+
+MONGO = v("pymongo")
+case("r-py-pymongo-refused", "network", MONGO,
+     lambda: pymongo.MongoClient(f"mongodb://127.0.0.1:{CLOSED}/", serverSelectionTimeoutMS=500).admin.command("ping"))
+case("r-py-pymongo-no-answer", "timeout", MONGO,
+     lambda: pymongo.MongoClient(f"mongodb://127.0.0.1:{SILENT}/", serverSelectionTimeoutMS=800,
+                                 connectTimeoutMS=300, socketTimeoutMS=300).admin.command("ping"))
+# A password with an @ in it, not percent-encoded, and a scheme pymongo does not know: the tool's
+# configured URI, which no retry fixes.
+case("r-py-pymongo-unescaped-password", "validation", MONGO, lambda: pymongo.MongoClient("mongodb://app:p@ss@127.0.0.1/db"))
+case("r-py-pymongo-scheme", "validation", MONGO, lambda: pymongo.MongoClient("mongo://127.0.0.1/db"))
+
+import elasticsearch
+
+ES = v("elasticsearch")
+es = lambda route: elasticsearch.Elasticsearch(f"{URL}/es/{route}", max_retries=0, retry_on_status=())
+case("r-py-elasticsearch-refused", "network", ES, lambda: elasticsearch.Elasticsearch(f"http://127.0.0.1:{CLOSED}", max_retries=0).info())
+case("r-py-elasticsearch-no-answer", "timeout", ES,
+     lambda: elasticsearch.Elasticsearch(f"http://127.0.0.1:{SILENT}", max_retries=0, request_timeout=0.5).info())
+for route, category in [("401", "auth"), ("404", "not_found"), ("400", "validation"), ("429", "rate_limited")]:
+    case(f"r-py-elasticsearch-{route}", category, ES,
+         lambda r=route: es(r).search(index="docs", query={"match": {"title": "rust"}}))
+
+from qdrant_client import QdrantClient
+
+QDRANT = v("qdrant-client")
+qdrant = lambda route, **kw: QdrantClient(url=URL, prefix=f"qdrant/{route}", check_compatibility=False, **kw)
+case("r-py-qdrant-refused", "network", QDRANT,
+     lambda: QdrantClient(url=f"http://127.0.0.1:{CLOSED}", check_compatibility=False).get_collections())
+case("r-py-qdrant-no-answer", "timeout", QDRANT,
+     lambda: QdrantClient(url=f"http://127.0.0.1:{SILENT}", timeout=1, check_compatibility=False).get_collections())
+case("r-py-qdrant-401", "auth", QDRANT, lambda: qdrant("401").get_collections())
+for route, category in [("403", "permission_denied"), ("404", "not_found"), ("400", "validation")]:
+    case(f"r-py-qdrant-{route}", category, QDRANT, lambda r=route: qdrant(r).query_points("docs", query=[0.1, 0.2, 0.3]))
+
+import paramiko
+
+SSH_CLIENT = v("paramiko")
+
+
+def ssh(port):
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+    return lambda: client.connect("127.0.0.1", port=port, username="agent", password="x", timeout=1, banner_timeout=1,
+                                  auth_timeout=1)
+
+
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # its transport thread logs the failure too
+case("r-py-paramiko-refused", "network", SSH_CLIENT, ssh(CLOSED))
+# The loopback HTTP server is no SSH server: what pointing a tool at the wrong port gives.
+case("r-py-paramiko-not-ssh", "network", SSH_CLIENT, ssh(PORT))
+case("r-py-paramiko-no-answer", "timeout", SSH_CLIENT, ssh(SILENT))
+
+import websockets
+from websockets.asyncio.client import connect as ws_connect
+from websockets.asyncio.server import serve as ws_serve
+
+WS = v("websockets")
+
+
+def websocket(port=None, handler=None, reject=None):
+    """A client's exchange with a closed port, the silent one, or a websockets server of its own here."""
+    async def exchange(port):
+        async with ws_connect(f"ws://127.0.0.1:{port}/events", open_timeout=1) as ws:
+            await ws.send("subscribe")
+            await ws.recv()
+
+    async def go():
+        if port:
+            return await exchange(port)
+        async with ws_serve(handler or (lambda ws: ws.wait_closed()), "127.0.0.1", 0, process_request=reject) as server:
+            await exchange(server.sockets[0].getsockname()[1])
+    return lambda: asyncio.run(go())
+
+
+case("r-py-websockets-refused", "network", WS, websocket(port=CLOSED))
+case("r-py-websockets-no-answer", "timeout", WS, websocket(port=SILENT))
+case("r-py-websockets-403", "permission_denied", WS, websocket(reject=lambda conn, request: conn.respond(403, "Forbidden\n")))
+# The server closing the socket with a close code: 1011 is its internal error; 1008 a policy violation,
+# here a key it refuses, as streaming APIs close a socket whose key is wrong.
+case("r-py-websockets-1011", "internal", WS, websocket(handler=lambda ws: ws.close(1011, "internal error")))
+case("r-py-websockets-1008-key", "auth", WS, websocket(handler=lambda ws: ws.close(1008, "invalid api key")))
+
+import pymysql
+
+MYSQL = v("PyMySQL")
+case("r-py-pymysql-refused", "network", MYSQL, lambda: pymysql.connect(host="127.0.0.1", port=CLOSED, user="agent", password="x"))
+case("r-py-pymysql-no-answer", "timeout", MYSQL,
+     lambda: pymysql.connect(host="127.0.0.1", port=SILENT, user="agent", password="x", connect_timeout=1, read_timeout=1))
+
+import neo4j
+
+NEO4J = v("neo4j")
+case("r-py-neo4j-refused", "network", NEO4J,
+     lambda: neo4j.GraphDatabase.driver(f"bolt://127.0.0.1:{CLOSED}", auth=("neo4j", "x")).verify_connectivity())
+case("r-py-neo4j-no-answer", "timeout", NEO4J,
+     lambda: neo4j.GraphDatabase.driver(f"bolt://127.0.0.1:{SILENT}", auth=("neo4j", "x"), connection_timeout=1).verify_connectivity())
+
+import asyncpg
+import psycopg
+
+PSYCOPG, ASYNCPG = v("psycopg"), v("asyncpg")
+case("r-py-psycopg-refused", "network", PSYCOPG, lambda: psycopg.connect(f"host=127.0.0.1 port={CLOSED} user=agent dbname=app"))
+case("r-py-psycopg-no-answer", "timeout", PSYCOPG,
+     lambda: psycopg.connect(f"host=127.0.0.1 port={SILENT} user=agent dbname=app connect_timeout=1"))
+case("r-py-asyncpg-refused", "network", ASYNCPG,
+     lambda: asyncio.run(asyncpg.connect(host="127.0.0.1", port=CLOSED, user="agent", database="app")))
+case("r-py-asyncpg-no-answer", "timeout", ASYNCPG,
+     lambda: asyncio.run(asyncpg.connect(host="127.0.0.1", port=SILENT, user="agent", database="app", timeout=1)))
 
 # ---------------------------------------------------------------- playwright, driving Debian's chromium
 import shutil
