@@ -2373,7 +2373,16 @@ mod tests {
                 "Username and password must be escaped according to RFC 3986, use urllib.parse.quote_plus",
                 Category::Validation,
             ),
+            // Node's clients (r-node-*): the mongodb driver's, ssh2's at a port that speaks no SSH, Qdrant's timeout.
+            ("MongoParseError", "Invalid connection string", Category::Validation),
+            ("", "Connection lost before handshake", Category::Network),
+            ("QdrantClientTimeoutError", "This operation was aborted", Category::Timeout),
         ]);
+        // axios's timeout comes with a network code, and its words say what happened.
+        let c = classifier();
+        let axios = |message: &str| Outcome { code: "ECONNABORTED".into(), ..typed("AxiosError", message) };
+        assert_eq!(c.classify(&axios("timeout of 500ms exceeded")).category, Category::Timeout);
+        assert_eq!(c.classify(&axios("Request aborted")).category, Category::Network);
     }
 
     #[test]

@@ -336,7 +336,7 @@ var exceptionRules = []struct {
 			"TimeoutException", "ReadTimeoutError", "ConnectTimeoutError", "ServerTimeoutError", "APITimeoutError",
 			"RequestTimeoutError", "SocketTimeoutException", "HttpTimeoutException", "TimeoutExpired", "DeadlineExceeded",
 			"ReadTimeoutException", "asyncio.TimeoutError", "socket.timeout",
-			"ServiceRequestTimeoutError", "ServiceResponseTimeoutError"}},
+			"ServiceRequestTimeoutError", "ServiceResponseTimeoutError", "QdrantClientTimeoutError"}},
 	// exception.network
 	{codeClass{category: reboundpb.Category_CATEGORY_NETWORK, rule: "fallback.type_connection"},
 		[]string{"ConnectionError", "ConnectError", "ChunkedEncodingError", "IncompleteRead", "ConnectionRefusedError",

@@ -616,6 +616,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "socket.timeout",
     "ServiceRequestTimeoutError",
     "ServiceResponseTimeoutError",
+    "QdrantClientTimeoutError",
   ].map((type) => [type, [C.CATEGORY_TIMEOUT, "fallback.type_timeout"]] as const),
   // Rule exception.network.
   ...[

@@ -214,7 +214,7 @@ _EXCEPTION_TYPE_RULES = (
             "APITimeoutError", "RequestTimeoutError", "SocketTimeoutException", "HttpTimeoutException",
             "TimeoutExpired", "DeadlineExceeded", "ReadTimeoutException", "asyncio.TimeoutError",
             "socket.timeout",
-            "ServiceRequestTimeoutError", "ServiceResponseTimeoutError",
+            "ServiceRequestTimeoutError", "ServiceResponseTimeoutError", "QdrantClientTimeoutError",
         }),
         (Category.TIMEOUT, "fallback.type_timeout"),
     ),

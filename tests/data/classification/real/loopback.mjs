@@ -20,3 +20,24 @@ export async function loopback(server) {
   const fixed = (text) => text.replaceAll(String(PORT), "8787").replaceAll(String(CLOSED), "8799");
   return { PORT, CLOSED, fixed };
 }
+
+/**
+ * The case runner the Node generators share: `kase(id, category, source, run)` runs `run`, reads the error
+ * it throws as the TypeScript client's `outcomeFromError` does, rewrites ports with `fixed`, and prints the
+ * labelled case as one JSON line (without the stack trace, `detail`).
+ */
+export function reporter(outcomeFromError, fixed) {
+  return async function kase(id, category, source, run) {
+    try {
+      await run();
+      console.error(`${id}: did not fail`);
+    } catch (error) {
+      const o = outcomeFromError("tool", { error });
+      const outcome = { exception_type: o.exceptionType, message: fixed(o.message) };
+      if (o.code) outcome.code = o.code;
+      if (o.httpStatus) outcome.http_status = o.httpStatus;
+      if (Object.keys(o.headers).length > 0) outcome.headers = o.headers;
+      console.log(JSON.stringify({ id, source, category, retryable: RETRYABLE.has(category), tags: [], outcome }));
+    }
+  };
+}

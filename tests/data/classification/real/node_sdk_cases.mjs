@@ -17,7 +17,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { loopback, RETRYABLE } from "./loopback.mjs";
+import { loopback, reporter } from "./loopback.mjs";
 
 const SDK_DIR = process.env.SDK_DIR;
 if (!SDK_DIR) {
@@ -70,19 +70,7 @@ const server = http.createServer((req, res) => {
 });
 const { PORT, CLOSED, fixed } = await loopback(server);
 
-async function kase(id, category, source, run) {
-  try {
-    await run();
-    console.error(`${id}: did not fail`);
-  } catch (error) {
-    const o = outcomeFromError("tool", { error });
-    const outcome = { exception_type: o.exceptionType, message: fixed(o.message) };
-    if (o.code) outcome.code = o.code;
-    if (o.httpStatus) outcome.http_status = o.httpStatus;
-    if (Object.keys(o.headers).length > 0) outcome.headers = o.headers;
-    console.log(JSON.stringify({ id, source, category, retryable: RETRYABLE.has(category), tags: [], outcome }));
-  }
-}
+const kase = reporter(outcomeFromError, fixed);
 
 const AI = `${version("ai")}, ${version("@ai-sdk/openai")}`;
 const model = (route, port = PORT) =>
