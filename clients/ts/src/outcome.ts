@@ -413,14 +413,20 @@ function responseBody(e: unknown): unknown {
 
 /**
  * What the body of an HTTP library's failed response says, when its error's own text gives only the status
- * (axios's `Request failed with status code 429`): the body's `error.message`, else its `message`, `error`
- * or `detail` as text (OpenAI's and Anthropic's bodies, and most JSON APIs'; FastAPI's `detail`).
+ * (axios's `Request failed with status code 429`; openapi-typescript-fetch's `ApiError`, which Qdrant's
+ * client throws, says only the status text and keeps the parsed body as `data`): the body's
+ * `error.message`, else Qdrant's `status.error`, else its `message`, `error` or `detail` as text (OpenAI's
+ * and Anthropic's bodies, and most JSON APIs'; FastAPI's `detail`).
  */
 function responseMessage(e: unknown): string {
   const code = get(e, "code");
-  if (typeof code !== "string" || !STATUS_ONLY_CODES.has(code.trim())) return "";
-  const body = responseBody(e);
-  for (const said of [get(get(body, "error"), "message"), get(body, "message"), get(body, "error"), get(body, "detail")]) {
+  const statusText = get(e, "statusText");
+  let body: unknown;
+  if (typeof code === "string" && STATUS_ONLY_CODES.has(code.trim())) body = responseBody(e);
+  else if (typeof statusText === "string" && statusText.trim() !== "" && messageOf(e).trim() === statusText.trim()) body = get(e, "data");
+  else return "";
+  const status = get(body, "status");
+  for (const said of [get(get(body, "error"), "message"), get(status, "error"), get(body, "message"), get(body, "error"), get(body, "detail")]) {
     if (typeof said === "string" && said.trim() !== "") return said.trim();
   }
   return "";

@@ -1,6 +1,6 @@
 // Building outcomes from real errors: each one is thrown by the real library
 // (fetch/undici, Node's net, fs and child_process, axios, the OpenAI and
-// Anthropic SDKs, @grpc/grpc-js) against a local server, not imitated.
+// Anthropic SDKs, Qdrant's client, @grpc/grpc-js) against a local server, not imitated.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -17,6 +17,7 @@ import { after, before, describe, it } from "node:test";
 
 import Anthropic from "@anthropic-ai/sdk";
 import { credentials } from "@grpc/grpc-js";
+import { QdrantClient } from "@qdrant/js-client-rest";
 import axios from "axios";
 import OpenAI from "openai";
 
@@ -342,6 +343,24 @@ describe("outcomes from real errors", () => {
     assert.equal(o.exceptionType, "AxiosError");
     assert.equal(o.httpStatus, 503);
     assert.equal(o.headers["retry-after"], "2");
+  });
+
+  it("Qdrant's client: what its body says beside the status text, which is all its error's text is", async () => {
+    // Qdrant 1.x's answer for a collection that does not exist; its client's ApiError says "Not Found".
+    handler = (_req, res) => {
+      res.writeHead(404, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ status: { error: "Not found: Collection `docs` doesn't exist!" }, time: 0.000021 }));
+    };
+    const qdrant = new QdrantClient({ url: base, checkCompatibility: false });
+    const o = build(await thrown(() => qdrant.getCollection("docs")));
+    assert.deepEqual([o.message, o.httpStatus], ["Not Found: Not found: Collection `docs` doesn't exist!", 404]);
+    // Its API key check answers in plain text, which it keeps as text: nothing to add.
+    handler = (_req, res) => {
+      res.writeHead(401, { "Content-Type": "text/plain" });
+      res.end("Must provide an API key or an Authorization bearer token");
+    };
+    const unauthorized = build(await thrown(() => qdrant.getCollections()));
+    assert.deepEqual([unauthorized.message, unauthorized.httpStatus], ["Unauthorized", 401]);
   });
 
   it("axios: the provider's code and message in the response body, which its own code and text leave out", async () => {
