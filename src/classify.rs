@@ -2377,6 +2377,24 @@ mod tests {
             ("MongoParseError", "Invalid connection string", Category::Validation),
             ("", "Connection lost before handshake", Category::Network),
             ("QdrantClientTimeoutError", "This operation was aborted", Category::Timeout),
+            // Go's (r-go-pgx-*, r-go-mongo-*, r-go-ssh-*).
+            (
+                "pgconn.ConnectError",
+                "failed to connect to `user=agent database=app`:\n\t127.0.0.1:8798 (127.0.0.1): dial error: timeout: \
+                 context deadline exceeded",
+                Category::Timeout,
+            ),
+            (
+                "pgconn.ConnectError",
+                "failed to connect to `user=agent database=app`: 127.0.0.1:8799 (127.0.0.1): dial error: dial tcp \
+                 127.0.0.1:8799: connect: connection refused",
+                Category::Network,
+            ),
+            ("pgconn.ParseConfigError", "cannot parse `postgres://agent:xxxxx@ss:xxxxxx@127.0.0.1:8799/app`: invalid port", Category::Validation),
+            ("", "error parsing uri: unescaped @ sign in user info", Category::Validation),
+            ("", "ssh: handshake failed: ssh: unable to authenticate, attempted methods [none password], no supported methods remain", Category::Auth),
+            ("", "ssh: handshake failed: ssh: host key mismatch", Category::Auth),
+            ("", "ssh: handshake failed: knownhosts: key is unknown", Category::Auth),
         ]);
         // axios's timeout comes with a network code, and its words say what happened.
         let c = classifier();

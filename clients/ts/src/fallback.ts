@@ -772,6 +772,7 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "UnidentifiedImageError",
     "PrismaClientValidationError",
     "InvalidURI",
+    "ParseConfigError",
   ].map((type) => [type, [C.CATEGORY_VALIDATION, "fallback.type_validation"]] as const),
   // Rule exception.format: JavaScript's SyntaxError (JSON.parse's) among them.
   ...[

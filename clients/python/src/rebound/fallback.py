@@ -296,7 +296,7 @@ _EXCEPTION_TYPE_RULES = (
             "AI_InvalidArgumentError", "AI_InvalidPromptError", "AI_UnsupportedFunctionalityError",
             "AI_InvalidMessageRoleError", "AI_MessageConversionError", "AI_InvalidDataContentError",
             "AI_TooManyEmbeddingValuesForCallError", "AI_MissingToolResultsError",
-            "UnidentifiedImageError", "PrismaClientValidationError", "InvalidURI",
+            "UnidentifiedImageError", "PrismaClientValidationError", "InvalidURI", "ParseConfigError",
         }),
         (Category.VALIDATION, "fallback.type_validation"),
     ),
