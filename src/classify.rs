@@ -2395,6 +2395,13 @@ mod tests {
             ("", "ssh: handshake failed: ssh: unable to authenticate, attempted methods [none password], no supported methods remain", Category::Auth),
             ("", "ssh: handshake failed: ssh: host key mismatch", Category::Auth),
             ("", "ssh: handshake failed: knownhosts: key is unknown", Category::Auth),
+            // Message brokers' (r-py-pika-*, r-py-aiokafka-*): pika's says no more than its type.
+            ("pika.exceptions.AMQPConnectionError", "AMQPConnectionError", Category::Network),
+            (
+                "aiokafka.errors.KafkaConnectionError",
+                "KafkaConnectionError: Unable to bootstrap from [('127.0.0.1', 8799, <AddressFamily.AF_INET: 2>)]",
+                Category::Network,
+            ),
         ]);
         // axios's timeout comes with a network code, and its words say what happened.
         let c = classifier();

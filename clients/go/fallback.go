@@ -346,7 +346,7 @@ var exceptionRules = []struct {
 			"ConnectException", "UnknownHostException", "NoRouteToHostException", "SocketException", "gaierror",
 			"socket.gaierror", "MaxRetryError", "EndpointConnectionError", "ConnectionClosedError",
 			"ServiceRequestError", "ServiceResponseError", "NoBrokersAvailable", "OpenAIIoException", "AnthropicIoException",
-			"AnthropicIOException"}},
+			"AnthropicIOException", "AMQPConnectionError", "KafkaConnectionError"}},
 	// exception.rate_limited
 	{codeClass{category: reboundpb.Category_CATEGORY_RATE_LIMITED, rule: "fallback.type_rate_limited"},
 		[]string{"RateLimitError", "openai.RateLimitError", "anthropic.RateLimitError", "TooManyRequests",

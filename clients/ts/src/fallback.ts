@@ -656,6 +656,8 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "OpenAIIoException",
     "AnthropicIoException",
     "AnthropicIOException",
+    "AMQPConnectionError",
+    "KafkaConnectionError",
   ].map((type) => [type, [C.CATEGORY_NETWORK, "fallback.type_connection"]] as const),
   // Rule exception.rate_limited.
   ...[

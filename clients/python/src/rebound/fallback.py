@@ -230,7 +230,7 @@ _EXCEPTION_TYPE_RULES = (
             "gaierror", "socket.gaierror", "MaxRetryError", "EndpointConnectionError",
             "ConnectionClosedError",
             "ServiceRequestError", "ServiceResponseError", "NoBrokersAvailable", "OpenAIIoException",
-            "AnthropicIoException", "AnthropicIOException",
+            "AnthropicIoException", "AnthropicIOException", "AMQPConnectionError", "KafkaConnectionError",
         }),
         (Category.NETWORK, "fallback.type_connection"),
     ),

@@ -6,7 +6,8 @@ Run: python3 python_cases.py > python.jsonl  (needs requests, httpx, aiohttp, op
 pydantic, jsonschema, boto3, langchain-core, openai-agents, litellm, pandas, duckdb, pillow, sqlalchemy, docker, google-genai, slack_sdk, azure-storage-blob, azure-mgmt-resource,
 azure-identity, google-auth, python-telegram-bot, grpcio, mcp, huggingface_hub and playwright from PyPI, and Debian's chromium, which
 playwright drives; for the data stores' section also pymongo, elasticsearch, qdrant-client, paramiko, websockets,
-PyMySQL, neo4j, psycopg[binary] and asyncpg). The random ports are written as 8787 (the server), 8799 (a closed
+PyMySQL, neo4j, psycopg[binary] and asyncpg, and for the brokers' pika, kafka-python, aiokafka,
+cassandra-driver and clickhouse-connect). The random ports are written as 8787 (the server), 8799 (a closed
 port) and 8798 (a port that accepts connections and never answers) in the output.
 
 The outcome is read from the exception as the Python client's build_outcome reads it
@@ -1105,6 +1106,52 @@ case("r-py-asyncpg-refused", "network", ASYNCPG,
      lambda: asyncio.run(asyncpg.connect(host="127.0.0.1", port=CLOSED, user="agent", database="app")))
 case("r-py-asyncpg-no-answer", "timeout", ASYNCPG,
      lambda: asyncio.run(asyncpg.connect(host="127.0.0.1", port=SILENT, user="agent", database="app", timeout=1)))
+
+# ---------------------------------------------------------------- message brokers and column stores
+import pika
+
+PIKA = v("pika")
+pika_params = lambda port: pika.ConnectionParameters(host="127.0.0.1", port=port, connection_attempts=1, socket_timeout=1,
+                                                     blocked_connection_timeout=1, stack_timeout=1)
+case("r-py-pika-refused", "network", PIKA, lambda: pika.BlockingConnection(pika_params(CLOSED)))
+case("r-py-pika-no-answer", "timeout", PIKA, lambda: pika.BlockingConnection(pika_params(SILENT)))
+
+import kafka
+
+KAFKA = v("kafka-python")
+case("r-py-kafka-refused", "network", KAFKA,
+     lambda: kafka.KafkaProducer(bootstrap_servers=f"127.0.0.1:{CLOSED}", request_timeout_ms=1000, max_block_ms=1000))
+case("r-py-kafka-no-answer", "timeout", KAFKA,
+     lambda: kafka.KafkaProducer(bootstrap_servers=f"127.0.0.1:{SILENT}", request_timeout_ms=1000, max_block_ms=1000))
+
+import aiokafka
+
+
+async def aiokafka_start(port):
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=1000)
+    try:
+        await producer.start()
+    finally:
+        await producer.stop()
+
+AIOKAFKA = v("aiokafka")
+case("r-py-aiokafka-refused", "network", AIOKAFKA, lambda: asyncio.run(aiokafka_start(CLOSED)))
+
+from cassandra.cluster import Cluster
+
+CASSANDRA = v("cassandra-driver")
+case("r-py-cassandra-refused", "network", CASSANDRA,
+     lambda: Cluster(["127.0.0.1"], port=CLOSED, connect_timeout=1, protocol_version=4).connect())
+case("r-py-cassandra-no-answer", "timeout", CASSANDRA,
+     lambda: Cluster(["127.0.0.1"], port=SILENT, connect_timeout=1, protocol_version=4).connect())
+
+import clickhouse_connect
+
+CLICKHOUSE = v("clickhouse-connect")
+case("r-py-clickhouse-refused", "network", CLICKHOUSE,
+     lambda: clickhouse_connect.get_client(host="127.0.0.1", port=CLOSED, connect_timeout=1))
+case("r-py-clickhouse-no-answer", "timeout", CLICKHOUSE,
+     lambda: clickhouse_connect.get_client(host="127.0.0.1", port=SILENT, connect_timeout=1, send_receive_timeout=1))
 
 # ---------------------------------------------------------------- playwright, driving Debian's chromium
 import shutil
