@@ -579,7 +579,7 @@ fn exceptions_in_trace(detail: &str) -> Vec<&str> {
     if detail.is_empty() {
         return Vec::new();
     }
-    let head = prefix(detail, 8192);
+    let head = prefix(detail, TRACE_HEAD);
     let mut names = caused_by_types(head);
     names.reverse();
     let tail = suffix(detail, 2048);
@@ -591,7 +591,67 @@ fn exceptions_in_trace(detail: &str) -> Vec<&str> {
         .find_map(type_named_by)
         .or_else(|| head.lines().take(8).find_map(type_named_by));
     names.extend(own);
+    // A Python chain's earlier exceptions after the one raised last, the first raised first: they
+    // decide only when no rule knows that one, as a wrapper's type seldom says what went wrong
+    // (pydantic-ai's UnexpectedModelBehavior around the ValidationError of a tool's arguments,
+    // tenacity's RetryError around the last attempt's ConnectError).
+    names.extend(python_causes(head).into_iter().filter_map(|cause| type_named_by(first_line(cause))));
     names
+}
+
+/// How much of a trace's start is searched for its chain of causes.
+const TRACE_HEAD: usize = 8192;
+
+/// The longest a cause's text is read, its message's lines included (pydantic lists each field's error there).
+const CAUSE_BYTES: usize = 256;
+
+/// The exceptions a Python traceback printed before its last one, the first raised first: each
+/// block before a `The above exception was the direct cause of the following exception:` or
+/// `During handling of the above exception, another exception occurred:` line ends with its
+/// exception, the first unindented line after its frames, and the lines its message goes on
+/// over, up to a blank line. Each is at most [`CAUSE_BYTES`] long. Found by searching for the
+/// two sentences (one vector pass each; most traces have neither).
+fn python_causes(text: &str) -> Vec<&str> {
+    static SEPARATORS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 2]> = std::sync::LazyLock::new(|| {
+        [
+            memchr::memmem::Finder::new("\nThe above exception was the direct cause of the following exception:"),
+            memchr::memmem::Finder::new("\nDuring handling of the above exception, another exception occurred:"),
+        ]
+    });
+    let mut ends: Vec<usize> = SEPARATORS.iter().flat_map(|f| f.find_iter(text.as_bytes())).collect();
+    if ends.is_empty() {
+        return Vec::new();
+    }
+    ends.sort_unstable();
+    let mut causes = Vec::with_capacity(ends.len());
+    let mut start = 0;
+    for end in ends {
+        causes.extend(block_exception(&text[start..end]));
+        // Past the separator's line.
+        start = text[end + 1..].find('\n').map_or(text.len(), |n| end + 1 + n);
+    }
+    causes
+}
+
+/// The exception one block of a Python traceback ends with (see [`python_causes`]).
+fn block_exception(block: &str) -> Option<&str> {
+    // After the last frame and its source lines (indented), or else from the block's start.
+    let after_frames = block.rfind("\n  File \"").map_or(block, |at| &block[at + 1..]);
+    let mut at = 0;
+    let start = after_frames.split_inclusive('\n').find_map(|line| {
+        let here = at;
+        at += line.len();
+        let unindented = !line.starts_with([' ', '\t']) && !line.trim().is_empty();
+        (unindented && !line.starts_with("Traceback (most recent call last)")).then_some(here)
+    })?;
+    let exception = after_frames[start..].trim_end();
+    let exception = exception.find("\n\n").map_or(exception, |blank| &exception[..blank]);
+    Some(prefix(exception, CAUSE_BYTES))
+}
+
+/// The first line of `text`.
+fn first_line(text: &str) -> &str {
+    text.split('\n').next().unwrap_or(text)
 }
 
 /// The types named by `text`'s `Caused by: Type: ...` lines (the words first on their line),
@@ -650,27 +710,37 @@ fn trace_text(outcome: &Outcome) -> &str {
 }
 
 /// The text message rules look at: a bounded prefix of the message, and the
-/// head and tail of the detail (a Python traceback ends with its exception). A
-/// long message of many lines with no detail is read as a detail would be.
+/// head and tail of the detail (a Python traceback ends with its exception), with
+/// the first exception of a Python chain when they leave it out. A long message of
+/// many lines with no detail is read as a detail would be.
 fn match_text(outcome: &Outcome, limit: usize) -> std::borrow::Cow<'_, str> {
     let half = limit / 2;
     let head_and_tail = |text: &mut String, long: &str| {
         text.push_str(prefix(long, half));
         text.push('\n');
         text.push_str(suffix(long, half));
+        // A Python chain's first exception, when it is deep in a long trace: a wrapper raised last
+        // (pydantic-ai's "Tool 'x' exceeded max retries count of 1") seldom says what its cause does.
+        if let Some(cause) = python_causes(prefix(long, TRACE_HEAD)).first() {
+            let at = cause.as_ptr() as usize - long.as_ptr() as usize;
+            if at + cause.len() > half && at < long.len() - half {
+                text.push('\n');
+                text.push_str(cause);
+            }
+        }
     };
     if outcome.detail.is_empty() {
         let message = &outcome.message;
         if message.len() <= limit || !has_line_break(message) {
             return std::borrow::Cow::Borrowed(prefix(message, limit));
         }
-        let mut text = String::with_capacity(limit + 1);
+        let mut text = String::with_capacity(limit + CAUSE_BYTES + 2);
         head_and_tail(&mut text, message);
         return std::borrow::Cow::Owned(text);
     }
     let message = prefix(&outcome.message, limit);
     let detail = &outcome.detail;
-    let mut text = String::with_capacity(message.len() + limit + 2);
+    let mut text = String::with_capacity(message.len() + limit + CAUSE_BYTES + 3);
     text.push_str(message);
     text.push('\n');
     if detail.len() <= limit {
@@ -2095,6 +2165,111 @@ mod tests {
             ("", "Invalid Format: Missing 'Action Input:' after 'Action:'"),
         ] {
             assert_eq!(c.classify(&typed(exception_type, message)).category, Category::Format, "{message}");
+        }
+    }
+
+    /// A Python traceback of `frames` frames in a library, raising `exception` (its line and those
+    /// after it), as `traceback.format_exception` writes one block of a chain.
+    fn python_block(frames: usize, exception: &str) -> String {
+        let mut block = String::from("Traceback (most recent call last):\n");
+        for n in 0..frames {
+            block.push_str(&format!(
+                "  File \"/venv/lib/python3.11/site-packages/pydantic_ai/_agent_graph.py\", line {}, in run\n    \
+                 return await self._call(ctx)\n           ^^^^^^^^^^^^^^^^^^^^^^^^\n",
+                100 + n
+            ));
+        }
+        block.push_str(exception);
+        block.push('\n');
+        block
+    }
+
+    /// `blocks` chained as `raise ... from ...` prints them, the first raised first.
+    fn python_chain(blocks: &[String]) -> String {
+        blocks.join("\nThe above exception was the direct cause of the following exception:\n\n")
+    }
+
+    #[test]
+    fn python_causes_are_the_exceptions_each_block_of_a_chain_ends_with() {
+        let trace = python_chain(&[
+            python_block(2, "pydantic_core._pydantic_core.ValidationError: 1 validation error for get_weather\ncity\n  Field required [type=missing, input_value={'town': 'Paris'}, input_type=dict]\n\nmore after a blank line"),
+            // A cause raised without a traceback of its own.
+            "httpx.ConnectError: [Errno 111] Connection refused\n".into(),
+            python_block(1, "tenacity.RetryError: RetryError[<Future at 0x7f state=finished raised ConnectError>]"),
+        ]);
+        assert_eq!(
+            python_causes(&trace),
+            [
+                "pydantic_core._pydantic_core.ValidationError: 1 validation error for get_weather\ncity\n  Field required [type=missing, input_value={'town': 'Paris'}, input_type=dict]",
+                "httpx.ConnectError: [Errno 111] Connection refused",
+            ]
+        );
+        // The same with the sentence of an exception raised while handling another.
+        let handled = trace.replacen(
+            "The above exception was the direct cause of the following exception:",
+            "During handling of the above exception, another exception occurred:",
+            1,
+        );
+        assert_eq!(python_causes(&handled).len(), 2);
+        // A long message is cut; a trace of one exception, or none, has no causes.
+        let long = python_chain(&[
+            python_block(1, &format!("ValueError: {}", "x".repeat(1000))),
+            python_block(1, "RuntimeError: y"),
+        ]);
+        assert_eq!(python_causes(&long)[0].len(), CAUSE_BYTES);
+        assert!(python_causes(&python_block(3, "KeyError: 'k'")).is_empty());
+        assert!(python_causes("The above exception was the direct cause of the following exception:").is_empty());
+    }
+
+    #[test]
+    fn an_agent_frameworks_failed_tool_call_is_read_from_its_chain_and_words() {
+        // pydantic-ai 2.68 raises the same words for every way its model kept calling a tool wrongly;
+        // the chain says which (r-py-pydantic-ai-*, whose traces are 7 to 10 KB: the cause is deep in them).
+        let c = classifier();
+        let wrapper = "pydantic_ai.exceptions.UnexpectedModelBehavior: Tool 'get_weather' exceeded max retries count of 1. Consider raising the retry limit, or see the docs on tool retries: https://pydantic.dev/docs/ai/tools-toolsets/tools-advanced/#tool-retries";
+        let pai = |cause: &str| Outcome {
+            exception_type: "pydantic_ai.exceptions.UnexpectedModelBehavior".into(),
+            detail: python_chain(&[python_block(12, cause), python_block(12, wrapper)]),
+            ..failure(wrapper.split_once(": ").expect("a type").1)
+        };
+        for (cause, category) in [
+            ("pydantic_core._pydantic_core.ValidationError: 1 validation error for get_weather\ncity\n  Field required [type=missing, input_value={'town': 'Paris'}, input_type=dict]", Category::Validation),
+            ("pydantic_core._pydantic_core.ValidationError: 1 validation error for get_weather\n  Invalid JSON: EOF while parsing an object at line 1 column 16 [type=json_invalid, input_value='{\"city\": \"Paris\"', input_type=str]", Category::Format),
+            ("pydantic_ai.tool_manager._UnknownTool: Unknown tool name: 'get_wether'. Available tools: 'get_weather'", Category::UnknownTool),
+        ] {
+            let o = pai(cause);
+            assert!(o.detail.len() > 2 * 1024, "the cause is past the head the rules read");
+            assert_eq!(c.classify(&o).category, category, "{cause}");
+        }
+        // Its output retries, in 2.68's words.
+        let prose = typed("pydantic_ai.exceptions.UnexpectedModelBehavior", "Exceeded maximum output retries (1)");
+        assert_eq!(c.classify(&prose).category, Category::Format);
+        // tenacity's RetryError around the last attempt's failure.
+        let retried = Outcome {
+            exception_type: "tenacity.RetryError".into(),
+            detail: python_chain(&[
+                python_block(12, "httpx.ConnectError: [Errno 111] Connection refused"),
+                python_block(
+                    12,
+                    "tenacity.RetryError: RetryError[<Future at 0x7f3c state=finished raised ConnectError>]",
+                ),
+            ]),
+            ..failure("RetryError[<Future at 0x7f3c state=finished raised ConnectError>]")
+        };
+        assert_eq!(c.classify(&retried).category, Category::Network);
+        // A type some rule knows keeps its say over its causes'.
+        let known = Outcome { exception_type: "TimeoutError".into(), ..retried.clone() };
+        assert_eq!(c.classify(&known).category, Category::Timeout);
+        // LangGraph 1.2's ToolNode and smolagents 1.26, in their own words (r-py-langgraph-*, r-py-smolagents-*).
+        for (exception_type, message, category) in [
+            ("", "Error: ToolInvocationError(\"Error invoking tool 'get_weather' with kwargs {'town': 'Paris'} with error:\\n city: Field required\\n Please fix the error and try again.\")\n Please fix your mistakes.", Category::Validation),
+            ("langgraph.prebuilt.tool_node.ToolInvocationError", "Error invoking tool 'get_weather' with kwargs {'town': 'Paris'} with error:\n city: Field required\n Please fix the error and try again.", Category::Validation),
+            ("smolagents.utils.AgentToolCallError", "Argument town is not in the tool's input schema", Category::Validation),
+            ("", "Argument town is not in the tool's input schema", Category::Validation),
+            ("smolagents.utils.AgentExecutionError", "Code parsing failed on line 1 due to: SyntaxError: '(' was never closed (<unknown>, line 1)", Category::Format),
+            ("smolagents.utils.AgentExecutionError", "Code execution failed at line 'print(get_wether(city='Paris'))' due to: InterpreterError: Forbidden function evaluation: 'get_wether' is not among the explicitly allowed tools or defined/imported in the preceding code", Category::UnknownTool),
+        ] {
+            assert_eq!(c.classify(&typed(exception_type, message)).category, category, "{message}");
         }
     }
 

@@ -389,7 +389,8 @@ var exceptionRules = []struct {
 			"AI_InvalidArgumentError", "AI_InvalidPromptError", "AI_UnsupportedFunctionalityError",
 			"AI_InvalidMessageRoleError", "AI_MessageConversionError", "AI_InvalidDataContentError",
 			"AI_TooManyEmbeddingValuesForCallError", "AI_MissingToolResultsError",
-			"UnidentifiedImageError", "PrismaClientValidationError", "InvalidURI", "ParseConfigError"}},
+			"UnidentifiedImageError", "PrismaClientValidationError", "InvalidURI", "ParseConfigError",
+			"ToolInvocationError", "AgentToolCallError"}},
 	// exception.format
 	{codeClass{category: reboundpb.Category_CATEGORY_FORMAT, rule: "fallback.type_format"},
 		[]string{"JSONDecodeError", "json.JSONDecodeError", "json.decoder.JSONDecodeError", "OutputParserException",

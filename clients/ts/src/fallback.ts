@@ -775,6 +775,8 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "PrismaClientValidationError",
     "InvalidURI",
     "ParseConfigError",
+    "ToolInvocationError",
+    "AgentToolCallError",
   ].map((type) => [type, [C.CATEGORY_VALIDATION, "fallback.type_validation"]] as const),
   // Rule exception.format: JavaScript's SyntaxError (JSON.parse's) among them.
   ...[

@@ -297,6 +297,7 @@ _EXCEPTION_TYPE_RULES = (
             "AI_InvalidMessageRoleError", "AI_MessageConversionError", "AI_InvalidDataContentError",
             "AI_TooManyEmbeddingValuesForCallError", "AI_MissingToolResultsError",
             "UnidentifiedImageError", "PrismaClientValidationError", "InvalidURI", "ParseConfigError",
+            "ToolInvocationError", "AgentToolCallError",
         }),
         (Category.VALIDATION, "fallback.type_validation"),
     ),

@@ -7,7 +7,8 @@ pydantic, jsonschema, boto3, langchain-core, openai-agents, litellm, pandas, duc
 azure-identity, google-auth, python-telegram-bot, grpcio, mcp, huggingface_hub and playwright from PyPI, and Debian's chromium, which
 playwright drives; for the data stores' section also pymongo, elasticsearch, qdrant-client, paramiko, websockets,
 PyMySQL, neo4j, psycopg[binary] and asyncpg, and for the brokers' pika, kafka-python, aiokafka,
-cassandra-driver and clickhouse-connect). The random ports are written as 8787 (the server), 8799 (a closed
+cassandra-driver and clickhouse-connect, and for the agent frameworks' pydantic-ai-slim, langgraph, smolagents,
+instructor and tenacity). The random ports are written as 8787 (the server), 8799 (a closed
 port) and 8798 (a port that accepts connections and never answers) in the output.
 
 The outcome is read from the exception as the Python client's build_outcome reads it
@@ -17,7 +18,9 @@ without `kind` and the traceback, so the rules must work from the type, the word
 """
 
 import asyncio
+import contextlib
 import errno
+import io
 import json
 import logging
 import os
@@ -42,6 +45,10 @@ SILENT_PORT_TEXT = "8798"
 # Routes of the loopback server: path -> (status, headers, body). The bodies are in the style of
 # the provider each route imitates; the exception texts built from them are the libraries' own.
 OPENAI_BODY = lambda message, typ, code: {"error": {"message": message, "type": typ, "param": None, "code": code}}
+# A chat completion whose one choice is `message`.
+OPENAI_COMPLETION = lambda message: {"id": "chatcmpl-2", "object": "chat.completion", "created": 1764460800, "model": "gpt-4o-mini",
+                                     "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+                                     "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}}
 ANTHROPIC_BODY = lambda typ, message: {"type": "error", "error": {"type": typ, "message": message}, "request_id": "req_011CTest"}
 GEMINI_BODY = lambda code, status, message, details=(): {"error": {"code": code, "message": message, "status": status, **({"details": list(details)} if details else {})}}
 # The Gemini API's 429 says the same words for every quota and names the ones hit in its details
@@ -97,6 +104,13 @@ ROUTES = {
                                        {"id": "call_1", "type": "function", "function": {"name": "search_web", "arguments": "{\"query\": \"rust\"}"}}]}}],
                                    "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}}),
     "/openai/badparam": (400, {}, OPENAI_BODY("Invalid value for 'temperature': expected a number between 0 and 2, got 3.5.", "invalid_request_error", "invalid_value")),
+    # A model asked for structured output (instructor's tool mode): it answers in prose, with arguments
+    # that break the schema, or with arguments cut off mid-JSON.
+    "/openai/prose": (200, {}, OPENAI_COMPLETION({"role": "assistant", "content": "The user is thirty years old."})),
+    "/openai/badargs": (200, {}, OPENAI_COMPLETION({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "User", "arguments": "{\"name\": \"Ann\", \"age\": \"thirty\"}"}}]})),
+    "/openai/cutjson": (200, {}, OPENAI_COMPLETION({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "User", "arguments": "{\"name\": \"Ann\", \"age\": 3"}}]})),
     "/anthropic/529": (529, {}, ANTHROPIC_BODY("overloaded_error", "Overloaded")),
     "/anthropic/empty529": (529, {}, ""),
     "/anthropic/long": (400, {}, ANTHROPIC_BODY("invalid_request_error", "prompt is too long: 215000 tokens > 200000 maximum")),
@@ -1152,6 +1166,189 @@ case("r-py-clickhouse-refused", "network", CLICKHOUSE,
      lambda: clickhouse_connect.get_client(host="127.0.0.1", port=CLOSED, connect_timeout=1))
 case("r-py-clickhouse-no-answer", "timeout", CLICKHOUSE,
      lambda: clickhouse_connect.get_client(host="127.0.0.1", port=SILENT, connect_timeout=1, send_receive_timeout=1))
+
+# ---------------------------------------------------------------- agent frameworks
+# What the frameworks an agent is built with raise when its model calls a tool wrongly: a tool it does
+# not have, arguments the tool's schema refuses, arguments that are not JSON, prose where a tool call or
+# code was wanted. pydantic-ai and smolagents run their own agent loops on a model scripted in-process
+# (pydantic-ai's FunctionModel, a smolagents Model subclass), LangGraph its ToolNode on a model's message,
+# instructor its retries against the loopback server. Labelled by what the agent must change.
+import pydantic_ai
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+
+def case_with_trace(id, category, source, run):
+    """A case with its traceback as the detail, as the Python client sends it: pydantic-ai raises the
+    same words for every tool its model kept calling wrongly, and names the cause only in the chain."""
+    try:
+        run()
+    except BaseException as exc:  # the failure is the data
+        trace = "".join(traceback.format_exception(exc)).replace(sys.prefix, "/venv")
+        emit(id, category, source, {**outcome_of(exc), "detail": fixed(trace)}, ["trace"])
+        return
+    print(f"{id}: did not fail", file=sys.stderr)
+
+
+class PaiCity(pydantic.BaseModel):
+    name: str
+    population: int
+
+
+def pai_run(reply, output_type=str):
+    """A pydantic-ai agent with one tool, get_weather(city), whose model always answers `reply`."""
+    agent = pydantic_ai.Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[reply])), output_type=output_type, retries=1)
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    return lambda: agent.run_sync("The weather in Paris?")
+
+
+PAI = v("pydantic-ai-slim")
+case_with_trace("r-py-pydantic-ai-unknown-tool", "unknown_tool", PAI, pai_run(ToolCallPart("get_wether", {"city": "Paris"})))
+case_with_trace("r-py-pydantic-ai-bad-args", "validation", PAI, pai_run(ToolCallPart("get_weather", {"town": "Paris"})))
+case_with_trace("r-py-pydantic-ai-bad-json", "format", PAI, pai_run(ToolCallPart("get_weather", '{"city": "Paris"')))
+case_with_trace("r-py-pydantic-ai-prose", "format", PAI,
+                pai_run(TextPart("Paris has about two million people."), output_type=PaiCity))
+
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool as lc_tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+
+
+@lc_tool
+def lc_get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+def tool_node(name, args, handle_tool_errors=True):
+    """LangGraph's ToolNode running a model's call of tool `name`: with handle_tool_errors (its default) the
+    failure comes back as the error ToolMessage's text, which an agent passes on as the outcome's message."""
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", ToolNode([lc_get_weather], handle_tool_errors=handle_tool_errors))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    call = AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "call_1", "type": "tool_call"}])
+    return lambda: graph.compile().invoke({"messages": [call]})
+
+
+def tool_message(id, category, source, run):
+    reply = run()["messages"][-1]
+    if getattr(reply, "status", None) != "error":
+        print(f"{id}: did not fail", file=sys.stderr)
+        return
+    emit(id, category, source, {"message": reply.content})
+
+
+LANGGRAPH = v("langgraph")
+tool_message("r-py-langgraph-unknown-tool", "unknown_tool", LANGGRAPH, tool_node("get_wether", {"city": "Paris"}))
+tool_message("r-py-langgraph-bad-args", "validation", LANGGRAPH, tool_node("lc_get_weather", {"town": "Paris"}))
+case("r-py-langgraph-bad-args-raised", "validation", LANGGRAPH,
+     tool_node("lc_get_weather", {"town": "Paris"}, handle_tool_errors=False))
+
+import smolagents
+from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction, MessageRole
+
+
+@smolagents.tool
+def sm_get_weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: The city.
+    """
+    return f"sunny in {city}"
+
+
+@smolagents.tool
+def sm_search(query: str) -> str:
+    """Searches the web.
+
+    Args:
+        query: What to look for.
+    """
+    return urllib.request.urlopen(f"http://127.0.0.1:{CLOSED}/search?q={query}", timeout=2).read().decode()
+
+
+class ScriptedModel(smolagents.Model):
+    """A model that answers every step the same: a tool call (name, arguments) or text."""
+
+    def __init__(self, reply):
+        super().__init__(model_id="scripted")
+        self.reply = reply
+
+    def generate(self, messages, stop_sequences=None, response_format=None, tools_to_call_from=None, **kwargs):
+        if isinstance(self.reply, tuple):
+            call = ChatMessageToolCall(id="call_1", type="function", function=ChatMessageToolCallFunction(name=self.reply[0], arguments=self.reply[1]))
+            return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=[call])
+        return ChatMessage(role=MessageRole.ASSISTANT, content=self.reply)
+
+
+def smol_step(agent_type, reply):
+    """Runs one step of a smolagents agent and raises the error it recorded for that step (the agent
+    hands it to its model and goes on; a step callback would report it)."""
+    def run():
+        agent = agent_type(tools=[sm_get_weather, sm_search], model=ScriptedModel(reply), max_steps=1, verbosity_level=0)
+        # What it prints of its steps is not this script's output.
+        with contextlib.redirect_stdout(io.StringIO()):
+            agent.run("What is the weather in Paris?")
+        errors = [step.error for step in agent.memory.steps if getattr(step, "error", None) is not None]
+        if errors:
+            raise errors[0]
+    return run
+
+
+SMOL = v("smolagents")
+case("r-py-smolagents-unknown-tool", "unknown_tool", SMOL, smol_step(smolagents.ToolCallingAgent, ("get_wether", {"city": "Paris"})))
+case("r-py-smolagents-bad-args", "validation", SMOL, smol_step(smolagents.ToolCallingAgent, ("sm_get_weather", {"town": "Paris"})))
+case("r-py-smolagents-tool-refused", "network", SMOL, smol_step(smolagents.ToolCallingAgent, ("sm_search", {"query": "rust"})))
+case("r-py-smolagents-no-code", "format", SMOL, smol_step(smolagents.CodeAgent, "The weather is probably sunny."))
+case("r-py-smolagents-syntax", "format", SMOL,
+     smol_step(smolagents.CodeAgent, "Thought: ask the tool\n<code>\nprint(sm_get_weather(city='Paris'\n</code>"))
+case("r-py-smolagents-unknown-function", "unknown_tool", SMOL,
+     smol_step(smolagents.CodeAgent, "Thought: ask the tool\n<code>\nprint(get_wether(city='Paris'))\n</code>"))
+
+import instructor
+
+
+class InstructorUser(pydantic.BaseModel):
+    name: str
+    age: int
+
+
+def extract(route):
+    client = instructor.from_openai(openai.OpenAI(api_key="sk-test", base_url=f"{URL}/openai/{route}", max_retries=0))
+    return lambda: client.chat.completions.create(model="gpt-4o-mini", response_model=InstructorUser, max_retries=1,
+                                                  messages=[{"role": "user", "content": "Ann is thirty."}])
+
+
+INSTRUCTOR = f"{v('instructor')}, {v('openai')}"
+case("r-py-instructor-prose", "format", INSTRUCTOR, extract("prose"))
+case("r-py-instructor-bad-args", "validation", INSTRUCTOR, extract("badargs"))
+case("r-py-instructor-cut-json", "format", INSTRUCTOR, extract("cutjson"))
+
+# tenacity's @retry around a tool's call, out of attempts: RetryError names the last attempt's exception
+# only by its class (`RetryError[<Future at 0x... state=finished raised ConnectError>]`); the chain has it.
+import tenacity
+
+
+def with_retries(call):
+    @tenacity.retry(stop=tenacity.stop_after_attempt(2), wait=tenacity.wait_none())
+    def run():
+        return call()
+    return run
+
+
+TENACITY = v("tenacity")
+case_with_trace("r-py-tenacity-refused", "network", f"{TENACITY}, {v('httpx')}",
+                with_retries(lambda: httpx.get(f"http://127.0.0.1:{CLOSED}/search")))
+case_with_trace("r-py-tenacity-timeout", "timeout", f"{TENACITY}, {v('httpx')}",
+                with_retries(lambda: httpx.get(f"{URL}/slow", timeout=0.5)))
 
 # ---------------------------------------------------------------- playwright, driving Debian's chromium
 import shutil
