@@ -580,7 +580,9 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         "could not",
         "timed out",
     ];
-    // A line with no letter or digit (`>` closing a repr, `^~~~` under a compiler's column, `}`) says nothing.
+    // A line with no letter or digit (`>` closing a repr, `^~~~` under a compiler's column, `}`) says nothing,
+    // nor does a lone markup tag (instructor's `<failed_attempts>`, `<exception>`, `</last_exception>`
+    // around its attempts' errors) or a pointer to the docs (pydantic's `For further information visit ...`).
     // The response's headers that Azure's .NET SDK prints after its message (`Headers:`, then one a
     // line) say nothing of what failed, and would be the last line.
     let lines: Vec<&str> = text
@@ -589,7 +591,11 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         .enumerate()
         .take_while(|&(i, l)| i == 0 || l != "Headers:")
         .map(|(_, l)| l)
-        .filter(|l| l.chars().any(char::is_alphanumeric))
+        .filter(|l| {
+            l.chars().any(char::is_alphanumeric)
+                && !is_markup_tag(l)
+                && !crate::trace::DOCS_POINTERS.iter().any(|p| l.starts_with(p))
+        })
         .collect();
     // The last line that says more than a retry loop's own steps, which end a log that kept trying.
     let Some(&last) = lines.iter().rev().find(|l| !is_retry_step(l)).or(lines.last()) else {
@@ -602,7 +608,8 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
     let mut picked = vec![];
     if first_leads {
         picked.push(lines[0]);
-        picked.extend(lines[1..].iter().find(|l| reports(l)));
+        // Not the first line again (each of instructor's attempts says the same).
+        picked.extend(lines[1..].iter().find(|l| reports(l) && **l != lines[0]));
     } else {
         let Some(first) = lines.iter().position(|l| reports(l)) else {
             return redact_and_cut_line(last, max_chars);
@@ -652,6 +659,22 @@ fn said_lines(text: &str, max_chars: usize, first_leads: bool) -> String {
         cut[n - 1] = cut_chain(&picked[n - 1], chars(&cut[n - 1]) + left);
     }
     cut.join(" | ")
+}
+
+/// A line that is one markup tag and nothing else: `<exception>`, `</failed_attempts>`,
+/// `<generation number="1">` (attributes are `name=value`; `<urlopen error [Errno 111] ...>`, a
+/// Python repr, says something).
+fn is_markup_tag(line: &str) -> bool {
+    let Some(inner) = line.strip_prefix('<').and_then(|l| l.strip_suffix('>')) else {
+        return false;
+    };
+    let inner = inner.strip_prefix('/').unwrap_or(inner);
+    let inner = inner.strip_suffix('/').unwrap_or(inner);
+    let (name, attributes) = inner.split_once(' ').unwrap_or((inner, ""));
+    !inner.contains(['<', '>'])
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+        && attributes.split_whitespace().all(|a| a.contains('='))
 }
 
 /// A step of a retry loop that says only that it tries again or waits (Playwright's call log ends
@@ -1067,6 +1090,31 @@ mod tests {
         let said = failure_lines(grpc, 200);
         assert!(!said.ends_with(" | >"), "{said}");
         assert!(said.contains("| debug_error_string = "), "{said}");
+    }
+
+    #[test]
+    fn markup_tags_and_pointers_to_the_docs_are_not_what_went_wrong() {
+        // instructor 1.17's InstructorRetryException (r-py-instructor-bad-args, cut): each attempt's
+        // error and completion in tags, then the last error. Its tags and pydantic's pointer to the
+        // docs were the lines shown: `<failed_attempts> | <exception> | </last_exception>`.
+        let attempt = "<exception>\n    1 validation error for InstructorUser\nage\n  Input should be a valid integer [type=int_type, input_value='thirty', input_type=str]\n    For further information visit https://errors.pydantic.dev/2.14/v/int_type\n</exception>\n<completion>\n    ChatCompletion(id='chatcmpl-2', choices=[Choice(finish_reason='stop', index=0)])\n</completion>";
+        let instructor = format!(
+            "<failed_attempts>\n\n<generation number=\"1\">\n{attempt}\n</generation>\n\n<generation number=\"2\">\n{attempt}\n</generation>\n\n</failed_attempts>\n\n<last_exception>\n    1 validation error for InstructorUser\nage\n  Input should be a valid integer [type=int_type, input_value='thirty', input_type=str]\n    For further information visit https://errors.pydantic.dev/2.14/v/int_type\n</last_exception>"
+        );
+        let said = headline(&instructor, "instructor.v2.core.errors.InstructorRetryException", "");
+        assert_eq!(
+            said,
+            "instructor.v2.core.errors.InstructorRetryException: 1 validation error for InstructorUser | Input should \
+             be a valid integer [type=int_type, input_value='thirty', input_type=str]"
+        );
+        // A tag's attributes are `name=value`; a Python repr in angle brackets says something.
+        for tag in ["<exception>", "</last_exception>", "<generation number=\"1\">", "<br/>", "<html lang=en>"] {
+            assert!(is_markup_tag(tag), "{tag}");
+        }
+        for said in ["<urlopen error [Errno 111] Connection refused>", "<Response [503]>", "<b>bold</b>", "<>", "x <y>"]
+        {
+            assert!(!is_markup_tag(said), "{said}");
+        }
     }
 
     #[test]

@@ -501,7 +501,7 @@ fn number_and_function(rest: &str) -> (&str, &str) {
 }
 
 /// Lines after a Python exception that only say where to read more: left out of its message.
-const DOCS_POINTERS: [&str; 3] =
+pub(crate) const DOCS_POINTERS: [&str; 3] =
     ["For further information visit ", "For more information check: ", "(Background on this error at: "];
 
 /// How long an exception's message may grow with the lines after it, in bytes (a snippet shows 200 characters).
