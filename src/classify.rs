@@ -420,8 +420,9 @@ impl Classifier {
 
     /// The winning rule index and, when `collect`, every match as (index, category, score).
     fn best(&self, outcome: &Outcome, collect: bool) -> (Option<usize>, Vec<(usize, Category, i32)>) {
-        let text = match_text(outcome, self.text_limit);
-        let exception = self.exception_read(outcome);
+        let causes = self.causes_read(outcome);
+        let text = match_text(outcome, self.text_limit, &causes);
+        let exception = self.exception_read(outcome, &causes);
         let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
         let mut candidates = Vec::with_capacity(16);
         let named = named_in_message(outcome);
@@ -474,15 +475,27 @@ impl Classifier {
     /// cause may be too generic to), when the outcome names no type, or one no rule knows (a wrapper
     /// such as Go's `exec.ExitError` around a process that printed its own exception); after those,
     /// the type a one-line message begins with. Else the outcome's own.
-    fn exception_read<'a>(&self, outcome: &'a Outcome) -> &'a str {
+    /// The trace's Python causes ([`python_causes`]), read once for the text and the type, when
+    /// either reads them: the trace is longer than the text the rules see whole, or the outcome
+    /// names no type a rule knows.
+    fn causes_read<'a>(&self, outcome: &'a Outcome) -> Vec<&'a str> {
+        let trace = trace_text(outcome);
+        match trace.len() > self.text_limit || trace.len() > 0 && !self.index.knows(outcome.exception_type.trim()) {
+            true => python_causes(prefix(trace, TRACE_HEAD)),
+            false => Vec::new(),
+        }
+    }
+
+    /// `causes` are the trace's Python causes ([`Classifier::causes_read`]).
+    fn exception_read<'a>(&self, outcome: &'a Outcome, causes: &[&'a str]) -> &'a str {
         let named = outcome.exception_type.trim();
         let derived = if named.is_empty() {
-            let mut names = exceptions_in_trace(trace_text(outcome));
+            let mut names = exceptions_in_trace(trace_text(outcome), causes);
             names.extend(type_in_message(&outcome.message));
             names.iter().copied().find(|n| self.index.knows(n)).or(names.first().copied())
         } else if !self.index.knows(named) {
             let mut names =
-                exceptions_in_trace(trace_text(outcome)).into_iter().chain(type_in_message(&outcome.message));
+                exceptions_in_trace(trace_text(outcome), causes).into_iter().chain(type_in_message(&outcome.message));
             names.find(|n| self.index.knows(n))
         } else {
             None
@@ -492,18 +505,19 @@ impl Classifier {
 
     fn signals(&self, outcome: &Outcome) -> Signals {
         let named = named_in_message(outcome);
+        let causes = self.causes_read(outcome);
         Signals {
             kind: outcome.kind,
             code: match outcome.code.trim() {
                 "" => named.code.unwrap_or_default().to_ascii_lowercase(),
                 code => code.to_ascii_lowercase(),
             },
-            exception_type: self.exception_read(outcome).to_string(),
+            exception_type: self.exception_read(outcome, &causes).to_string(),
             grpc_code: outcome.grpc_code.or(named.grpc),
             http_status: outcome.http_status.or(named.http_status),
             exit_code: outcome.exit_code,
             tool: outcome.tool.clone(),
-            text_bytes: match_text(outcome, self.text_limit).len(),
+            text_bytes: match_text(outcome, self.text_limit, &causes).len(),
         }
     }
 }
@@ -575,7 +589,9 @@ impl Rule {
 /// last `Name: message` line of a Python traceback, or the first such line of a
 /// Java, Node or .NET trace (`Exception in thread "main" java.net.ConnectException`,
 /// or Node's after the source line it quotes).
-fn exceptions_in_trace(detail: &str) -> Vec<&str> {
+///
+/// `causes` are `detail`'s Python causes ([`python_causes`]), read by the caller.
+fn exceptions_in_trace<'a>(detail: &'a str, causes: &[&'a str]) -> Vec<&'a str> {
     if detail.is_empty() {
         return Vec::new();
     }
@@ -595,7 +611,7 @@ fn exceptions_in_trace(detail: &str) -> Vec<&str> {
     // decide only when no rule knows that one, as a wrapper's type seldom says what went wrong
     // (pydantic-ai's UnexpectedModelBehavior around the ValidationError of a tool's arguments,
     // tenacity's RetryError around the last attempt's ConnectError).
-    names.extend(python_causes(head).into_iter().filter_map(|cause| type_named_by(first_line(cause))));
+    names.extend(causes.iter().filter_map(|cause| type_named_by(first_line(cause))));
     names
 }
 
@@ -609,34 +625,51 @@ const CAUSE_BYTES: usize = 256;
 /// block before a `The above exception was the direct cause of the following exception:` or
 /// `During handling of the above exception, another exception occurred:` line ends with its
 /// exception, the first unindented line after its frames, and the lines its message goes on
-/// over, up to a blank line. Each is at most [`CAUSE_BYTES`] long. Found by searching for the
-/// two sentences (one vector pass each; most traces have neither).
+/// over, up to a blank line. Each is at most [`CAUSE_BYTES`] long. Found by searching for the words
+/// the two sentences share (one vector pass; most traces have neither), then reading back from each
+/// a line at a time to its block's last frame.
 fn python_causes(text: &str) -> Vec<&str> {
-    static SEPARATORS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 2]> = std::sync::LazyLock::new(|| {
-        [
-            memchr::memmem::Finder::new("\nThe above exception was the direct cause of the following exception:"),
-            memchr::memmem::Finder::new("\nDuring handling of the above exception, another exception occurred:"),
-        ]
-    });
-    let mut ends: Vec<usize> = SEPARATORS.iter().flat_map(|f| f.find_iter(text.as_bytes())).collect();
-    if ends.is_empty() {
-        return Vec::new();
-    }
-    ends.sort_unstable();
-    let mut causes = Vec::with_capacity(ends.len());
+    static SHARED: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("he above exception"));
+    let mut causes = Vec::new();
     let mut start = 0;
-    for end in ends {
-        causes.extend(block_exception(&text[start..end]));
-        // Past the separator's line.
-        start = text[end + 1..].find('\n').map_or(text.len(), |n| end + 1 + n);
+    for at in SHARED.find_iter(text.as_bytes()) {
+        let line_start = memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |n| n + 1);
+        let line = &text[line_start..];
+        let separator = line.starts_with("The above exception was the direct cause of the following exception:")
+            || line.starts_with("During handling of the above exception, another exception occurred:");
+        if !separator || line_start < start {
+            continue;
+        }
+        causes.extend(block_exception(&text[start..line_start]));
+        start = memchr::memchr(b'\n', line.as_bytes()).map_or(text.len(), |n| line_start + n + 1);
     }
     causes
 }
 
+/// How many lines back from a block's end its last frame is looked for; past them, its lines are
+/// read from its start.
+const CAUSE_LINES_BACK: usize = 64;
+
 /// The exception one block of a Python traceback ends with (see [`python_causes`]).
 fn block_exception(block: &str) -> Option<&str> {
-    // After the last frame and its source lines (indented), or else from the block's start.
-    let after_frames = block.rfind("\n  File \"").map_or(block, |at| &block[at + 1..]);
+    // After the last frame and its source lines (indented), or else from the block's start (a
+    // block's frames and their lines are all indented: its first unindented line after its
+    // `Traceback` header is its exception).
+    let bytes = block.as_bytes();
+    let mut end = bytes.len();
+    let mut after_frames = block;
+    for _ in 0..CAUSE_LINES_BACK {
+        let line_start = memchr::memrchr(b'\n', &bytes[..end]).map_or(0, |n| n + 1);
+        if block[line_start..end].starts_with("  File \"") {
+            after_frames = &block[end..];
+            break;
+        }
+        if line_start == 0 {
+            break;
+        }
+        end = line_start - 1;
+    }
     let mut at = 0;
     let start = after_frames.split_inclusive('\n').find_map(|line| {
         let here = at;
@@ -644,9 +677,11 @@ fn block_exception(block: &str) -> Option<&str> {
         let unindented = !line.starts_with([' ', '\t']) && !line.trim().is_empty();
         (unindented && !line.starts_with("Traceback (most recent call last)")).then_some(here)
     })?;
-    let exception = after_frames[start..].trim_end();
-    let exception = exception.find("\n\n").map_or(exception, |blank| &exception[..blank]);
-    Some(prefix(exception, CAUSE_BYTES))
+    let exception = prefix(&after_frames[start..], CAUSE_BYTES);
+    // Up to a blank line (its few line breaks looked at, not every byte).
+    let bytes = exception.as_bytes();
+    let blank = memchr::memchr_iter(b'\n', bytes).find(|&n| bytes.get(n + 1) == Some(&b'\n'));
+    Some(exception[..blank.unwrap_or(exception.len())].trim_end())
 }
 
 /// The first line of `text`.
@@ -713,7 +748,9 @@ fn trace_text(outcome: &Outcome) -> &str {
 /// head and tail of the detail (a Python traceback ends with its exception), with
 /// the first exception of a Python chain when they leave it out. A long message of
 /// many lines with no detail is read as a detail would be.
-fn match_text(outcome: &Outcome, limit: usize) -> std::borrow::Cow<'_, str> {
+///
+/// `causes` are the trace's Python causes ([`python_causes`] of [`trace_text`]).
+fn match_text<'a>(outcome: &'a Outcome, limit: usize, causes: &[&str]) -> std::borrow::Cow<'a, str> {
     let half = limit / 2;
     let head_and_tail = |text: &mut String, long: &str| {
         text.push_str(prefix(long, half));
@@ -721,9 +758,10 @@ fn match_text(outcome: &Outcome, limit: usize) -> std::borrow::Cow<'_, str> {
         text.push_str(suffix(long, half));
         // A Python chain's first exception, when it is deep in a long trace: a wrapper raised last
         // (pydantic-ai's "Tool 'x' exceeded max retries count of 1") seldom says what its cause does.
-        if let Some(cause) = python_causes(prefix(long, TRACE_HEAD)).first() {
-            let at = cause.as_ptr() as usize - long.as_ptr() as usize;
-            if at + cause.len() > half && at < long.len() - half {
+        if let Some(cause) = causes.first() {
+            // Where it is in the trace (it is a part of it).
+            let at = (cause.as_ptr() as usize).wrapping_sub(long.as_ptr() as usize);
+            if at < long.len() && at + cause.len() > half && at < long.len() - half {
                 text.push('\n');
                 text.push_str(cause);
             }
@@ -1431,7 +1469,7 @@ mod tests {
             ..failure("")
         };
         assert_eq!(c.classify(&java).category, Category::Network);
-        assert!(exceptions_in_trace("no trace here\njust words").is_empty());
+        assert!(exceptions_in_trace("no trace here\njust words", &[]).is_empty());
         // Java 17: the JVM's prefix, and the root cause when a rule knows it, else the next one out
         // (from tests/data/traces/java-caused-by.txt and java-connect-refused.txt).
         let wrapped = "Exception in thread \"main\" java.lang.IllegalStateException: agent failed to start\n\tat Failures.causedBy(Failures.java:54)\nCaused by: java.io.UncheckedIOException: could not read settings\n\tat Failures.readSettings(Failures.java:46)\nCaused by: java.nio.file.NoSuchFileException: /etc/agent/settings.json\n\tat java.base/sun.nio.fs.UnixException.translateToIOException(UnixException.java:92)\n";
