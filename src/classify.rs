@@ -476,11 +476,11 @@ impl Classifier {
     /// such as Go's `exec.ExitError` around a process that printed its own exception); after those,
     /// the type a one-line message begins with. Else the outcome's own.
     /// The trace's Python causes ([`python_causes`]), read once for the text and the type, when
-    /// either reads them: the trace is longer than the text the rules see whole, or the outcome
-    /// names no type a rule knows.
+    /// either reads them: the trace is longer than the text the rules see whole, or there is a
+    /// trace and the outcome names no type a rule knows (asked second: the lookup costs more).
     fn causes_read<'a>(&self, outcome: &'a Outcome) -> Vec<&'a str> {
         let trace = trace_text(outcome);
-        match trace.len() > self.text_limit || trace.len() > 0 && !self.index.knows(outcome.exception_type.trim()) {
+        match trace.len() > self.text_limit || (!trace.is_empty() && !self.index.knows(outcome.exception_type.trim())) {
             true => python_causes(prefix(trace, TRACE_HEAD)),
             false => Vec::new(),
         }
