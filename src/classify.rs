@@ -471,10 +471,6 @@ impl Classifier {
         (best.map(|(i, _)| i), all)
     }
 
-    /// The exception type the rules read. From a trace: the first type some rule knows (a root
-    /// cause may be too generic to), when the outcome names no type, or one no rule knows (a wrapper
-    /// such as Go's `exec.ExitError` around a process that printed its own exception); after those,
-    /// the type a one-line message begins with. Else the outcome's own.
     /// The trace's Python causes ([`python_causes`]), read once for the text and the type, when
     /// either reads them: the trace is longer than the text the rules see whole, or there is a
     /// trace and the outcome names no type a rule knows (asked second: the lookup costs more).
@@ -486,6 +482,11 @@ impl Classifier {
         }
     }
 
+    /// The exception type the rules read. From a trace: the first type some rule knows (a root
+    /// cause may be too generic to), when the outcome names no type, or one no rule knows (a wrapper
+    /// such as Go's `exec.ExitError` around a process that printed its own exception); after those,
+    /// the type a one-line message begins with. Else the outcome's own.
+    ///
     /// `causes` are the trace's Python causes ([`Classifier::causes_read`]).
     fn exception_read<'a>(&self, outcome: &'a Outcome, causes: &[&'a str]) -> &'a str {
         let named = outcome.exception_type.trim();
