@@ -637,8 +637,7 @@ fn python_causes(text: &str) -> Vec<&str> {
     for at in SHARED.find_iter(text.as_bytes()) {
         let line_start = memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |n| n + 1);
         let line = &text[line_start..];
-        let separator = line.starts_with("The above exception was the direct cause of the following exception:")
-            || line.starts_with("During handling of the above exception, another exception occurred:");
+        let separator = crate::trace::CHAIN_SEPARATORS.iter().any(|s| line.starts_with(s));
         if !separator || line_start < start {
             continue;
         }
@@ -702,7 +701,7 @@ fn caused_by_types(text: &str) -> Vec<&str> {
         .filter(|&at| text[..at].rsplit('\n').next().is_some_and(|before| before.trim().is_empty()))
         .filter_map(|at| {
             let rest = &text[at + CAUSED_BY.len()..];
-            type_named_by(rest.split('\n').next().unwrap_or(rest))
+            type_named_by(first_line(rest))
         })
         .collect()
 }

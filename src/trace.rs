@@ -465,8 +465,7 @@ fn read_python(lines: &[&str], r: &mut Reading) {
         }
         let header = t.starts_with("Traceback (most recent call last)")
             || t.starts_with("Exception Group Traceback (most recent call last)")
-            || t.starts_with("During handling of the above exception")
-            || t.starts_with("The above exception was the direct cause");
+            || CHAIN_SEPARATORS.iter().any(|s| t.starts_with(s));
         if t.is_empty() || header {
             (after_frames, message_goes_on) = (false, false);
             continue;
@@ -499,6 +498,12 @@ fn number_and_function(rest: &str) -> (&str, &str) {
         None => split_once(rest, ", in ").unwrap_or((rest, "?")),
     }
 }
+
+/// How the lines between the exceptions of a Python chain begin (`The above exception was the direct
+/// cause of the following exception:`, `During handling of the above exception, another exception
+/// occurred:`). The classifier reads a chain's causes by them too.
+pub(crate) const CHAIN_SEPARATORS: [&str; 2] =
+    ["The above exception was the direct cause", "During handling of the above exception"];
 
 /// Lines after a Python exception that only say where to read more: left out of its message.
 pub(crate) const DOCS_POINTERS: [&str; 3] =
