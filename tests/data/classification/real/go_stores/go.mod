@@ -4,6 +4,8 @@ go 1.26.0
 
 replace github.com/rebound-dev/rebound/clients/go => ../../../../../clients/go
 
+replace rebound.dev/classification/gocase => ../gocase
+
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/gorilla/websocket v1.5.3
@@ -12,6 +14,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	golang.org/x/crypto v0.59.0
+	rebound.dev/classification/gocase v0.0.0-00010101000000-000000000000
 )
 
 require (

@@ -15,13 +15,10 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -33,84 +30,24 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/crypto/ssh"
+	"rebound.dev/classification/gocase"
 )
-
-var replacer *strings.Replacer
-
-var retryable = map[string]bool{"timeout": true, "rate_limited": true, "network": true, "unavailable": true, "internal": true}
-
-// emit prints the labelled case of err, read as the Go client reads it.
-func emit(id, category, source string, err error, opts ...rebound.ReportOption) {
-	if err == nil {
-		fmt.Fprintf(os.Stderr, "%s: did not fail\n", id)
-		return
-	}
-	o, readErr := rebound.OutcomeFromError("tool", err, opts...)
-	if readErr != nil {
-		panic(readErr)
-	}
-	outcome := map[string]any{"message": replacer.Replace(o.Message)}
-	if o.ExceptionType != "" {
-		outcome["exception_type"] = o.ExceptionType
-	}
-	if o.Code != "" {
-		outcome["code"] = o.Code
-	}
-	if o.HttpStatus != 0 {
-		outcome["http_status"] = o.HttpStatus
-	}
-	line, _ := json.Marshal(map[string]any{"id": id, "source": source, "category": category,
-		"retryable": retryable[category], "tags": []string{}, "outcome": outcome})
-	fmt.Println(string(line))
-}
-
-// version is a module's version as this build resolved it.
-func version(path string) string {
-	info, _ := debug.ReadBuildInfo()
-	for _, dep := range info.Deps {
-		if dep.Path == path {
-			return path + " " + dep.Version
-		}
-	}
-	return path
-}
-
-func listen() net.Listener {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	return l
-}
-
-func port(l net.Listener) string { return fmt.Sprint(l.Addr().(*net.TCPAddr).Port) }
 
 func main() {
 	// A closed port; a port that accepts and never answers; an SSH server that refuses every password.
-	probe := listen()
-	closed := port(probe)
-	probe.Close()
-	silentListener := listen()
-	silent := port(silentListener)
-	var held []net.Conn
-	go func() {
-		for {
-			c, err := silentListener.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	sshListener := listen()
-	sshPort := port(sshListener)
+	closed := gocase.ClosedPort()
+	silent, stopSilent := gocase.SilentPort()
+	defer stopSilent()
+	sshListener := gocase.Listen()
+	sshPort := gocase.Port(sshListener)
 	go serveSSH(sshListener)
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing api key", http.StatusUnauthorized)
 	}))
 	defer refusing.Close()
 	refusingPort := refusing.URL[strings.LastIndex(refusing.URL, ":")+1:]
-	replacer = strings.NewReplacer(closed, "8799", silent, "8798", sshPort, "8787", refusingPort, "8787")
+	emit := gocase.Printer{Ports: strings.NewReplacer(closed, "8799", silent, "8798", sshPort, "8787", refusingPort, "8787")}.Emit
+	version := gocase.Version
 	ctx := context.Background()
 	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, time.Second) }
 
@@ -194,10 +131,6 @@ func main() {
 	otherKey, _ := ssh.NewPublicKey(other)
 	known := &ssh.ClientConfig{User: "agent", Auth: []ssh.AuthMethod{ssh.Password("x")}, HostKeyCallback: ssh.FixedHostKey(otherKey)}
 	emit("r-go-ssh-host-key-mismatch", "auth", SSH, sshDial("127.0.0.1:"+sshPort, known))
-
-	for _, c := range held {
-		c.Close()
-	}
 }
 
 // serveSSH answers each connection as an SSH server that refuses every password.
