@@ -1704,6 +1704,77 @@ mod tests {
     }
 
     #[test]
+    fn a_type_or_code_every_api_error_has_gives_way_to_the_status_and_words() {
+        // go-openai 1.43 raises `openai.APIError` for whatever the API answered, and OpenAI's body
+        // names its 500 and its overloaded 503 `server_error` alike (real/go_sdks: r-go-goopenai-*).
+        let c = classifier();
+        let api = |status: u16, code: &str, message: &str| Outcome {
+            exception_type: "openai.APIError".into(),
+            http_status: Some(status),
+            code: code.into(),
+            ..failure(message)
+        };
+        for (outcome, category) in [
+            (
+                api(403, "unsupported_country_region_territory", "error, status code: 403, status: 403 Forbidden, message: Country, region, or territory not supported"),
+                Category::PermissionDenied,
+            ),
+            (
+                api(400, "invalid_prompt", "error, status code: 400, status: 400 Bad Request, message: Invalid prompt: your prompt was flagged as potentially violating our usage policy."),
+                Category::ContentFilter,
+            ),
+            (
+                api(503, "server_error", "error, status code: 503, status: 503 Service Unavailable, message: The engine is currently overloaded, please try again later."),
+                Category::Unavailable,
+            ),
+            (api(500, "server_error", "error, status code: 500, status: 500 Internal Server Error, message: The server had an error while processing your request. Sorry about that!"), Category::Internal),
+            // Alone, each is what it names.
+            (typed("openai.APIError", "An error occurred during streaming"), Category::Internal),
+            (Outcome { code: "api_error".into(), ..failure("Internal server error") }, Category::Internal),
+        ] {
+            assert_eq!(c.classify(&outcome).category, category, "{}", outcome.message);
+        }
+    }
+
+    #[test]
+    fn a_model_the_project_may_not_use_is_a_permission_and_one_that_does_not_exist_is_not_found() {
+        // OpenAI's 403 and 404, both `model_not_found` (openai-go 3.98: r-go-openai-403-project-model, -404-model).
+        let c = classifier();
+        let model = |status: u16, message: &str| Outcome {
+            http_status: Some(status),
+            code: "model_not_found".into(),
+            ..failure(message)
+        };
+        let denied = model(
+            403,
+            "OpenAI API error: 403 Forbidden: Project `proj_AbCdEf123` does not have access to model `gpt-4o`",
+        );
+        assert_eq!(c.classify(&denied).category, Category::PermissionDenied);
+        let missing = model(404, "The model `gpt-9-turbo` does not exist or you do not have access to it.");
+        assert_eq!(c.classify(&missing).category, Category::NotFound);
+    }
+
+    #[test]
+    fn a_gateways_error_page_that_did_not_parse_is_the_gateways_failure() {
+        // go-openai 1.43 at a 502 page of Cloudflare's (r-go-goopenai-502-html), and at a 500 page.
+        let c = classifier();
+        let page = |status: u16| {
+            Outcome {
+            exception_type: "json.SyntaxError".into(),
+            http_status: Some(status),
+            ..failure(&format!("error, status code: {status}, status: {status}, message: invalid character '<' looking for beginning of value, body: <html>"))
+        }
+        };
+        assert_eq!(c.classify(&page(502)).category, Category::Unavailable);
+        assert_eq!(c.classify(&page(500)).category, Category::Internal);
+        // With no status, a body that did not parse is still the answer's form.
+        assert_eq!(
+            c.classify(&typed("json.SyntaxError", "invalid character '<' looking for beginning of value")).category,
+            Category::Format
+        );
+    }
+
+    #[test]
     fn a_parse_error_inside_a_tool_that_ran_is_the_tools_not_the_models() {
         let c = classifier();
         // Python 3.11's json.loads of a 502 page, raised inside a tool (the clients report kind tool_error).
@@ -2193,7 +2264,8 @@ mod tests {
     fn an_agent_frameworks_word_that_the_model_answered_out_of_form() {
         // The model's answer did not fit, as agent frameworks say it (`unknown`, `not_found` or
         // `validation` before): pydantic-ai's UnexpectedModelBehavior after its output retries,
-        // smolagents' AgentParsingError for a reply with no code block, LangChain's ReAct parser.
+        // smolagents' AgentParsingError for a reply with no code block, LangChain's ReAct parser, the
+        // OpenAI Agents SDK's tool result for arguments that do not parse.
         let c = classifier();
         for (exception_type, message) in [
             ("pydantic_ai.exceptions.UnexpectedModelBehavior", "Exceeded maximum retries (1) for output validation"),
@@ -2201,6 +2273,8 @@ mod tests {
             ("smolagents.utils.AgentParsingError", "Error in code parsing:\nYour code snippet is invalid, because the regex pattern ```(?:py|python)?\\s*\\n(.*?)\\n``` was not found in it."),
             ("langchain_core.exceptions.OutputParserException", "Invalid Format: Missing 'Action:' after 'Thought:'"),
             ("", "Invalid Format: Missing 'Action Input:' after 'Action:'"),
+            // The OpenAI Agents SDK 0.20 (TypeScript) answers the model this for arguments that are not JSON.
+            ("", "An error occurred while parsing tool arguments. Please try again with valid JSON."),
         ] {
             assert_eq!(c.classify(&typed(exception_type, message)).category, Category::Format, "{message}");
         }

@@ -1107,6 +1107,14 @@ mod tests {
             "instructor.v2.core.errors.InstructorRetryException: 1 validation error for InstructorUser | Input should \
              be a valid integer [type=int_type, input_value='thirty', input_type=str]"
         );
+        // LangChain 1.5 (TypeScript) ends a provider's error with its own pointer (r-node-langchain-openai-key),
+        // which took the room of the message's end: `... api-keys. | Troubleshooting URL: https://docs.langchain.com/oss/javascri…`.
+        let langchain = "401 Incorrect API key provided: sk-fake. You can find your API key at https://platform.openai.com/account/api-keys.\n\nTroubleshooting URL: https://docs.langchain.com/oss/javascript/langchain/errors/MODEL_AUTHENTICATION/\n";
+        assert_eq!(
+            headline(langchain, "AuthenticationError", ""),
+            "AuthenticationError: 401 Incorrect API key provided: sk-fake. You can find your API key at \
+             https://platform.openai.com/account/api-keys."
+        );
         // A tag's attributes are `name=value`; a Python repr in angle brackets says something.
         for tag in ["<exception>", "</last_exception>", "<generation number=\"1\">", "<br/>", "<html lang=en>"] {
             assert!(is_markup_tag(tag), "{tag}");

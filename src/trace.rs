@@ -505,9 +505,15 @@ fn number_and_function(rest: &str) -> (&str, &str) {
 pub(crate) const CHAIN_SEPARATORS: [&str; 2] =
     ["The above exception was the direct cause", "During handling of the above exception"];
 
-/// Lines after a Python exception that only say where to read more: left out of its message.
-pub(crate) const DOCS_POINTERS: [&str; 3] =
-    ["For further information visit ", "For more information check: ", "(Background on this error at: "];
+/// Lines after an exception's message that only say where to read more: left out of its message
+/// (pydantic's, SQLAlchemy's, LangChain's in Python and in TypeScript).
+pub(crate) const DOCS_POINTERS: [&str; 5] = [
+    "For further information visit ",
+    "For more information check: ",
+    "(Background on this error at: ",
+    "For troubleshooting, visit: ",
+    "Troubleshooting URL: ",
+];
 
 /// How long an exception's message may grow with the lines after it, in bytes (a snippet shows 200 characters).
 const MESSAGE_LINES_BYTES: usize = 1024;

@@ -181,9 +181,8 @@ type codeClass struct {
 // invalid_request_error is validation here even when its words speak of
 // billing). As on the sidecar, a code wins over an exception type, a gRPC
 // code, the HTTP status and the exit code (but not over the outcome's kind):
-// OpenAI sends insufficient_quota with a 429, server_error with a 503 is
-// internal, and a 503 whose connection was reset (ECONNRESET) is a network
-// failure.
+// OpenAI sends insufficient_quota with a 429, and a 503 whose connection was
+// reset (ECONNRESET) is a network failure.
 var codeRules = []struct {
 	class codeClass
 	codes []string
@@ -245,7 +244,7 @@ var codeRules = []struct {
 			"ServerBusy"}},
 	// code.internal
 	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_internal"},
-		[]string{"api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"}},
+		[]string{"internal_error", "InternalServerError", "InternalServerException", "INTERNAL"}},
 	// code.timeout
 	{codeClass{category: reboundpb.Category_CATEGORY_TIMEOUT, rule: "fallback.code_etimedout"},
 		[]string{"ETIMEDOUT", "ESOCKETTIMEDOUT", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT",
@@ -421,7 +420,7 @@ var exceptionRules = []struct {
 	// exception.internal
 	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.type_internal"},
 		[]string{"RuntimeError", "NotImplementedError", "RecursionError", "SystemError", "NullPointerException", "panic",
-			"InternalError", "APIError", "HTTPNotImplementedError", "ArrayIndexOutOfBoundsException",
+			"InternalError", "HTTPNotImplementedError", "ArrayIndexOutOfBoundsException",
 			"IndexOutOfBoundsException", "ClassCastException"}},
 }
 
@@ -502,9 +501,11 @@ var toolErrorParse = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, r
 // isToolErrorParse says whether an outcome is a parse error inside a tool that
 // ran, as the sidecar's rule kind.tool_error.parse reads it.
 func isToolErrorParse(o *reboundpb.Outcome) bool {
-	if o.GetKind() != KindToolError {
-		return false
-	}
+	return o.GetKind() == KindToolError && isParseError(o)
+}
+
+// isParseError says whether an outcome's exception type is one of toolErrorParseTypes.
+func isParseError(o *reboundpb.Outcome) bool {
 	typ := strings.TrimSpace(exceptionTypeOf(o))
 	return typ != "" && (toolErrorParseTypes[typ] || toolErrorParseTypes[lastPart(typ)])
 }
@@ -932,7 +933,9 @@ func classifyCoarse(o *reboundpb.Outcome) (Category, string) {
 // then a gRPC code (50), then a single HTTP status (40), then an exit code
 // (40 too, but the HTTP rules are listed first), then an HTTP status by its
 // range (38), and last the weak signals, gRPC's UNKNOWN and JSON-RPC's -32603
-// (9: grpcUnknownClass, mcpInternalClass, invalidRequestClass, weakExceptionRules). So a 503 whose connection was reset
+// (9: grpcUnknownClass, mcpInternalClass, invalidRequestClass, serverErrorClass,
+// weakExceptionRules). A body that did not parse at a server's failing status
+// is the status's (errorPageClass: 100, above a code). So a 503 whose connection was reset
 // is a network failure, a 401 raised as httpx.ReadTimeout a timeout, a 429 with
 // gRPC RESOURCE_EXHAUSTED about billing a used-up quota, ENOENT with a 500 not
 // found, exit code 127 with a 404 not found by the status (the HTTP rule is
@@ -957,6 +960,9 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 	}
 	if isToolErrorParse(o) {
 		return toolErrorParse
+	}
+	if c, ok := errorPageClass(o); ok {
+		return c
 	}
 	if c, ok := codeClassOf(o.GetCode()); ok {
 		return c
@@ -1000,6 +1006,9 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 	if slices.Contains(invalidRequestCodes, asciiLower(strings.TrimSpace(o.GetCode()))) {
 		return invalidRequestClass
 	}
+	if slices.Contains(serverErrorCodes, asciiLower(strings.TrimSpace(o.GetCode()))) {
+		return serverErrorClass
+	}
 	if c, ok := weakExceptionClassOf(exceptionTypeOf(o)); ok {
 		return c
 	}
@@ -1012,9 +1021,11 @@ func coarseClass(o *reboundpb.Outcome) codeClass {
 // error, -32603 (what an MCP server answers for whatever a handler threw), and
 // the class of error OpenAI, Anthropic and Stripe name in a refused request's
 // body (invalid_request_error, OAuth's invalid_request: OpenAI's 401 for a
-// missing API key has no other code), and the exception types that say only
-// which layer failed (weakExceptionRules). The sidecar's rules grpc.unknown,
-// code.mcp.internal, code.invalid_request and those types' score them 9 (their priority),
+// missing API key has no other code) and in the body of their own failure
+// (server_error, api_error: OpenAI's 500 and its overloaded 503 alike), and the
+// exception types that say only which layer failed (weakExceptionRules). The
+// sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request,
+// code.server_error and those types' score them 9 (their priority),
 // below every other signal and below any words, which say what failed; the
 // fallback reads no words, so it reads them after every other signal, in that
 // order (TestWeakSignalsMatchSidecarRules).
@@ -1026,12 +1037,16 @@ const (
 // invalidRequestCodes are rule code.invalid_request's codes, in ASCII lower case.
 var invalidRequestCodes = []string{"invalid_request_error", "invalid_request"}
 
+// serverErrorCodes are rule code.server_error's codes, in ASCII lower case.
+var serverErrorCodes = []string{"server_error", "api_error"}
+
 // weakExceptionRules are the sidecar's exception rules of priority 9, in its
 // order: types raised for failures of several categories, which a status or
 // words decide (.NET's HttpRequestException for a refused connection and for
 // a refused status alike, Spring's ResourceAccessException for any I/O error,
 // LangChain4j's InvalidRequestException and InternalServerException, named by
-// status class).
+// status class; go-openai's APIError for whatever the API answered, and the
+// base class of the OpenAI and Google Python SDKs).
 var weakExceptionRules = []struct {
 	class codeClass
 	types []string
@@ -1045,6 +1060,9 @@ var weakExceptionRules = []struct {
 	// exception.internal_server
 	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.type_internal_server"},
 		[]string{"InternalServerException"}},
+	// exception.api_error
+	{codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.type_api_error"},
+		[]string{"APIError"}},
 }
 
 // weakExceptionClassOf is the weak rule that names typ, whole or its last part.
@@ -1062,7 +1080,29 @@ var (
 	grpcUnknownClass    = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.grpc_unknown"}
 	mcpInternalClass    = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_mcp_internal"}
 	invalidRequestClass = codeClass{category: reboundpb.Category_CATEGORY_VALIDATION, rule: "fallback.code_invalid_request"}
+	serverErrorClass    = codeClass{category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.code_server_error"}
 )
+
+// errorPageRules are the sidecar's rules http.500.error_page and
+// http.502.error_page: a body that did not parse at a server's failing status
+// (a gateway's HTML page where JSON was expected: go-openai's json.SyntaxError
+// at a 502) is the status's category, by the parse types of
+// kind.tool_error.parse at the statuses of http.500 and http.502 (keyed by
+// those rules' names here).
+var errorPageRules = map[string]codeClass{
+	"fallback.http_5xx": {category: reboundpb.Category_CATEGORY_INTERNAL, rule: "fallback.http_500_error_page"},
+	"fallback.http_502": {category: reboundpb.Category_CATEGORY_UNAVAILABLE, rule: "fallback.http_502_error_page"},
+}
+
+// errorPageClass is the error page rule that reads an outcome, if one does.
+func errorPageClass(o *reboundpb.Outcome) (codeClass, bool) {
+	status, ok := httpStatusClasses[o.GetHttpStatus()]
+	page, isPage := errorPageRules[status.rule]
+	if !ok || !isPage || !isParseError(o) {
+		return codeClass{}, false
+	}
+	return page, true
+}
 
 // maxProviderWait bounds a provider's delay: anything above a day is nonsense
 // (and escalates under any sane MaxProviderDelay), and clamping keeps the

@@ -695,6 +695,63 @@ func TestToolErrorParseMatchesSidecarRule(t *testing.T) {
 	}
 }
 
+// A body that did not parse at a server's failing status is the sidecar's rules
+// http.500.error_page and http.502.error_page: the types of kind.tool_error.parse
+// at the statuses of http.500 and http.502, each the status's category, over a
+// code; at a client's status, or none, the type's.
+func TestErrorPagesMatchSidecarRules(t *testing.T) {
+	path, rules := readSidecarRules(t)
+	for status, page := range map[string]string{"http.500": "http.500.error_page", "http.502": "http.502.error_page"} {
+		r, ok := rules[page]
+		if !ok {
+			t.Fatalf("%s: no rule %s", path, page)
+		}
+		if keys := slices.Sorted(slices.Values(r.keys)); !slices.Equal(keys, []string{"category", "exception", "http_status", "id"}) {
+			t.Errorf("rule %s has keys %q, want id, http_status, exception and category", page, r.keys)
+		}
+		if !slices.Equal(r.exceptions, rules["kind.tool_error.parse"].exceptions) {
+			t.Errorf("rule %s reads the types %q, want kind.tool_error.parse's %q", page, r.exceptions, rules["kind.tool_error.parse"].exceptions)
+		}
+		if !slices.Equal(r.statuses, rules[status].statuses) {
+			t.Errorf("rule %s reads the statuses %v, want %s's %v", page, r.statuses, status, rules[status].statuses)
+		}
+		checkSidecarClass(t, page, r, errorPageRules[fallbackRuleFor(status)])
+	}
+	// go-openai 1.43 at a gateway's 502 page (real/go_sdks: r-go-goopenai-502-html), and at a 500 page.
+	message := "error, status code: 502, status: 502 Bad Gateway, message: invalid character '<' looking for beginning of value"
+	tests := []struct {
+		outcome *reboundpb.Outcome
+		rule    string
+	}{
+		{&reboundpb.Outcome{ExceptionType: "json.SyntaxError", HttpStatus: 502}, "fallback.http_502_error_page"},
+		{&reboundpb.Outcome{ExceptionType: "json.SyntaxError", HttpStatus: 500}, "fallback.http_500_error_page"},
+		{&reboundpb.Outcome{ExceptionType: "json.SyntaxError", HttpStatus: 529, Code: "ECONNRESET"}, "fallback.http_502_error_page"},
+		{&reboundpb.Outcome{ExceptionType: "json.SyntaxError", HttpStatus: 599}, "fallback.type_format"},
+		{&reboundpb.Outcome{ExceptionType: "json.SyntaxError", HttpStatus: 400}, "fallback.type_format"},
+		{&reboundpb.Outcome{ExceptionType: "json.SyntaxError"}, "fallback.type_format"},
+		{&reboundpb.Outcome{ExceptionType: "json.SyntaxError", HttpStatus: 502, Kind: KindToolError}, "fallback.kind_tool_error_parse"},
+	}
+	var cases []map[string]any
+	for _, tt := range tests {
+		tt.outcome.Tool, tt.outcome.Message = "llm", message
+		if c := coarseClass(tt.outcome); c.rule != tt.rule {
+			t.Errorf("%v: %s, %s; want %s", tt.outcome, categoryName(c.category), c.rule, tt.rule)
+		}
+		fields := map[string]any{"exception_type": tt.outcome.GetExceptionType(), "message": message}
+		if tt.outcome.GetHttpStatus() != 0 {
+			fields["http_status"] = tt.outcome.GetHttpStatus()
+		}
+		if tt.outcome.GetCode() != "" {
+			fields["code"] = tt.outcome.GetCode()
+		}
+		if tt.outcome.GetKind() == KindToolError {
+			fields["kind"] = "tool_error"
+		}
+		cases = append(cases, fields)
+	}
+	decidesLikeTheSidecar(t, cases)
+}
+
 // A one-line message that begins with a type, as JavaScript's String(error) and
 // Python's traceback.format_exception_only write an error, gives that type when
 // the outcome names none, or one the fallback does not know, as on the sidecar
@@ -1075,18 +1132,23 @@ func TestFallbackProviderCodesAndResourceExhausted(t *testing.T) {
 		// The same code with a 500: unavailable on the sidecar, not internal.
 		{"overloaded_error with a 500", &reboundpb.Outcome{Tool: "claude", HttpStatus: 500, Code: "overloaded_error", Message: "Overloaded"},
 			reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded", ActionRetry, ActionRetry},
-		// OpenAI's API, 500 with error type server_error (as reported in openai/openai-python's issues).
+		// OpenAI's API, 500 with error type server_error (as reported in openai/openai-python's issues):
+		// the type says only that the provider failed (a weak signal), the status decides.
 		{"openai 500 server_error", &reboundpb.Outcome{Tool: "gpt", HttpStatus: 500, Code: "server_error",
 			Message: "The server had an error while processing your request. Sorry about that!"},
-			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal", ActionRetry, ActionRecover},
-		// The same code with a 503: internal on the sidecar (the code outranks the status), so retried once.
-		{"server_error with a 503", &reboundpb.Outcome{Tool: "gpt", HttpStatus: 503, Code: "server_error"},
-			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal", ActionRetry, ActionRecover},
+			reboundpb.Category_CATEGORY_INTERNAL, "fallback.http_5xx", ActionRetry, ActionRecover},
+		// The same type with its overloaded engine's 503 (openai-go 3.98: r-go-openai-503-overloaded):
+		// unavailable, retried with backoff.
+		{"server_error with a 503", &reboundpb.Outcome{Tool: "gpt", HttpStatus: 503, Code: "server_error",
+			Message: "The engine is currently overloaded, please try again later."},
+			reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.http_502", ActionRetry, ActionRetry},
 		// A code in another case, padded, as a hand-written client may report it.
 		{"differently cased code", &reboundpb.Outcome{Tool: "claude", HttpStatus: 529, Code: " Overloaded_Error "},
 			reboundpb.Category_CATEGORY_UNAVAILABLE, "fallback.code_overloaded", ActionRetry, ActionRetry},
-		{"differently cased internal code", &reboundpb.Outcome{Tool: "gpt", Code: "SERVER_ERROR"},
+		{"differently cased internal code", &reboundpb.Outcome{Tool: "gpt", Code: "INTERNAL_ERROR"},
 			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal", ActionRetry, ActionRecover},
+		{"differently cased server_error alone", &reboundpb.Outcome{Tool: "gpt", Code: " SERVER_ERROR "},
+			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_server_error", ActionRetry, ActionRecover},
 		// Google's Gemini API over gRPC (google/generative-ai-docs#438): grpc_status 8, a rate limit.
 		{"gemini RESOURCE_EXHAUSTED", &reboundpb.Outcome{Tool: "gemini", GrpcCode: i32(8),
 			Message: "Resource has been exhausted (e.g. check quota)."},
@@ -1101,7 +1163,7 @@ func TestFallbackProviderCodesAndResourceExhausted(t *testing.T) {
 			Message: "quota", Detail: "Insufficient credits for this project"},
 			reboundpb.Category_CATEGORY_QUOTA_EXCEEDED, "fallback.grpc_resource_exhausted_quota", ActionEscalate, ActionEscalate},
 		// A provider code outranks the gRPC code, as on the sidecar.
-		{"server_error with RESOURCE_EXHAUSTED", &reboundpb.Outcome{Tool: "t", GrpcCode: i32(8), Code: "server_error", Message: "insufficient"},
+		{"internal_error with RESOURCE_EXHAUSTED", &reboundpb.Outcome{Tool: "t", GrpcCode: i32(8), Code: "internal_error", Message: "insufficient"},
 			reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_internal", ActionRetry, ActionRecover},
 	}
 	p := DefaultFallbackPolicy()
@@ -1600,8 +1662,9 @@ func TestHTTP5xxSplitMatchesSidecarRules(t *testing.T) {
 }
 
 // The weak signals (gRPC's UNKNOWN, JSON-RPC's -32603, the body's class of
-// error invalid_request_error) are the sidecar's rules grpc.unknown,
-// code.mcp.internal and code.invalid_request, the only rules whose priority
+// error invalid_request_error or server_error, and the types that say only
+// which layer failed) are the sidecar's rules grpc.unknown, code.mcp.internal,
+// code.invalid_request, code.server_error and weakExceptionRules', the only rules whose priority
 // puts them below a message's words (10), so the fallback reads them after
 // every other signal: UNKNOWN with a 503 is unavailable, -32603 with
 // ECONNREFUSED a network failure, invalid_request_error with a 401 auth (OpenAI's
@@ -1616,13 +1679,13 @@ func TestWeakSignalsMatchSidecarRules(t *testing.T) {
 	}
 	slices.SortFunc(weak, func(a, b string) int { return rules[a].order - rules[b].order })
 	// Read in the sidecar's order (equal scores go to the rule listed first).
-	want := []string{"grpc.unknown", "code.mcp.internal", "code.invalid_request", "exception.http_request",
-		"exception.invalid_request", "exception.internal_server"}
+	want := []string{"grpc.unknown", "code.mcp.internal", "code.invalid_request", "code.server_error",
+		"exception.http_request", "exception.invalid_request", "exception.internal_server", "exception.api_error"}
 	if !slices.Equal(weak, want) {
 		t.Fatalf("%s: the rules scored below words are %q, want %q in that order", path, weak, want)
 	}
 	for i, r := range weakExceptionRules {
-		id := want[3+i]
+		id := want[4+i]
 		if got := rules[id]; !slices.Equal(got.exceptions, r.types) || len(got.keys) != 4 {
 			t.Errorf("%s: rule %s has exception types %q and keys %q, want %q and id, exception, category, priority", path, id, got.exceptions, got.keys, r.types)
 		}
@@ -1632,6 +1695,10 @@ func TestWeakSignalsMatchSidecarRules(t *testing.T) {
 		t.Errorf("%s: rule code.invalid_request has codes %q and keys %q, want %q and id, code, category, priority", path, r.codes, r.keys, invalidRequestCodes)
 	}
 	checkSidecarClass(t, "code.invalid_request", rules["code.invalid_request"], invalidRequestClass)
+	if r := rules["code.server_error"]; !slices.Equal(r.codes, serverErrorCodes) || len(r.keys) != 4 {
+		t.Errorf("%s: rule code.server_error has codes %q and keys %q, want %q and id, code, category, priority", path, r.codes, r.keys, serverErrorCodes)
+	}
+	checkSidecarClass(t, "code.server_error", rules["code.server_error"], serverErrorClass)
 	if r := rules["grpc.unknown"]; !slices.Equal(r.grpcCodes, []string{"UNKNOWN"}) || len(r.keys) != 4 {
 		t.Errorf("%s: rule grpc.unknown has gRPC codes %q and keys %q, want [UNKNOWN] and id, grpc_code, category, priority", path, r.grpcCodes, r.keys)
 	}
@@ -1658,6 +1725,12 @@ func TestWeakSignalsMatchSidecarRules(t *testing.T) {
 		{&reboundpb.Outcome{Code: "invalid_request_error", HttpStatus: 401}, reboundpb.Category_CATEGORY_AUTH, "fallback.http_401"},
 		{&reboundpb.Outcome{Code: "invalid_request", HttpStatus: 418}, reboundpb.Category_CATEGORY_VALIDATION, "fallback.http_4xx"},
 		{&reboundpb.Outcome{Code: "invalid_request_error", GrpcCode: i32(2)}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.grpc_unknown"},
+		// go-openai 1.43's APIError, whatever the API answered (real/go_sdks: r-go-goopenai-403-region).
+		{&reboundpb.Outcome{ExceptionType: "openai.APIError", HttpStatus: 403, Code: "unsupported_country_region_territory"},
+			reboundpb.Category_CATEGORY_PERMISSION_DENIED, "fallback.http_403"},
+		{&reboundpb.Outcome{ExceptionType: "openai.APIError"}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.type_api_error"},
+		// Equal scores: code.server_error is listed first.
+		{&reboundpb.Outcome{ExceptionType: "openai.APIError", Code: "server_error"}, reboundpb.Category_CATEGORY_INTERNAL, "fallback.code_server_error"},
 		// .NET's HttpRequestException: a network failure alone, the status's when one came back.
 		{&reboundpb.Outcome{ExceptionType: "System.Net.Http.HttpRequestException"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_http_request"},
 		{&reboundpb.Outcome{Message: "System.Net.Http.HttpRequestException: Connection refused (localhost:5000)"}, reboundpb.Category_CATEGORY_NETWORK, "fallback.type_http_request"},

@@ -26,6 +26,7 @@ from rebound import Action, Category, FallbackPolicy, Kind, Reason, build_outcom
 from rebound.fallback import (
     _CODE_LISTS,
     _CODES,
+    _ERROR_PAGES,
     _EXCEPTION_TYPE_RULES,
     _EXIT_CODES,
     _GRPC_CATEGORIES,
@@ -35,6 +36,7 @@ from rebound.fallback import (
     _INVALID_REQUEST,
     _QUOTA_WORDS,
     _RULE_SUGGESTIONS,
+    _SERVER_ERROR,
     _SUGGESTIONS,
     _TEXT_LIMIT,
     _TOOL_ERROR_PARSE_TYPES,
@@ -329,11 +331,42 @@ def test_exception_types_are_the_sidecars() -> None:
         assert RULES_BY_ID[rule]["category"] == category.label
         assert (types, verdict) == (frozenset(RULES_BY_ID[rule]["exception"]), (category, ours_id)), rule
     # An exception rule the fallback does not carry names one of them only with words, which the
-    # fallback does not read, or with the kind tool_error (rule kind.tool_error.parse, below).
+    # fallback does not read, or with the kind tool_error (rule kind.tool_error.parse, below), or
+    # with a failing status (the rules http.*.error_page, below).
     names = set().union(*(types for types, _ in _EXCEPTION_TYPE_RULES))
+    error_pages = {"http.500.error_page", "http.502.error_page"}
     for rule in RULES:
         if rule["id"] not in ported and set(rule.get("exception", [])) & names:
-            assert "message" in rule or rule["id"] == "kind.tool_error.parse", rule["id"]
+            assert "message" in rule or rule["id"] in {"kind.tool_error.parse", *error_pages}, rule["id"]
+
+
+def test_a_body_that_did_not_parse_at_a_failing_status_is_the_statuses() -> None:
+    # The sidecar's rules http.500.error_page and http.502.error_page: the parse types of
+    # kind.tool_error.parse at the statuses of http.500 and http.502, each the status's category.
+    for page, status_rule in (("http.500.error_page", "http.500"), ("http.502.error_page", "http.502")):
+        rule = RULES_BY_ID[page]
+        assert set(rule) == {"id", "http_status", "exception", "category"}
+        assert frozenset(rule["exception"]) == _TOOL_ERROR_PARSE_TYPES
+        assert (rule["http_status"], rule["category"]) == (
+            RULES_BY_ID[status_rule]["http_status"], RULES_BY_ID[status_rule]["category"]
+        )
+        category, ours_id = _ERROR_PAGES[MIRRORED[status_rule]]
+        assert (category.label, ours_id) == (rule["category"], MIRRORED[page])
+    # go-openai 1.43 at a gateway's 502 page (real/go_sdks: r-go-goopenai-502-html), and at a 500 page.
+    page = "error, status code: 502, status: 502 Bad Gateway, message: invalid character '<' looking for beginning of value"
+    cases: list[tuple[dict[str, Any], tuple[Category, str]]] = [
+        ({"exception_type": "json.SyntaxError", "http_status": 502}, (Category.UNAVAILABLE, "fallback.http_502_error_page")),
+        ({"exception_type": "json.SyntaxError", "http_status": 500}, (Category.INTERNAL, "fallback.http_500_error_page")),
+        ({"exception_type": "json.SyntaxError", "http_status": 529, "code": "ECONNRESET"},
+         (Category.UNAVAILABLE, "fallback.http_502_error_page")),
+        ({"exception_type": "json.SyntaxError", "http_status": 599}, (Category.FORMAT, "fallback.type_format")),
+        # A client's status, or none: the type's.
+        ({"exception_type": "json.SyntaxError", "http_status": 400}, (Category.FORMAT, "fallback.type_format")),
+        ({"exception_type": "json.SyntaxError"}, (Category.FORMAT, "fallback.type_format")),
+    ]
+    for fields, verdict in cases:
+        assert classify_coarse(failure(message=page, **fields)) == verdict, fields
+    assert_as_the_sidecar_decides([{"message": page, **fields} for fields, _ in cases])
 
 
 def test_a_parse_error_inside_a_tool_is_the_sidecars() -> None:
@@ -404,11 +437,12 @@ def test_http_statuses_are_the_sidecars() -> None:
             (v for lo, hi, v in _HTTP_RANGES if lo <= status <= hi), (Category.UNKNOWN, "fallback.default")
         )
         assert classify_coarse(failure(http_status=status)) == want, status
-    # A rule the fallback does not carry names a status only with words, which it does not read.
+    # A rule the fallback does not carry names a status only with words, which it does not read, or
+    # with a parse type (the rules http.*.error_page, test_a_body_that_did_not_parse_...).
     ported = {rule for rule, _, _ in PORTED_STATUS_RULES + PORTED_RANGE_RULES}
     for rule in RULES:
         if "http_status" in rule and rule["id"] not in ported:
-            assert "message" in rule, rule["id"]
+            assert "message" in rule or rule["id"] in {"http.500.error_page", "http.502.error_page"}, rule["id"]
 
 
 PORTED_EXIT_RULES = [
@@ -451,6 +485,8 @@ MIRRORED = {
         ("kind.no_tool_call", Category.FORMAT, "fallback.kind_no_tool_call"),
         ("kind.invalid_tool_call", Category.FORMAT, "fallback.kind_invalid_tool_call"),
         ("kind.tool_error.parse", Category.INTERNAL, "fallback.kind_tool_error_parse"),
+        ("http.500.error_page", Category.INTERNAL, "fallback.http_500_error_page"),
+        ("http.502.error_page", Category.UNAVAILABLE, "fallback.http_502_error_page"),
     ]
 }
 """The fallback's rule id for each of the sidecar's rules it carries."""
@@ -499,14 +535,19 @@ def test_grpc_codes_are_the_sidecars() -> None:
 
 def test_weak_signals_are_the_sidecars() -> None:
     # gRPC's UNKNOWN and JSON-RPC's -32603 say only that a handler failed, a body's class of error
-    # (invalid_request_error) only that a request was refused, some exception types only which
-    # layer failed: the sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request and
-    # exception.http_request, exception.invalid_request and exception.internal_server, the only
+    # (invalid_request_error) only that a request was refused and another (server_error) only that
+    # the provider failed, some exception types only which layer failed: the sidecar's rules
+    # grpc.unknown, code.mcp.internal, code.invalid_request, code.server_error and
+    # exception.http_request, exception.invalid_request, exception.internal_server and
+    # exception.api_error, the only
     # ones scored below words (10), so the fallback, which reads no words, reads them after every
     # other signal.
     rules = tomllib.loads(RULES_TOML.read_text(encoding="utf-8"))["rules"]
     weak = {rule["id"]: rule for rule in rules if rule.get("priority", 10) < 10}
-    weak_types = {r: weak.pop(r) for r in ("exception.http_request", "exception.invalid_request", "exception.internal_server")}
+    weak_types = {
+        r: weak.pop(r)
+        for r in ("exception.http_request", "exception.invalid_request", "exception.internal_server", "exception.api_error")
+    }
     assert [
         (rule_id, frozenset(rule["exception"]), rule["category"], rule["priority"], len(rule))
         for rule_id, rule in weak_types.items()
@@ -522,8 +563,12 @@ def test_weak_signals_are_the_sidecars() -> None:
             "id": "code.invalid_request", "code": ["invalid_request_error", "invalid_request"],
             "category": "validation", "priority": 9,
         },
+        "code.server_error": {
+            "id": "code.server_error", "code": ["server_error", "api_error"], "category": "internal", "priority": 9,
+        },
     }
     assert _INVALID_REQUEST == set(weak["code.invalid_request"]["code"])
+    assert _SERVER_ERROR == set(weak["code.server_error"]["code"])
     assert [r["id"] for r in rules if r["id"] in weak] == list(_WEAK_SIGNALS)  # in the sidecar's order
     assert classify_coarse(failure(grpc_code=2)) == (Category.INTERNAL, "fallback.grpc_unknown")
     assert classify_coarse(failure(code=" -32603 ")) == (Category.INTERNAL, "fallback.code_mcp_internal")
@@ -555,6 +600,11 @@ def test_weak_signals_are_the_sidecars() -> None:
         ({"exception_type": "InternalServerException", "http_status": 503}, (Category.UNAVAILABLE, "fallback.http_502")),
         ({"exception_type": "InternalServerException", "code": "invalid_request_error"},
          (Category.VALIDATION, "fallback.code_invalid_request")),
+        # go-openai 1.43's APIError, whatever the API answered (real/go_sdks: r-go-goopenai-403-region).
+        ({"exception_type": "openai.APIError", "http_status": 403, "code": "unsupported_country_region_territory"},
+         (Category.PERMISSION_DENIED, "fallback.http_403")),
+        ({"exception_type": "openai.APIError"}, (Category.INTERNAL, "fallback.type_api_error")),
+        ({"exception_type": "openai.APIError", "code": "server_error"}, (Category.INTERNAL, "fallback.code_server_error")),
     ]
     for fields, verdict in cases:
         assert classify_coarse(failure(**fields)) == verdict, fields
@@ -587,14 +637,20 @@ def test_an_overloaded_provider_is_retried_with_backoff() -> None:
 
 def test_a_provider_server_error_is_retried_once_then_recovered() -> None:
     # Real: the OpenAI API's 500, {"error": {"message": "The server had an error while processing
-    # your request. Sorry about that!", "type": "server_error", ...}}, whatever status it comes with.
+    # your request. Sorry about that!", "type": "server_error", ...}}, and alone; its overloaded 503
+    # has the same type (openai-go 3.98: r-go-openai-503-overloaded), and the status decides.
     message = "The server had an error while processing your request. Sorry about that!"
-    for status in (500, 503):
+    for status, rule in ((500, "fallback.http_5xx"), (0, "fallback.code_server_error")):
         first = decide(failure(tool="llm", http_status=status, code="server_error", message=message, attempt=1))
-        assert (first.action, first.category, first.rule) == (Action.RETRY, Category.INTERNAL, "fallback.code_internal")
+        assert (first.action, first.category, first.rule) == (Action.RETRY, Category.INTERNAL, rule)
         assert first.proto.retry.attempts_left == 0
         second = decide(failure(tool="llm", http_status=status, code="server_error", message=message, attempt=2))
         assert (second.action, second.reason) == (Action.RECOVER, Reason.RETRIES_EXHAUSTED)
+    overloaded = "The engine is currently overloaded, please try again later."
+    v = decide(failure(tool="llm", http_status=503, code="server_error", message=overloaded), policy=LOOSE)
+    assert (v.action, v.category, v.rule, v.proto.retry.attempts_left) == (
+        Action.RETRY, Category.UNAVAILABLE, "fallback.http_502", 2
+    )
 
 
 @pytest.mark.parametrize(
@@ -602,12 +658,12 @@ def test_a_provider_server_error_is_retried_once_then_recovered() -> None:
     [
         ("OVERLOADED_ERROR", Category.UNAVAILABLE, "fallback.code_overloaded"),
         ("unavailable", Category.UNAVAILABLE, "fallback.code_overloaded"),
-        ("Server_Error", Category.INTERNAL, "fallback.code_internal"),
+        ("Server_Error", Category.INTERNAL, "fallback.code_server_error"),
         ("internal", Category.INTERNAL, "fallback.code_internal"),
         ("INSUFFICIENT_QUOTA", Category.QUOTA_EXCEEDED, "fallback.code_quota"),
         ("Context_Length_Exceeded", Category.CONTEXT_LENGTH, "fallback.code_context_length"),
         ("prohibited_content", Category.CONTENT_FILTER, "fallback.code_content_filter"),
-        (" server_error\n", Category.INTERNAL, "fallback.code_internal"),
+        (" server_error\n", Category.INTERNAL, "fallback.code_server_error"),
     ],
 )
 def test_provider_codes_match_in_any_case(code: str, category: Category, rule: str) -> None:
@@ -1192,7 +1248,7 @@ def test_provider_codes_decide_as_the_sidecar_does() -> None:
         {"http_status": 529, "code": "overloaded_error", "message": "Overloaded"},
         {"http_status": 500, "code": "overloaded_error", "message": "Overloaded"},
         {"code": "OVERLOADED_ERROR", "message": "Overloaded"},
-        # OpenAI's 500 server_error (its error body's type), and with a 503.
+        # OpenAI's 500 server_error (its error body's type), with a 503 (its overloaded engine's), and alone.
         {"http_status": 500, "code": "server_error", "message": openai_500},
         {"http_status": 503, "code": "server_error", "message": openai_500},
         {"code": "Server_Error", "message": openai_500},

@@ -32,7 +32,8 @@ import { redact, redactHead } from "./redact.js";
  * errno name such as ENOENT or ENOSPC, Node's and undici's codes, an MCP
  * JSON-RPC code); an exception type of its rules that read a type alone
  * (JavaScript's TypeError and RangeError are validation, SyntaxError format,
- * or internal when a tool hit it, AbortError cancelled); a gRPC code (a
+ * or internal when a tool hit it, or its status's at a server's failing
+ * status, an error page, AbortError cancelled); a gRPC code (a
  * RESOURCE_EXHAUSTED that speaks of billing, credits or disk is a quota); one
  * HTTP status of its rules http.400 to http.502; an exit code (124 timeout,
  * 126 permission denied, 127 not found, 130 and 143 cancelled, 137 a quota);
@@ -197,6 +198,18 @@ export const HTTP_STATUSES: ReadonlyMap<number, readonly [pb.Category, string]> 
 ]);
 
 /**
+ * A body that did not parse at a server's failing status (a gateway's HTML page where JSON was
+ * expected: go-openai's json.SyntaxError at a 502), as the sidecar's rules http.500.error_page and
+ * http.502.error_page read it: the types of kind.tool_error.parse ({@link TOOL_PARSE_TYPES}) at the
+ * statuses of http.500 and http.502 (keyed by those rules' ids here), each the status's category.
+ * @internal Exported for the drift test.
+ */
+export const ERROR_PAGES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
+  ["fallback.http_5xx", [C.CATEGORY_INTERNAL, "fallback.http_500_error_page"]],
+  ["fallback.http_502", [C.CATEGORY_UNAVAILABLE, "fallback.http_502_error_page"]],
+]);
+
+/**
  * The HTTP status ranges the sidecar's rules http.4xx and http.5xx read
  * (src/defaults/rules.toml; a test fails when the two drift apart), inclusive,
  * with their category and rule: weaker than one status on the sidecar (38
@@ -294,7 +307,9 @@ export const GRPC_CODES: ReadonlyMap<number, readonly [pb.Category, string]> = n
  * and an exit code: OpenAI sends insufficient_quota with a 429, Anthropic
  * overloaded_error with a 529 (its SDKs read the body, so a 500 with that type
  * is overloaded too), and a 503 whose connection was reset (ECONNRESET) is a
- * network failure.
+ * network failure. OpenAI's and Anthropic's `server_error` and `api_error` are
+ * not here but weak signals (rule code.server_error: {@link WEAK_SIGNALS}),
+ * which the status decides.
  * @internal Exported for that test only.
  */
 export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = new Map<string, readonly [pb.Category, string]>([
@@ -328,7 +343,7 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
     "ModelStreamErrorException",
     "ServerBusy",
   ].map((code) => [code, [C.CATEGORY_UNAVAILABLE, "fallback.code_overloaded"]] as const),
-  ...["api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"].map(
+  ...["internal_error", "InternalServerError", "InternalServerException", "INTERNAL"].map(
     (code) => [code, [C.CATEGORY_INTERNAL, "fallback.code_internal"]] as const,
   ),
   ...[
@@ -505,12 +520,14 @@ export const ERROR_CODES: ReadonlyMap<string, readonly [pb.Category, string]> = 
  * The weak signals, which say only that a handler failed or a request was refused:
  * gRPC's UNKNOWN (what a server answers for an exception it did not map: grpcio's
  * "Exception calling application: ..."), JSON-RPC's internal error, -32603 (what an
- * MCP server answers for whatever a handler threw), and the class of error OpenAI,
+ * MCP server answers for whatever a handler threw), the class of error OpenAI,
  * Anthropic and Stripe name in a refused request's body (`invalid_request_error`,
- * OAuth's `invalid_request`: OpenAI's 401 for a missing API key has no other code).
- * and the exception types that say only which layer failed ({@link WEAK_EXCEPTION_TYPES}).
- * The sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request and those
- * types' score them 9 (their priority), below every other signal and below any words,
+ * OAuth's `invalid_request`: OpenAI's 401 for a missing API key has no other code)
+ * and in the body of their own failure (`server_error`, `api_error`: OpenAI's 500
+ * and its overloaded 503 alike), and the exception types that say only which layer
+ * failed ({@link WEAK_EXCEPTION_TYPES}). The sidecar's rules grpc.unknown,
+ * code.mcp.internal, code.invalid_request, code.server_error and those types'
+ * score them 9 (their priority), below every other signal and below any words,
  * which say what failed; the fallback reads no words, so it reads them after every
  * other signal, in that order (listed so).
  * @internal Exported for the drift test only.
@@ -519,6 +536,7 @@ export const WEAK_SIGNALS = {
   "grpc.unknown": [C.CATEGORY_INTERNAL, "fallback.grpc_unknown"],
   "code.mcp.internal": [C.CATEGORY_INTERNAL, "fallback.code_mcp_internal"],
   "code.invalid_request": [C.CATEGORY_VALIDATION, "fallback.code_invalid_request"],
+  "code.server_error": [C.CATEGORY_INTERNAL, "fallback.code_server_error"],
 } as const satisfies Record<string, readonly [pb.Category, string]>;
 
 /**
@@ -526,13 +544,16 @@ export const WEAK_SIGNALS = {
  * failures of several categories, which a status or words decide (.NET's
  * HttpRequestException for a refused connection and a refused status alike,
  * Spring's ResourceAccessException for any I/O error, LangChain4j's
- * InvalidRequestException and InternalServerException, named by status class).
+ * InvalidRequestException and InternalServerException, named by status class;
+ * go-openai's APIError for whatever the API answered, and the base class of the
+ * OpenAI and Google Python SDKs).
  * @internal Exported for the drift test only.
  */
 export const WEAK_EXCEPTION_TYPES: readonly (readonly [string, readonly string[], readonly [pb.Category, string]])[] = [
   ["exception.http_request", ["HttpRequestException", "ResourceAccessException"], [C.CATEGORY_NETWORK, "fallback.type_http_request"]],
   ["exception.invalid_request", ["InvalidRequestException"], [C.CATEGORY_VALIDATION, "fallback.type_invalid_request"]],
   ["exception.internal_server", ["InternalServerException"], [C.CATEGORY_INTERNAL, "fallback.type_internal_server"]],
+  ["exception.api_error", ["APIError"], [C.CATEGORY_INTERNAL, "fallback.type_api_error"]],
 ];
 
 /** The weak exception rule that names a type, whole or by its last part, as {@link exceptionType} matches one. */
@@ -541,8 +562,17 @@ function weakExceptionType(type: string): readonly [pb.Category, string] | undef
   return WEAK_EXCEPTION_TYPES.find(([, types]) => names.some((n) => types.includes(n)))?.[2];
 }
 
-/** Rule code.invalid_request's codes, in ASCII lower case. */
-const INVALID_REQUEST_CODES: ReadonlySet<string> = new Set(["invalid_request_error", "invalid_request"]);
+/**
+ * Rule code.invalid_request's codes, in ASCII lower case.
+ * @internal Exported for the drift test only.
+ */
+export const INVALID_REQUEST_CODES: ReadonlySet<string> = new Set(["invalid_request_error", "invalid_request"]);
+
+/**
+ * Rule code.server_error's codes, in ASCII lower case.
+ * @internal Exported for the drift test only.
+ */
+export const SERVER_ERROR_CODES: ReadonlySet<string> = new Set(["server_error", "api_error"]);
 
 /** {@link ERROR_CODES} by the code in ASCII lower case, as the sidecar indexes its rules' codes. */
 const ERROR_CODES_FOLDED: ReadonlyMap<string, readonly [pb.Category, string]> = new Map(
@@ -858,7 +888,6 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
     "NullPointerException",
     "panic",
     "InternalError",
-    "APIError",
     "HTTPNotImplementedError",
     "ArrayIndexOutOfBoundsException",
     "IndexOutOfBoundsException",
@@ -872,7 +901,9 @@ export const EXCEPTION_TYPES: ReadonlyMap<string, readonly [pb.Category, string]
  * the two drift apart): with kind tool_error (which `report` gives whatever a
  * tool threw), what failed to parse came from elsewhere, an error page for
  * JSON, and the call itself was fine: internal (kind 100 + type 60 outrank
- * exception.format), with the rule's own suggestion.
+ * exception.format), with the rule's own suggestion. The sidecar's rules
+ * http.500.error_page and http.502.error_page read the same types at a
+ * server's failing status (see {@link classifyCoarse}).
  * @internal Exported for that test only.
  */
 export const TOOL_PARSE_TYPES: ReadonlySet<string> = new Set([
@@ -1174,16 +1205,23 @@ function planRetry(p: Readonly<FallbackPolicy>, v: pb.Verdict, o: pb.Outcome, in
  * 80, exception type 60, gRPC code 50, one HTTP status 40, exit code 40, HTTP
  * range 38), so that the strongest signal wins: the outcome's kind (timeout,
  * cancelled, unknown_tool, no_tool_call, invalid_tool_call; tool_error with a
- * parse error's type), then an error code of the sidecar's rules that read a
- * code alone, then an exception type of its rules that read a type alone, then
- * a gRPC code, then one HTTP status its rules http.400 to http.502 name, then
- * an exit code (as strong as a status, which wins the tie as listed first in
- * rules.toml), then the 4xx and 5xx ranges. So a timeout with a 401 or with
- * insufficient_quota is a timeout, server_error with a 503 internal,
- * ECONNRESET with a 503 network, httpx.ReadTimeout with a 401 a timeout, a
- * RESOURCE_EXHAUSTED that speaks of billing, with a 429, a quota, a 404 with
- * exit code 127 not found by the status, and exit code 137 with a 418 a quota
- * by the exit code. An internal error that only a gRPC code or a status says
+ * parse error's type), then a parse error's type at a server's failing status
+ * (a gateway's error page: the status's, as the rules http.500.error_page and
+ * http.502.error_page, status 40 + type 60), then an error code of the
+ * sidecar's rules that read a code alone, then an exception type of its rules
+ * that read a type alone, then a gRPC code, then one HTTP status its rules
+ * http.400 to http.502 name, then an exit code (as strong as a status, which
+ * wins the tie as listed first in rules.toml), then the 4xx and 5xx ranges,
+ * and last the weak signals (gRPC's UNKNOWN, JSON-RPC's -32603, a body's
+ * invalid_request_error or server_error: {@link WEAK_SIGNALS}; the types that
+ * say only which layer failed: {@link WEAK_EXCEPTION_TYPES}). So a timeout
+ * with a 401 or with insufficient_quota is a timeout, server_error with a 503
+ * unavailable by the status (and with a 500 internal by the status, alone
+ * internal by the code), a SyntaxError with a 502 unavailable, ECONNRESET with
+ * a 503 network, httpx.ReadTimeout with a 401 a timeout, a RESOURCE_EXHAUSTED
+ * that speaks of billing, with a 429, a quota, a 404 with exit code 127 not
+ * found by the status, and exit code 137 with a 418 a quota by the exit code.
+ * An internal error that only a gRPC code or a status says
  * (gRPC INTERNAL, UNKNOWN or DATA_LOSS, a 5xx other than an unavailable
  * server's) is read at that signal's rank: a 500 with ECONNRESET is network,
  * a gRPC INTERNAL with a 503 internal. As in the Python and Go fallbacks, a
@@ -1205,6 +1243,10 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR && typeNames(typeName).some((n) => TOOL_PARSE_TYPES.has(n))) {
     return [C.CATEGORY_INTERNAL, "fallback.kind_tool_error_parse"];
   }
+  // A body that did not parse at a server's failing status ({@link ERROR_PAGES}: a status and a type,
+  // 100, outrank a code there).
+  const atErrorPage = ERROR_PAGES.get(HTTP_STATUSES.get(o.httpStatus)?.[1] ?? "");
+  if (atErrorPage !== undefined && typeNames(typeName).some((n) => TOOL_PARSE_TYPES.has(n))) return [...atErrorPage];
   const code = errorCode(o.code);
   if (code !== undefined) return [...code];
   // A type (60) ties a RESOURCE_EXHAUSTED with quota words (50 + 10) on the sidecar, and wins as the rule listed first.
@@ -1229,7 +1271,9 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   if (range !== undefined) return [range[2], range[3]];
   if (o.grpcCode === 2) return [...WEAK_SIGNALS["grpc.unknown"]];
   if (o.code.replace(RUST_TRIM, "") === "-32603") return [...WEAK_SIGNALS["code.mcp.internal"]];
-  if (INVALID_REQUEST_CODES.has(asciiLower(o.code.replace(RUST_TRIM, "")))) return [...WEAK_SIGNALS["code.invalid_request"]];
+  const folded = asciiLower(o.code.replace(RUST_TRIM, ""));
+  if (INVALID_REQUEST_CODES.has(folded)) return [...WEAK_SIGNALS["code.invalid_request"]];
+  if (SERVER_ERROR_CODES.has(folded)) return [...WEAK_SIGNALS["code.server_error"]];
   const weakType = weakExceptionType(typeName);
   if (weakType !== undefined) return [...weakType];
   return [C.CATEGORY_UNKNOWN, "fallback.default"];

@@ -18,6 +18,7 @@ import {
   decide,
   DEFAULT_FALLBACK_POLICY,
   ERROR_CODES,
+  ERROR_PAGES,
   errorCode,
   EXCEPTION_TYPES,
   exceptionType,
@@ -27,8 +28,10 @@ import {
   EXIT_CODES,
   HTTP_RANGES,
   HTTP_STATUSES,
+  INVALID_REQUEST_CODES,
   providerDelayMs,
   RULE_SUGGESTIONS,
+  SERVER_ERROR_CODES,
   SUGGESTIONS,
   TOOL_PARSE_TYPES,
   typeInMessage,
@@ -106,6 +109,14 @@ function sidecarRules(): Map<string, SidecarRule> {
 const ANTHROPIC_OVERLOADED = '529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}';
 /** The OpenAI API's message with its 500 server_error. */
 const OPENAI_SERVER_ERROR = "The server had an error while processing your request. Sorry about that!";
+/** The OpenAI API's message with its overloaded 503, whose body's type is server_error too. */
+const OPENAI_OVERLOADED = "The engine is currently overloaded, please try again later.";
+/**
+ * go-openai 1.43's error at a gateway's HTML 502 page (a json.SyntaxError):
+ * tests/data/classification/real/go_sdks, r-go-goopenai-502-html.
+ */
+const GO_OPENAI_502_PAGE =
+  "error, status code: 502, status: 502 Bad Gateway, message: invalid character '<' looking for beginning of value";
 /** The Gemini API's RESOURCE_EXHAUSTED (HTTP 429) when requests come too fast. */
 const GEMINI_EXHAUSTED = "Resource has been exhausted (e.g. check quota).";
 /**
@@ -156,9 +167,11 @@ const FALLBACK_RULES = new Map([
   ["code.mcp.method", "fallback.code_mcp_method"],
   ["code.mcp.internal", "fallback.code_mcp_internal"],
   ["code.invalid_request", "fallback.code_invalid_request"],
+  ["code.server_error", "fallback.code_server_error"],
   ["exception.http_request", "fallback.type_http_request"],
   ["exception.invalid_request", "fallback.type_invalid_request"],
   ["exception.internal_server", "fallback.type_internal_server"],
+  ["exception.api_error", "fallback.type_api_error"],
   ["exception.cancelled", "fallback.type_cancelled"],
   ["exception.timeout", "fallback.type_timeout"],
   ["exception.network", "fallback.type_connection"],
@@ -202,6 +215,9 @@ const FALLBACK_RULES = new Map([
   ["http.502", "fallback.http_502"],
   // The id the fallback gave the 500 group before it read the other statuses.
   ["http.500", "fallback.http_5xx"],
+  // A parse error at a server's failing status: the status's verdict, under its rule's id.
+  ["http.502.error_page", "fallback.http_502_error_page"],
+  ["http.500.error_page", "fallback.http_500_error_page"],
   ["http.4xx", "fallback.http_4xx"],
   ["http.5xx", "fallback.http_5xx"],
   ["exit.124", "fallback.exit_124"],
@@ -529,9 +545,22 @@ const CASES: Case[] = [
     random: 0.5, action: "retry", category: "internal", retryable: true, delayMs: 1000,
   },
   {
-    name: "server_error with a 503 is internal too: its one retry spent, recover",
-    outcome: { tool: "llm", httpStatus: 503, code: "server_error", message: OPENAI_SERVER_ERROR, attempt: 2 },
+    // Real: the OpenAI API's overloaded 503, whose body's type is server_error too (openai-go 3.98:
+    // r-go-openai-503-overloaded). server_error is a weak signal: the status decides.
+    name: "OpenAI's overloaded 503 server_error is unavailable, by the status: retried with backoff",
+    outcome: { tool: "llm", httpStatus: 503, code: "server_error", message: OPENAI_OVERLOADED, attempt: 2 },
+    random: 0.5, action: "retry", category: "unavailable", retryable: true, delayMs: 2000,
+  },
+  {
+    name: "server_error alone is internal: its one retry spent, recover",
+    outcome: { tool: "llm", code: "server_error", message: OPENAI_SERVER_ERROR, attempt: 2 },
     action: "recover", category: "internal", retryable: true, reason: "retries_exhausted",
+  },
+  {
+    // go-openai 1.43 at a gateway's HTML 502 page: the status's, not the parse's.
+    name: "a SyntaxError at a 502 (a gateway's error page) is unavailable: retried with backoff",
+    outcome: { tool: "llm", httpStatus: 502, exceptionType: "json.SyntaxError", message: GO_OPENAI_502_PAGE },
+    random: 0.5, action: "retry", category: "unavailable", retryable: true, delayMs: 1000,
   },
   {
     // Real: the Gemini API's RESOURCE_EXHAUSTED for too many requests; "quota" alone is no quota word.
@@ -784,6 +813,15 @@ describe("fallback policy", () => {
       const other = EXCEPTION_TYPES.get(last)?.[1];
       assert.ok(other === undefined || other === rule, `${type} is in ${rule}, ${last} in ${other}`);
     }
+    // An exception rule the fallback does not read names one of its types only with words, which it does not
+    // read. (It reads the kind tool_error with a parse error's type, rule kind.tool_error.parse, below, and a parse
+    // error's type at a failing status, the rules http.*.error_page: "reads a body that did not parse ...".)
+    const known = new Set([...EXCEPTION_TYPES.keys(), ...WEAK_EXCEPTION_TYPES.flatMap(([, types]) => types)]);
+    for (const rule of rules.values()) {
+      const names = (rule.exceptions ?? []).filter((t) => known.has(t));
+      if (FALLBACK_RULES.has(rule.id ?? "") || names.length === 0) continue;
+      assert.ok(rule.messages !== undefined, `${rule.id} reads ${names.join(", ")} with no words`);
+    }
     // A parse error inside a tool: rule kind.tool_error.parse, kind and type.
     const parse = rules.get("kind.tool_error.parse");
     assert.deepEqual([parse?.kinds, parse?.category, parse?.codes, parse?.messages], [["tool_error"], "internal", undefined, undefined]);
@@ -797,6 +835,8 @@ describe("fallback policy", () => {
     const ranges: [number, number, string, string][] = [];
     for (const rule of rules.values()) {
       if (rule.httpStatus === undefined || rule.messages !== undefined) continue;
+      // A status with a parse error's type: the rules http.*.error_page (see "reads a body that did not parse ...").
+      if (rule.exceptions !== undefined && ["http.500.error_page", "http.502.error_page"].includes(rule.id ?? "")) continue;
       assert.deepEqual(Object.keys(rule).sort(), ["category", "httpStatus", "id"], rule.id);
       const ours = FALLBACK_RULES.get(rule.id ?? "") ?? `(sidecar rule ${rule.id})`;
       for (const s of rule.httpStatus) {
@@ -812,10 +852,13 @@ describe("fallback policy", () => {
     assert.ok(statuses.size > 0 && ranges.length > 0, "no HTTP rule read from rules.toml: has its format changed?");
     assert.deepEqual(new Map([...HTTP_STATUSES].map(([s, [c, r]]) => [s, [categoryName(c), r]])), statuses);
     assert.deepEqual(HTTP_RANGES.map(([lo, hi, c, r]) => [lo, hi, categoryName(c), r]), ranges);
-    // Every rule named by its first status, the 500 group aside (its id from before).
+    // Every rule named by its first status, the 500 group aside (its id from before), and the error pages
+    // (named by their rule ids: "reads a body that did not parse ...").
     for (const [id, ours] of FALLBACK_RULES) {
       const first = rules.get(id)?.httpStatus?.[0];
-      if (id.startsWith("http.") && typeof first === "number" && id !== "http.500") assert.equal(ours, `fallback.http_${first}`, id);
+      if (id.startsWith("http.") && typeof first === "number" && id !== "http.500" && !id.endsWith(".error_page")) {
+        assert.equal(ours, `fallback.http_${first}`, id);
+      }
     }
     // Every status from 100 to 599 alone, as one status, else by range, else none.
     for (let s = 100; s <= 599; s++) {
@@ -1002,7 +1045,7 @@ describe("fallback policy", () => {
     }
     // Not what the sidecar trims or folds (U+FEFF is no White_Space to Rust; the Kelvin sign is no
     // ASCII k), nor an object's own keys, nor a code it has no rule for.
-    for (const code of ["\uFEFFserver_error", "\uFEFFECONNRESET", "max_to\u212Aens_exceeded", "sa\u017Fety", "constructor", "__proto__", "toString", "hasOwnProperty", "", "ENOTSOCK"]) {
+    for (const code of ["\uFEFFinternal_error", "\uFEFFECONNRESET", "max_to\u212Aens_exceeded", "sa\u017Fety", "constructor", "__proto__", "toString", "hasOwnProperty", "", "ENOTSOCK"]) {
       assert.equal(errorCode(code), undefined, JSON.stringify(code));
     }
     const [category, rule] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", code: "__proto__", httpStatus: 503 }));
@@ -1060,8 +1103,9 @@ describe("fallback policy", () => {
     assert.deepEqual(read({ message: `${"x".repeat(1024)} insufficient credits` }), rate);
     assert.deepEqual(read({ message: "failed", detail: `${"x".repeat(600)} billing ${"y".repeat(600)}` }), rate);
     assert.deepEqual(read({ message: "failed", detail: `${"x".repeat(2000)}\nbilling account closed` }), quotaVerdict);
-    // A code and an exception type outrank it; it outranks the HTTP status.
-    assert.deepEqual(read({ code: "server_error", message: "billing" })[0], "internal");
+    // A code and an exception type outrank it; it outranks the HTTP status and a weak code (server_error).
+    assert.deepEqual(read({ code: "internal_error", message: "billing" })[0], "internal");
+    assert.deepEqual(read({ code: "server_error", message: "billing" }), quotaVerdict);
     assert.deepEqual(read({ exceptionType: "httpx.ReadTimeout", message: "billing" })[0], "timeout");
     assert.deepEqual(read({ httpStatus: 429, message: "billing" }), quotaVerdict);
   });
@@ -1108,6 +1152,12 @@ describe("fallback policy", () => {
       { http_status: 500, code: "server_error", message: OPENAI_SERVER_ERROR },
       { http_status: 503, code: "server_error", message: OPENAI_SERVER_ERROR },
       { http_status: 503, code: "server_error", message: OPENAI_SERVER_ERROR, attempt: 2 },
+      // OpenAI's overloaded 503 has the same type: unavailable, by the status; alone, internal.
+      { http_status: 503, code: "server_error", message: OPENAI_OVERLOADED },
+      { code: "server_error", message: OPENAI_SERVER_ERROR },
+      { code: "server_error", message: OPENAI_SERVER_ERROR, attempt: 2 },
+      { code: " Api_Error\n" },
+      { http_status: 529, code: "api_error", message: "Internal server error" },
       { http_status: 429, code: "Internal" },
       { grpc_code: 13, code: "unavailable" },
       { grpc_code: 14, code: "INTERNAL" },
@@ -1290,24 +1340,37 @@ describe("fallback policy", () => {
     }
   });
 
-  it("reads the weak signals (gRPC's UNKNOWN, JSON-RPC's -32603, invalid_request_error, layers' types) after every other, as the sidecar scores them", () => {
-    // The sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request and the exception types that
-    // say only which layer failed, the only ones scored below words (10).
+  it("reads the weak signals (gRPC's UNKNOWN, JSON-RPC's -32603, invalid_request_error, server_error, layers' types) after every other, as the sidecar scores them", () => {
+    // The sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request, code.server_error and the
+    // exception types that say only which layer failed (exception.http_request, exception.invalid_request,
+    // exception.internal_server, exception.api_error), the only ones scored below words (10), in its order.
     const rules = sidecarRules();
     const weak = [...rules.values()].filter((r) => r.priority !== undefined && r.priority < 10);
     assert.deepEqual(weak, [
       { id: "grpc.unknown", grpcCodes: ["UNKNOWN"], category: "internal", priority: 9 },
       { id: "code.mcp.internal", codes: ["-32603"], category: "internal", priority: 9 },
       { id: "code.invalid_request", codes: ["invalid_request_error", "invalid_request"], category: "validation", priority: 9 },
+      { id: "code.server_error", codes: ["server_error", "api_error"], category: "internal", priority: 9 },
       ...WEAK_EXCEPTION_TYPES.map(([id, exceptions, [c]]) => ({ id, exceptions, category: categoryName(c), priority: 9 })),
     ]);
+    assert.deepEqual(
+      WEAK_EXCEPTION_TYPES.map(([id]) => id),
+      ["exception.http_request", "exception.invalid_request", "exception.internal_server", "exception.api_error"],
+    );
     for (const [id, , [c, r]] of WEAK_EXCEPTION_TYPES) {
       assert.deepEqual([categoryName(c), r], [rules.get(id)?.category, FALLBACK_RULES.get(id)], id);
     }
-    for (const rule of weak.slice(0, 3)) {
+    // The other weak rules, in the sidecar's order, as the fallback reads them.
+    const weakSignals = weak.filter((r) => r.exceptions === undefined);
+    assert.deepEqual(weakSignals.map((r) => r.id), Object.keys(WEAK_SIGNALS));
+    for (const rule of weakSignals) {
       const [c, r] = WEAK_SIGNALS[rule.id as keyof typeof WEAK_SIGNALS];
       assert.deepEqual([categoryName(c), r], [rule.category, FALLBACK_RULES.get(rule.id ?? "")], rule.id);
     }
+    assert.deepEqual([...INVALID_REQUEST_CODES].sort(), [...(rules.get("code.invalid_request")?.codes ?? [])].sort());
+    assert.deepEqual([...SERVER_ERROR_CODES].sort(), [...(rules.get("code.server_error")?.codes ?? [])].sort());
+    // Neither is a code the fallback reads at a code's rank.
+    for (const code of [...INVALID_REQUEST_CODES, ...SERVER_ERROR_CODES]) assert.equal(errorCode(code), undefined, code);
     const cases: [pb.DeepPartial<pb.Outcome>, string, string][] = [
       [{ grpcCode: 2 }, "internal", "fallback.grpc_unknown"],
       [{ code: " -32603 " }, "internal", "fallback.code_mcp_internal"],
@@ -1331,11 +1394,102 @@ describe("fallback policy", () => {
       [{ exceptionType: "InternalServerException", httpStatus: 503 }, "unavailable", "fallback.http_502"],
       // Equal scores: code.invalid_request is listed first.
       [{ exceptionType: "InternalServerException", code: "invalid_request_error" }, "validation", "fallback.code_invalid_request"],
+      // OpenAI's server_error: its overloaded 503 unavailable and its 500 internal, by the status; alone, internal.
+      [{ code: "server_error", httpStatus: 503 }, "unavailable", "fallback.http_502"],
+      [{ code: "server_error", httpStatus: 500 }, "internal", "fallback.http_5xx"],
+      [{ code: " Server_Error\n" }, "internal", "fallback.code_server_error"],
+      [{ code: "api_error" }, "internal", "fallback.code_server_error"],
+      [{ code: "api_error", grpcCode: 2 }, "internal", "fallback.grpc_unknown"],
+      // go-openai 1.43's APIError, whatever the API answered (real/go_sdks: r-go-goopenai-403-region).
+      [{ exceptionType: "openai.APIError", httpStatus: 403, code: "unsupported_country_region_territory" }, "permission_denied", "fallback.http_403"],
+      [{ exceptionType: "openai.APIError" }, "internal", "fallback.type_api_error"],
+      // Equal scores: code.server_error is listed first.
+      [{ exceptionType: "openai.APIError", code: "server_error" }, "internal", "fallback.code_server_error"],
+      [{ exceptionType: "openai.APIError", httpStatus: 429 }, "rate_limited", "fallback.http_429"],
+      [{ exceptionType: "openai.APIError", code: "ECONNRESET" }, "network", "fallback.code_network"],
     ];
     for (const [fields, category, rule] of cases) {
       const [c, r] = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", ...fields }));
       assert.deepEqual([categoryName(c), r], [category, rule], JSON.stringify(fields));
     }
+    assertDecidesAsSidecar([
+      { code: "server_error", http_status: 503, message: OPENAI_OVERLOADED },
+      { code: "server_error", http_status: 500, message: OPENAI_SERVER_ERROR },
+      { code: " Server_Error\n" },
+      { code: "api_error" },
+      { code: "api_error", grpc_code: 2 },
+      { exception_type: "openai.APIError", http_status: 403, code: "unsupported_country_region_territory" },
+      { exception_type: "openai.APIError" },
+      { exception_type: "openai.APIError", code: "server_error" },
+      { exception_type: "openai.APIError", http_status: 429 },
+      { exception_type: "openai.APIError", code: "ECONNRESET" },
+      { exception_type: "InternalServerException", code: "server_error" },
+      { exception_type: "HttpRequestException", code: "api_error" },
+    ]);
+  });
+
+  it("reads a body that did not parse at a server's failing status as the status, as the sidecar's rules http.*.error_page", () => {
+    // The sidecar's rules http.500.error_page and http.502.error_page: the parse types of kind.tool_error.parse at
+    // the statuses of http.500 and http.502, each the status's category (status 40 + type 60: over a code, 80).
+    const rules = sidecarRules();
+    const parse = rules.get("kind.tool_error.parse");
+    for (const [page, statusRule] of [["http.500.error_page", "http.500"], ["http.502.error_page", "http.502"]] as const) {
+      const rule = rules.get(page);
+      const status = rules.get(statusRule);
+      assert.deepEqual(Object.keys(rule ?? {}).sort(), ["category", "exceptions", "httpStatus", "id"], page);
+      assert.deepEqual([...(rule?.exceptions ?? [])].sort(), [...TOOL_PARSE_TYPES].sort(), page);
+      assert.deepEqual([...(rule?.exceptions ?? [])].sort(), [...(parse?.exceptions ?? [])].sort(), page);
+      assert.deepEqual([rule?.httpStatus, rule?.category], [status?.httpStatus, status?.category], page);
+      const [category, ours] = ERROR_PAGES.get(FALLBACK_RULES.get(statusRule) ?? "") ?? [];
+      assert.deepEqual([category === undefined ? undefined : categoryName(category), ours], [rule?.category, FALLBACK_RULES.get(page)], page);
+      // Each of its statuses with each of its types, whole or by the last part, the status's verdict, over a code.
+      for (const s of rule?.httpStatus ?? []) {
+        assert.equal(typeof s, "number", `${page}: ${String(s)}`);
+        const want = ERROR_PAGES.get(HTTP_STATUSES.get(s as number)?.[1] ?? "");
+        assert.ok(want !== undefined && s as number >= 500, `${page}: HTTP ${String(s)}`);
+        for (const type of [...TOOL_PARSE_TYPES, "json.SyntaxError"]) {
+          for (const code of ["", "ECONNRESET", "insufficient_quota"]) {
+            const got = classifyCoarse(pb.Outcome.fromPartial({ tool: "t", httpStatus: s as number, exceptionType: type, code }));
+            assert.deepEqual(got, [...want], `${type} at ${String(s)} with ${code}`);
+          }
+        }
+      }
+    }
+    // go-openai 1.43 at a gateway's 502 page (real/go_sdks: r-go-goopenai-502-html), and at a 500 page.
+    const cases: [Record<string, unknown>, string, string][] = [
+      [{ exception_type: "json.SyntaxError", http_status: 502 }, "unavailable", "fallback.http_502_error_page"],
+      [{ exception_type: "json.SyntaxError", http_status: 500 }, "internal", "fallback.http_500_error_page"],
+      [{ exception_type: "json.SyntaxError", http_status: 502, code: "ECONNRESET" }, "unavailable", "fallback.http_502_error_page"],
+      // A client's status, or none: the type's.
+      [{ exception_type: "json.SyntaxError", http_status: 400 }, "format", "fallback.type_format"],
+      [{ exception_type: "json.SyntaxError" }, "format", "fallback.type_format"],
+      // A 5xx no single-status rule names: the type's (60) over the range (38).
+      [{ exception_type: "json.SyntaxError", http_status: 599 }, "format", "fallback.type_format"],
+      // A tool's parse error keeps its kind's rule (160 over 100).
+      [{ kind: "tool_error", exception_type: "json.SyntaxError", http_status: 502 }, "internal", "fallback.kind_tool_error_parse"],
+      // The kinds over it; a type that is no parse error gives way to a code.
+      [{ kind: "timeout", exception_type: "SyntaxError", http_status: 503 }, "timeout", "fallback.kind_timeout"],
+      [{ exception_type: "OutputParserException", http_status: 502, code: "ECONNRESET" }, "network", "fallback.code_network"],
+    ];
+    for (const [fields, category, rule] of cases) {
+      const { http_status: httpStatus, exception_type: exceptionType, kind, code } = fields as {
+        http_status?: number;
+        exception_type?: string;
+        kind?: string;
+        code?: string;
+      };
+      const o = pb.Outcome.fromPartial({
+        tool: "t",
+        message: GO_OPENAI_502_PAGE,
+        httpStatus,
+        exceptionType,
+        code,
+        kind: kind === undefined ? undefined : pb.OutcomeKind[`OUTCOME_KIND_${kind.toUpperCase()}` as keyof typeof pb.OutcomeKind],
+      });
+      const [c, r] = classifyCoarse(o);
+      assert.deepEqual([categoryName(c), r], [category, rule], JSON.stringify(fields));
+    }
+    assertDecidesAsSidecar(cases.map(([fields]) => ({ message: GO_OPENAI_502_PAGE, ...fields })));
   });
 
   it("reads an internal error after the other signals of its rank, and under a stronger signal, as the sidecar", () => {

@@ -54,8 +54,8 @@ _INTERNAL_MAX_RETRIES = 1
 # credentials and permissions (escalated), of a missing thing, a bad argument or a conflict
 # (recover), a full disk (escalated), a cancellation (aborted) and MCP's JSON-RPC error codes. As on
 # the sidecar, a code wins over an exception type, a gRPC code, an HTTP status and an exit code:
-# OpenAI sends insufficient_quota with a 429, server_error with a 503 is internal, and a 503 whose
-# connection was reset (ECONNRESET) is a network failure. The rules that read a code and words
+# OpenAI sends insufficient_quota with a 429, and a 503 whose connection was reset (ECONNRESET) is a
+# network failure. The rules that read a code and words
 # (code.validation.quota, code.validation.context_length) are not carried: the fallback reads no
 # words there. Looked up trimmed and in ASCII lower case (`_code_key`), as the sidecar matches a code.
 _CODE_LISTS = {
@@ -136,7 +136,7 @@ _CODE_LISTS = {
     ),
     # Rule code.internal.
     **dict.fromkeys(
-        ["api_error", "server_error", "internal_error", "InternalServerError", "InternalServerException", "INTERNAL"],
+        ["internal_error", "InternalServerError", "InternalServerException", "INTERNAL"],
         (Category.INTERNAL, "fallback.code_internal"),
     ),
     # Rule code.timeout, all under the rule id fallback.code_etimedout, after ETIMEDOUT, the first of them.
@@ -350,7 +350,7 @@ _EXCEPTION_TYPE_RULES = (
     (
         frozenset({
             "RuntimeError", "NotImplementedError", "RecursionError", "SystemError", "NullPointerException",
-            "panic", "InternalError", "APIError", "HTTPNotImplementedError", "ArrayIndexOutOfBoundsException",
+            "panic", "InternalError", "HTTPNotImplementedError", "ArrayIndexOutOfBoundsException",
             "IndexOutOfBoundsException", "ClassCastException",
         }),
         (Category.INTERNAL, "fallback.type_internal"),
@@ -457,24 +457,29 @@ _GRPC_CATEGORIES = {
 # The weak signals, which say only that a handler failed or a request was refused: gRPC's UNKNOWN
 # (what a server answers for an exception it did not map: grpcio's "Exception calling application:
 # ..."), JSON-RPC's internal error, -32603 (what an MCP server answers for whatever a handler threw),
-# and the class of error OpenAI, Anthropic and Stripe name in a refused request's body
+# the class of error OpenAI, Anthropic and Stripe name in a refused request's body
 # (invalid_request_error, OAuth's invalid_request: OpenAI's 401 for a missing API key has no other
-# code), and the exception types that say only which layer failed (`_WEAK_EXCEPTION_TYPES`). The
-# sidecar's rules grpc.unknown, code.mcp.internal, code.invalid_request and those types' score them 9
+# code) and in the body of their own failure (server_error, api_error: OpenAI's 500 and its
+# overloaded 503 alike), and the exception types that say only which layer failed
+# (`_WEAK_EXCEPTION_TYPES`). The sidecar's rules grpc.unknown, code.mcp.internal,
+# code.invalid_request, code.server_error and those types' score them 9
 # (their priority), below every other signal and below any words, which say what failed; the
 # fallback reads no words, so it reads them after every other signal, in that order (listed so).
 _GRPC_UNKNOWN = 2
 _MCP_INTERNAL = "-32603"
 _INVALID_REQUEST = frozenset({"invalid_request_error", "invalid_request"})
+_SERVER_ERROR = frozenset({"server_error", "api_error"})
 _WEAK_SIGNALS = {
     "grpc.unknown": (Category.INTERNAL, "fallback.grpc_unknown"),
     "code.mcp.internal": (Category.INTERNAL, "fallback.code_mcp_internal"),
     "code.invalid_request": (Category.VALIDATION, "fallback.code_invalid_request"),
+    "code.server_error": (Category.INTERNAL, "fallback.code_server_error"),
 }
 # The sidecar's exception rules of priority 9, in its order: types raised for failures of several
 # categories, which a status or words decide (.NET's HttpRequestException for a refused connection
 # and a refused status alike, Spring's ResourceAccessException for any I/O error, LangChain4j's
-# InvalidRequestException and InternalServerException, named by status class).
+# InvalidRequestException and InternalServerException, named by status class; go-openai's APIError
+# for whatever the API answered, and the base class of the OpenAI and Google Python SDKs).
 _WEAK_EXCEPTION_TYPES = (
     ("exception.http_request", frozenset({"HttpRequestException", "ResourceAccessException"}),
      (Category.NETWORK, "fallback.type_http_request")),
@@ -482,6 +487,7 @@ _WEAK_EXCEPTION_TYPES = (
      (Category.VALIDATION, "fallback.type_invalid_request")),
     ("exception.internal_server", frozenset({"InternalServerException"}),
      (Category.INTERNAL, "fallback.type_internal_server")),
+    ("exception.api_error", frozenset({"APIError"}), (Category.INTERNAL, "fallback.type_api_error")),
 )
 
 # gRPC RESOURCE_EXHAUSTED: a rate limit (retried with backoff), as the sidecar's rule
@@ -527,6 +533,15 @@ _HTTP_STATUSES = {
     **dict.fromkeys([500, 501, 505, 507, 508], (Category.INTERNAL, "fallback.http_5xx")),
     # Rule http.502: a server that is down, overloaded or behind a failing gateway, retried.
     **dict.fromkeys([502, 503, 504, 520, 521, 522, 523, 524, 529], (Category.UNAVAILABLE, "fallback.http_502")),
+}
+
+# A body that did not parse at a server's failing status (a gateway's HTML page where JSON was
+# expected: go-openai's json.SyntaxError at a 502), as the sidecar's rules http.500.error_page and
+# http.502.error_page read it: the types of kind.tool_error.parse (`_TOOL_ERROR_PARSE_TYPES`) at the
+# statuses of http.500 and http.502 (keyed by those rules' ids here), each the status's category.
+_ERROR_PAGES = {
+    "fallback.http_5xx": (Category.INTERNAL, "fallback.http_500_error_page"),
+    "fallback.http_502": (Category.UNAVAILABLE, "fallback.http_502_error_page"),
 }
 
 # The HTTP status ranges of the sidecar's rules http.4xx and http.5xx, in their order: read after
@@ -930,7 +945,7 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     code 50, HTTP status 40, exit code 40, HTTP range 38, the weak signals 9): the outcome's kind,
     then its error code, its exception type, its gRPC code, a single HTTP status of the sidecar's
     status rules, its exit code, an HTTP range (4xx, 5xx), and last gRPC's UNKNOWN, JSON-RPC's
-    -32603, a body's invalid_request_error (`_WEAK_SIGNALS`) and the types that say only which layer
+    -32603, a body's invalid_request_error or server_error (`_WEAK_SIGNALS`) and the types that say only which layer
     failed (`_WEAK_EXCEPTION_TYPES`), the first the fallback knows deciding. So, as on the
     sidecar, a 503 or a 500 with ECONNRESET is a network failure (retried three times, an internal
     error once), a 401 with httpx.ReadTimeout a timeout, a 429 with gRPC RESOURCE_EXHAUSTED and a
@@ -952,6 +967,11 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     exception_type = _exception_type(o)
     if kind is Kind.TOOL_ERROR and not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(exception_type)):
         return Category.INTERNAL, "fallback.kind_tool_error_parse"
+    # A body that did not parse at a server's failing status (`_ERROR_PAGES`): a status and a type
+    # outrank a code on the sidecar.
+    at_error_page = _ERROR_PAGES.get(_HTTP_STATUSES.get(o.http_status, (Category.UNKNOWN, ""))[1])
+    if at_error_page is not None and not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(exception_type)):
+        return at_error_page
     by_code = _CODES.get(_code_key(o.code))
     if by_code is not None:
         return by_code
@@ -982,6 +1002,8 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
         return _WEAK_SIGNALS["code.mcp.internal"]
     if _code_key(o.code) in _INVALID_REQUEST:
         return _WEAK_SIGNALS["code.invalid_request"]
+    if _code_key(o.code) in _SERVER_ERROR:
+        return _WEAK_SIGNALS["code.server_error"]
     by_weak_type = _by_weak_exception_type(exception_type)
     if by_weak_type is not None:
         return by_weak_type
