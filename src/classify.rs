@@ -240,6 +240,9 @@ pub struct Classifier {
     index: SignalIndex,
     categories: BTreeMap<Category, CategoryDefaults>,
     text_limit: usize,
+    /// The most a rule that reads the message and no structured signal scores (see
+    /// [`Classifier::words_may_decide`]).
+    words_alone_max: i32,
     /// [`NO_MATCH_RULE`], shared like the rules' ids.
     no_match: ArcStr,
 }
@@ -356,7 +359,22 @@ impl Classifier {
         for (i, rule) in rules.iter().enumerate() {
             index.add(i, rule);
         }
-        Ok(Classifier { rules, messages, pattern_rule, index, categories, text_limit, no_match: NO_MATCH_RULE.into() })
+        let words_alone_max = rules
+            .iter()
+            .filter(|r| r.has_message && !r.names_a_signal())
+            .map(|r| r.priority.unwrap_or(weight::MESSAGE + if r.tool.is_empty() { 0 } else { weight::TOOL }))
+            .max()
+            .unwrap_or(i32::MIN);
+        Ok(Classifier {
+            rules,
+            messages,
+            pattern_rule,
+            index,
+            categories,
+            text_limit,
+            words_alone_max,
+            no_match: NO_MATCH_RULE.into(),
+        })
     }
 
     /// The classifier with only the built-in rules and the given category defaults.
@@ -421,7 +439,6 @@ impl Classifier {
     /// The winning rule index and, when `collect`, every match as (index, category, score).
     fn best(&self, outcome: &Outcome, collect: bool) -> (Option<usize>, Vec<(usize, Category, i32)>) {
         let causes = self.causes_read(outcome);
-        let text = match_text(outcome, self.text_limit, &causes);
         let exception = self.exception_read(outcome, &causes);
         let exception_last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
         let mut candidates = Vec::with_capacity(16);
@@ -442,8 +459,11 @@ impl Classifier {
             outcome
         };
         self.index.candidates(outcome, exception, exception_last, &mut candidates);
-        if !text.is_empty() && !self.messages.is_empty() {
+        if !self.messages.is_empty()
+            && (collect || self.words_may_decide(outcome, exception, exception_last, &candidates))
+        {
             // Each pattern that matched, once, as its rule's hit on the message.
+            let text = match_text(outcome, self.text_limit, &causes);
             self.messages.matches_into(text.as_bytes(), &mut candidates, |p| (self.pattern_rule[p], true));
         }
         // One entry per rule, marked a message hit if any of its entries was.
@@ -469,6 +489,31 @@ impl Classifier {
             }
         }
         (best.map(|(i, _)| i), all)
+    }
+
+    /// Whether a rule that reads the message could win for this outcome: unless a rule its structured
+    /// signals match alone (a `candidates` entry that reads no words) scores more than any rule with
+    /// words could (one that reads words and no structured signal, or a candidate whose signals all
+    /// match), the words may decide and the message is scanned. A typed SDK error with a status and
+    /// no rule that reads its words beside them is decided without reading its message.
+    fn words_may_decide(
+        &self,
+        outcome: &Outcome,
+        exception: &str,
+        exception_last: &str,
+        candidates: &[(usize, bool)],
+    ) -> bool {
+        let (mut signals_alone, mut with_words) = (None::<i32>, self.words_alone_max);
+        for &(i, _) in candidates {
+            let rule = &self.rules[i];
+            let score = rule.score(outcome, exception, exception_last, rule.has_message);
+            match (rule.has_message, score) {
+                (false, Some(s)) => signals_alone = Some(signals_alone.map_or(s, |best| best.max(s))),
+                (true, Some(s)) => with_words = with_words.max(s),
+                (_, None) => {}
+            }
+        }
+        signals_alone.is_none_or(|s| s <= with_words)
     }
 
     /// The trace's Python causes ([`python_causes`]), read once for the text and the type, when
@@ -524,6 +569,17 @@ impl Classifier {
 }
 
 impl Rule {
+    /// True when it names a structured signal (a kind, code, exception type, gRPC code, HTTP status
+    /// or exit code), as [`SignalIndex::add`] indexes it; else it reads words (and perhaps a tool).
+    fn names_a_signal(&self) -> bool {
+        !(self.kind.is_empty()
+            && self.code.is_empty()
+            && self.exception.is_empty()
+            && self.grpc_code.is_empty()
+            && self.http_status.is_empty()
+            && self.exit_code.is_empty())
+    }
+
     /// The rule's score when every signal it names matches, else `None`.
     fn score(&self, outcome: &Outcome, exception: &str, exception_last: &str, message_hit: bool) -> Option<i32> {
         let mut score = 0;
@@ -1701,6 +1757,30 @@ mod tests {
         ] {
             assert_eq!(c.classify(&outcome).category, Category::Validation, "{}", outcome.message);
         }
+    }
+
+    #[test]
+    fn the_message_is_read_only_when_words_could_outscore_the_signals() {
+        let c = classifier();
+        let reads_words = |o: &Outcome| {
+            let exception = c.exception_read(o, &[]);
+            let last = exception.rsplit(['.', ':']).next().unwrap_or(exception);
+            let mut candidates = vec![];
+            c.index.candidates(o, exception, last, &mut candidates);
+            c.words_may_decide(o, exception, last, &candidates)
+        };
+        // No rule reads words beside requests' ConnectionError, nor beside a 503: the signal decides.
+        assert!(!reads_words(&typed(
+            "requests.exceptions.ConnectionError",
+            "Max retries exceeded with url: /v1 (Caused by ...)"
+        )));
+        assert!(!reads_words(&Outcome { http_status: Some(503), ..failure("upstream connect error") }));
+        // Words beside RateLimitError can make it a used-up quota; a 4xx can say the context is too
+        // long; with no signal, or only a weak one (priority 9), words decide.
+        assert!(reads_words(&typed("openai.RateLimitError", "You exceeded your current quota")));
+        assert!(reads_words(&Outcome { http_status: Some(400), ..failure("maximum context length is 8192 tokens") }));
+        assert!(reads_words(&failure("connection refused")));
+        assert!(reads_words(&Outcome { grpc_code: Some(2), ..failure("Exception calling application: boom") }));
     }
 
     #[test]

@@ -48,6 +48,10 @@ fn measure(name: &str) -> (f64, f64, usize) {
     let (mut category_ok, mut retryable_ok) = (0, 0);
     for case in &cases {
         let got = policy.classifier.classify(&case.outcome);
+        // The message is left unread when the signals alone outscore any rule that reads words
+        // (`Classifier::words_may_decide`); reading every rule, as `explain` does, decides the same.
+        let (explained, _) = policy.classifier.explain(&case.outcome);
+        assert_eq!(explained.rule, got.rule, "{name} {}: classify and explain differ", case.id);
         if got.category == case.category {
             category_ok += 1;
         } else {
