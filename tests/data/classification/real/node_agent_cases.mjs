@@ -12,6 +12,7 @@
 // server), 8799 (a closed port) and 8798 (a port that accepts and never answers). The outcome's stack
 // trace (`detail`) is left out, as in node_cases.mjs.
 
+import { readFileSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { createRequire } from "node:module";
@@ -26,9 +27,10 @@ if (!SDK_DIR) {
   process.exit(2);
 }
 const sdk = createRequire(path.join(path.resolve(SDK_DIR), "package.json"));
+// A package's version, read from its package.json as a file: openai's exports leave that file out.
 const version = (name) => {
   const file = path.join(path.resolve(SDK_DIR), "node_modules", name, "package.json");
-  return `${name} ${JSON.parse(sdk("fs").readFileSync(file, "utf8")).version}`;
+  return `${name} ${JSON.parse(readFileSync(file, "utf8")).version}`;
 };
 const client = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../../../clients/ts/dist/index.js");
 const { outcomeFromError } = await import(client);
