@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 import urllib.request
 from pathlib import Path
 from typing import IO, Optional
@@ -22,10 +23,25 @@ READY_TIMEOUT = 60.0
 """Seconds a start may take: a debug build compiles its patterns before it is ready."""
 STOP_TIMEOUT = 15.0
 """Seconds the drain after SIGTERM may take before the process is killed."""
+PAUSE_TIMEOUT = 5.0
+"""Seconds every thread may take to stop after SIGSTOP."""
 
 
 class SidecarError(RuntimeError):
     """The sidecar is missing, did not start, or did not stop cleanly."""
+
+
+def _stopped(pid: int) -> bool:
+    """Whether every thread of process `pid` is stopped (state T in /proc/PID/task/*/stat); true
+    where there is no /proc to read, which leaves the signal to do what it can."""
+    tasks = Path(f"/proc/{pid}/task")
+    if not tasks.is_dir():
+        return True
+    try:
+        # The state follows the command's closing parenthesis: "PID (comm) STATE ...".
+        return all((t / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t") for t in tasks.iterdir())
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False  # a thread came or went meanwhile: read again
 
 
 def binary() -> str:
@@ -119,8 +135,15 @@ class Sidecar:
         self._close()
 
     def pause(self) -> None:
-        """SIGSTOP: connections stay open but nothing is answered, like a hung sidecar."""
+        """SIGSTOP: connections stay open but nothing is answered, like a hung sidecar. Returns once
+        every thread of it has stopped: the signal reaches each thread on its own, and one still
+        running answered a call made right after (seen once in CI on a loaded machine)."""
         self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + PAUSE_TIMEOUT
+        while not _stopped(self.proc.pid):
+            if time.monotonic() > deadline:
+                raise SidecarError(f"sidecar {self.proc.pid}: not stopped {PAUSE_TIMEOUT} s after SIGSTOP")
+            time.sleep(0.001)
 
     def resume(self) -> None:
         """SIGCONT after `pause`."""

@@ -306,7 +306,7 @@ describe("a frozen sidecar (SIGSTOP)", () => {
       // The first report waits for the connection; give it the sidecar's own answer.
       await untilSidecarAnswers("warm-up", () => r.report(t.search));
 
-      sidecar.pause();
+      await sidecar.pause();
       const unavailable = new HttpError(503);
       let v = await timed("Report while frozen", 1500, () => s.report(t.search, { error: unavailable }));
       assert.deepEqual([v.fallback, v.action], [true, "retry"]);
@@ -337,7 +337,7 @@ describe("a frozen sidecar (SIGSTOP)", () => {
       const controller = new AbortController();
       const r = client.session(sessionId("reporter-abort")).reporter({ signal: controller.signal });
       assert.equal((await r.report("search")).fallback, false);
-      sidecar.pause();
+      await sidecar.pause();
       const pending = r.report("search");
       controller.abort();
       const v = await timed("the aborted stream's outcome", 1000, () => pending);

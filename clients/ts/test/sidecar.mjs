@@ -3,7 +3,7 @@
 // through JSDoc) so that bench.mjs runs it without a build step.
 
 import { spawn } from "node:child_process";
-import { accessSync, constants, statSync } from "node:fs";
+import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
@@ -11,6 +11,27 @@ import { fileURLToPath } from "node:url";
 const READY_TIMEOUT_MS = 30_000;
 /** How long the drain after SIGTERM may take before the process is killed. */
 const STOP_TIMEOUT_MS = 15_000;
+/** How long every thread may take to stop after SIGSTOP. */
+const PAUSE_TIMEOUT_MS = 5_000;
+
+/**
+ * Whether every thread of process `pid` is stopped (state T in /proc/PID/task/*\/stat); true where
+ * there is no /proc to read, which leaves the signal to do what it can.
+ * @param {number | undefined} pid
+ */
+function stopped(pid) {
+  const tasks = `/proc/${pid}/task`;
+  if (!existsSync(tasks)) return true;
+  try {
+    return readdirSync(tasks).every((t) => {
+      // The state follows the command's closing parenthesis: "PID (comm) STATE ...".
+      const stat = readFileSync(`${tasks}/${t}/stat`, "utf8");
+      return ["T", "t"].includes(stat.slice(stat.lastIndexOf(")") + 1).trim().split(" ")[0] ?? "");
+    });
+  } catch {
+    return false; // a thread came or went meanwhile: read again
+  }
+}
 
 /**
  * The sidecar binary: $REBOUND_BIN, or the repository's target/debug/rebound.
@@ -153,9 +174,18 @@ export class Sidecar {
     await this.#exited;
   }
 
-  /** Freezes the sidecar (SIGSTOP): connections stay open but nothing is answered, as when it hangs. */
-  pause() {
+  /**
+   * Freezes the sidecar (SIGSTOP): connections stay open but nothing is answered, as when it hangs.
+   * Resolves once every thread of it has stopped: the signal reaches each thread on its own, and one
+   * still running could answer a call made right after.
+   */
+  async pause() {
     this.#child.kill("SIGSTOP");
+    const deadline = Date.now() + PAUSE_TIMEOUT_MS;
+    while (!stopped(this.#child.pid)) {
+      if (Date.now() > deadline) throw new Error(`sidecar ${this.#child.pid}: not stopped ${PAUSE_TIMEOUT_MS} ms after SIGSTOP`);
+      await new Promise((r) => setTimeout(r, 1));
+    }
   }
 
   /** Lets a paused sidecar run again (SIGCONT). */

@@ -24,6 +24,9 @@ const readyTimeout = 30 * time.Second
 // stopTimeout bounds the drain after SIGTERM before the process is killed.
 const stopTimeout = 15 * time.Second
 
+// pauseTimeout is how long every thread may take to stop after SIGSTOP.
+const pauseTimeout = 5 * time.Second
+
 // Process is one running sidecar.
 type Process struct {
 	// GRPC is the address clients dial: host:port or unix:/path.
@@ -147,8 +150,47 @@ func (p *Process) Stop() error {
 }
 
 // Pause freezes the sidecar (SIGSTOP): connections stay open but nothing is
-// answered, the way an overloaded or hung sidecar behaves.
-func (p *Process) Pause() error { return p.signal(syscall.SIGSTOP) }
+// answered, the way an overloaded or hung sidecar behaves. It returns once
+// every thread of it has stopped: the signal reaches each thread on its own,
+// and one still running could answer a call made right after.
+func (p *Process) Pause() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(pauseTimeout)
+	for !stopped(p.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sidecar %d: not stopped %s after SIGSTOP", p.cmd.Process.Pid, pauseTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// stopped says whether every thread of process pid is stopped (state T in
+// /proc/PID/task/*/stat); true where there is no /proc to read, which leaves
+// the signal to do what it can.
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if errors.Is(err, os.ErrNotExist) && runtime.GOOS != "linux" {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			return false // a thread came or went meanwhile: read again
+		}
+		// The state follows the command's closing parenthesis: "PID (comm) STATE ...".
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) == 0 || (fields[0] != "T" && fields[0] != "t") {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume lets a paused sidecar run again (SIGCONT).
 func (p *Process) Resume() error { return p.signal(syscall.SIGCONT) }
