@@ -1240,13 +1240,14 @@ export function classifyCoarse(o: pb.Outcome): [pb.Category, string] {
   // A parse error a tool hit (kind and type, 160 on the sidecar: rule kind.tool_error.parse), not the model's.
   // The exception type, or the one a one-line message begins with when the field names none a rule knows.
   const typeName = effectiveType(o);
-  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR && typeNames(typeName).some((n) => TOOL_PARSE_TYPES.has(n))) {
+  const parseError = typeNames(typeName).some((n) => TOOL_PARSE_TYPES.has(n));
+  if (o.kind === pb.OutcomeKind.OUTCOME_KIND_TOOL_ERROR && parseError) {
     return [C.CATEGORY_INTERNAL, "fallback.kind_tool_error_parse"];
   }
   // A body that did not parse at a server's failing status ({@link ERROR_PAGES}: a status and a type,
   // 100, outrank a code there).
   const atErrorPage = ERROR_PAGES.get(HTTP_STATUSES.get(o.httpStatus)?.[1] ?? "");
-  if (atErrorPage !== undefined && typeNames(typeName).some((n) => TOOL_PARSE_TYPES.has(n))) return [...atErrorPage];
+  if (atErrorPage !== undefined && parseError) return [...atErrorPage];
   const code = errorCode(o.code);
   if (code !== undefined) return [...code];
   // A type (60) ties a RESOURCE_EXHAUSTED with quota words (50 + 10) on the sidecar, and wins as the rule listed first.

@@ -965,12 +965,13 @@ def classify_coarse(o: pb.Outcome) -> tuple[Category, str]:
     if kind is Kind.INVALID_TOOL_CALL:
         return Category.FORMAT, "fallback.kind_invalid_tool_call"
     exception_type = _exception_type(o)
-    if kind is Kind.TOOL_ERROR and not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(exception_type)):
+    parse_error = not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(exception_type))
+    if kind is Kind.TOOL_ERROR and parse_error:
         return Category.INTERNAL, "fallback.kind_tool_error_parse"
     # A body that did not parse at a server's failing status (`_ERROR_PAGES`): a status and a type
     # outrank a code on the sidecar.
     at_error_page = _ERROR_PAGES.get(_HTTP_STATUSES.get(o.http_status, (Category.UNKNOWN, ""))[1])
-    if at_error_page is not None and not _TOOL_ERROR_PARSE_TYPES.isdisjoint(_type_names(exception_type)):
+    if at_error_page is not None and parse_error:
         return at_error_page
     by_code = _CODES.get(_code_key(o.code))
     if by_code is not None:
