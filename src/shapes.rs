@@ -212,7 +212,7 @@ fn split(text: &str, shape: &mut String, words: &mut String) {
 /// A message as a session keeps it (see the module's comment): cheap to clone, and written out
 /// again whole with `Display` (`to_string()`).
 ///
-/// One block holds its shape and its own words (joined by [`MARK`]; none when the shape is the
+/// One block holds its shape and its own words (joined by a mark; none when the shape is the
 /// text), behind a single pointer. As an `Arc` of the shape and a boxed `str` of the words, it
 /// took two blocks, and the allocator rounds each up to its size class: the RSS per session of
 /// `bench/run`'s memory step (3 messages each) went from 1,280 bytes to 1,197 with one.
