@@ -39,7 +39,7 @@ const FIRST_SWEEP: usize = 1024;
 /// and a weak reference).
 const SHAPE_BYTES: usize = std::mem::size_of::<Shape>() + 16 + 16;
 
-/// What a kept message holds beyond its words: its reference count, its shape and their length.
+/// What a kept message holds beyond its words: its reference count, its shape and the words' length.
 const PARTS_BYTES: usize = 8 + std::mem::size_of::<triomphe::HeaderWithLength<Arc<Shape>>>();
 
 /// A text shared by the messages of one shape, counted into a store's count while it lives.
@@ -215,7 +215,7 @@ fn split(text: &str, shape: &mut String, words: &mut String) {
 /// One block holds its shape and its own words (joined by a mark; none when the shape is the
 /// text), behind a single pointer. As an `Arc` of the shape and a boxed `str` of the words, it
 /// took two blocks, and the allocator rounds each up to its size class: the RSS per session of
-/// `bench/run`'s memory step (3 messages each) went from 1,280 bytes to 1,197 with one.
+/// `bench/run`'s memory step (3 messages each) went from 1,280 bytes to 1,199 with one.
 #[derive(Clone)]
 pub struct KeptMessage(ThinArc<Arc<Shape>, u8>);
 
@@ -330,8 +330,8 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn a_kept_message_is_one_pointer_to_one_block_of_24_bytes_and_its_words() {
-        // Its count, its shape and the words' length: 40 bytes and a block for the words, as an
-        // `Arc` of both and a boxed `str`.
+        // Its count, its shape and the words' length, then the words. As an `Arc` of the shape and
+        // a boxed `str`, it held 40 bytes and a block of their own for the words.
         assert_eq!((std::mem::size_of::<KeptMessage>(), PARTS_BYTES), (8, 24));
         let (shapes, _) = shapes();
         let kept = shapes.keep(RATE_LIMITED);
