@@ -52,10 +52,8 @@ struct Workload {
     /// (formatting one per outcome cost about 1,000 instructions, counted as the engine's).
     ids: Vec<String>,
     generation: u64,
-    /// Which failures have been judged, and how many not yet: the uncounted warm-up runs until none
-    /// is left (see `main`).
+    /// Which failures have been judged: the uncounted warm-up runs until all have (see `main`).
     judged: Vec<bool>,
-    unjudged: usize,
 }
 
 impl Workload {
@@ -97,8 +95,7 @@ impl Workload {
             Arc::new(SystemClock::new()),
             Arc::new(Metrics::new(200)),
         );
-        let unjudged = failures.len();
-        Workload { engine, judged: vec![false; unjudged], unjudged, failures, i: 0, ids: Vec::new(), generation: 0 }
+        Workload { engine, judged: vec![false; failures.len()], failures, i: 0, ids: Vec::new(), generation: 0 }
     }
 
     /// The next outcome, judged.
@@ -116,10 +113,7 @@ impl Workload {
         // Every fourth call of each run succeeds (shifted per run), so runs are not
         // stopped by their breakers: their failures are all judged in full.
         let ok = (step + slot).is_multiple_of(4);
-        if !ok && !self.judged[failure] {
-            self.judged[failure] = true;
-            self.unjudged -= 1;
-        }
+        self.judged[failure] |= !ok;
         let outcome = Outcome {
             session_id: id.clone(),
             tool: "search".into(),
@@ -202,10 +196,11 @@ fn main() {
         for _ in 0..RUNS * RUN_LENGTH {
             black_box(workload.step());
         }
-        if workload.unjudged == 0 {
+        let unjudged = workload.judged.iter().filter(|judged| !**judged).count();
+        if unjudged == 0 {
             break;
         }
-        assert!(generation < 100, "{} failures never judged in {generation} generations", workload.unjudged);
+        assert!(generation < 100, "{unjudged} failures never judged in {generation} generations");
     }
     counted(&mut workload);
     println!("@outcomes {}", RUNS * RUN_LENGTH);
