@@ -87,8 +87,9 @@ pub struct Session {
     pub retries: u32,
     /// Escalations answered.
     pub escalations: u32,
-    /// Failures by category (a few at most: a list, not a map).
-    pub errors_by_category: Vec<(Category, u32)>,
+    /// Failures by category (a few at most: a list, not a map; and no room to grow, see
+    /// [`Session::count_error`]).
+    pub errors_by_category: Box<[(Category, u32)]>,
     /// Per-tool counters.
     pub tool_stats: Vec<ToolStats>,
     /// The last error's tool and fingerprint.
@@ -105,11 +106,12 @@ pub struct Session {
     pub rng: Rng,
     /// The bytes the tool names in `tool_stats`, the history's entries and the remembered verdicts
     /// point to (see [`HistoryEntry::held_bytes`] and [`Remembered::held_bytes`]): kept as they
-    /// change, since a session may count a thousand tools. One sum, not three: the session is the
-    /// store's entry, and 16 bytes less brings the entry to 256, an allocator size class.
-    held_bytes: usize,
-    /// What the store's byte budget last counted for this session (see [`Session::weight`]).
-    charged: usize,
+    /// change, since a session may count a thousand tools. One sum, not three, and 32 bits: the
+    /// session is the store's entry, and each 8 bytes less counts towards an allocator size class
+    /// (224 bytes for the entry). A session holds far less than 4 GiB: its tools, history, window
+    /// and labels are all capped (at every cap, a thousand remembered escalations, each with the
+    /// largest labels and a history of a thousand, come to about 0.2 GB).
+    held_bytes: u32,
 }
 
 /// What StartSession declared.
@@ -202,7 +204,7 @@ impl Session {
             errors: 0,
             retries: 0,
             escalations: 0,
-            errors_by_category: Vec::new(),
+            errors_by_category: Box::default(),
             tool_stats: Vec::new(),
             last_error: None,
             identical: 0,
@@ -211,7 +213,6 @@ impl Session {
             recent: VecDeque::new(),
             rng,
             held_bytes: 0,
-            charged: 0,
         }
     }
 
@@ -225,26 +226,36 @@ impl Session {
     /// Counted in a few steps, from sums kept as the session changes: it is asked after
     /// every outcome.
     pub fn weight(&self, id: &str) -> usize {
-        // The store's entry: the key, the session, the list links and the table's slot.
-        const ENTRY: usize = std::mem::size_of::<Session>() + 48;
+        // The store's entry: the key, the session and the list links; and the table's slot.
+        const ENTRY: usize = std::mem::size_of::<Session>() + std::mem::size_of::<Box<str>>() + 16 + 8;
         ENTRY
             + id.len()
             + self.setup.as_ref().map_or(0, |s| s.bytes)
-            + self.errors_by_category.capacity() * std::mem::size_of::<(Category, u32)>()
+            + self.errors_by_category.len() * std::mem::size_of::<(Category, u32)>()
             + self.tool_stats.capacity() * (std::mem::size_of::<ToolStats>() + TEXT_HEADER)
             + self.history.capacity() * std::mem::size_of::<HistoryEntry>()
             + self.recent.capacity() * std::mem::size_of::<Remembered>()
-            + self.held_bytes
+            + self.held_bytes as usize
     }
 
     /// True when the sum kept as the session changes equals what its tool names, history
     /// and remembered verdicts hold, counted afresh.
     #[cfg(test)]
     pub(crate) fn held_bytes_are_exact(&self) -> bool {
-        self.held_bytes
+        self.held_bytes as usize
             == self.history.iter().map(HistoryEntry::held_bytes).sum::<usize>()
                 + self.recent.iter().map(Remembered::held_bytes).sum::<usize>()
                 + self.tool_stats.iter().map(|t| t.tool.len()).sum::<usize>()
+    }
+
+    /// Counts `bytes` more that the session points to (see `held_bytes`).
+    fn hold(&mut self, bytes: usize) {
+        self.held_bytes = self.held_bytes.saturating_add(u32::try_from(bytes).unwrap_or(u32::MAX));
+    }
+
+    /// Counts `bytes` fewer that the session points to.
+    fn release(&mut self, bytes: usize) {
+        self.held_bytes = self.held_bytes.saturating_sub(u32::try_from(bytes).unwrap_or(u32::MAX));
     }
 
     /// Counts a failure of `category`.
@@ -252,10 +263,10 @@ impl Session {
         match self.errors_by_category.iter_mut().find(|(c, _)| *c == category) {
             Some((_, n)) => *n += 1,
             None => {
-                // Exact growth here and below: a session holds a few of each, and
-                // doubling would leave most of the space unused across 100,000 sessions.
-                grow_exact(&mut self.errors_by_category, 1);
-                self.errors_by_category.push((category, 1));
+                // A new list, one longer: a session meets a few categories, and a list with room
+                // to grow would leave most of it unused across 100,000 sessions.
+                let counted = std::mem::take(&mut self.errors_by_category);
+                self.errors_by_category = counted.iter().copied().chain([(category, 1)]).collect();
             }
         }
     }
@@ -292,11 +303,13 @@ impl Session {
             let idle =
                 self.tool_stats.iter().position(|t| (t.consecutive_failures, t.retries, t.last_delay_ms) == (0, 0, 0));
             let gone = self.tool_stats.remove(idle.unwrap_or(0));
-            self.held_bytes -= gone.tool.len();
+            self.release(gone.tool.len());
         } else if self.tool_stats.len() < 8 {
+            // Exact growth while few: a session uses a few tools, and doubling would leave most
+            // of the space unused across 100,000 sessions.
             grow_exact(&mut self.tool_stats, 1);
         }
-        self.held_bytes += name.len();
+        self.hold(name.len());
         self.tool_stats.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
         self.tool_stats.last_mut().expect("just pushed")
     }
@@ -319,7 +332,7 @@ impl Session {
         }
         if self.recent.len() >= window {
             if let Some(old) = self.recent.pop_front() {
-                self.held_bytes -= old.held_bytes();
+                self.release(old.held_bytes());
             }
         }
         let tool = self.tool_mut(tool).tool.clone();
@@ -356,7 +369,7 @@ impl Session {
             snippet_tokens: verdict.snippet_tokens,
             details,
         };
-        self.held_bytes += remembered.held_bytes();
+        self.hold(remembered.held_bytes());
         self.recent.push_back(remembered);
     }
 
@@ -365,23 +378,25 @@ impl Session {
         if let Some(last) = self.history.back_mut() {
             if !last.resolved && last.tool == entry.tool && last.fingerprint == entry.fingerprint {
                 last.count += 1;
-                self.held_bytes = self.held_bytes - last.held_bytes() + entry.held_bytes();
+                let (gone, kept) = (last.held_bytes(), entry.held_bytes());
                 last.message = entry.message;
                 last.at_ms = entry.at_ms;
                 last.action = entry.action;
+                self.release(gone);
+                self.hold(kept);
                 return;
             }
         }
         while self.history.len() >= capacity.max(1) {
             if let Some(old) = self.history.pop_front() {
-                self.held_bytes -= old.held_bytes();
+                self.release(old.held_bytes());
                 if !old.resolved {
                     self.dropped_unresolved += old.count;
                 }
             }
         }
         grow_exact_deque(&mut self.history, 1);
-        self.held_bytes += entry.held_bytes();
+        self.hold(entry.held_bytes());
         self.history.push_back(entry);
     }
 
@@ -557,7 +572,7 @@ pub enum Removal {
 
 /// One shard: sessions by id, least recently used first out. Ids hash with
 /// foldhash (seeded per process), cheaper than std's SipHash on every outcome.
-type Shard = LruCache<String, Session, foldhash::fast::RandomState>;
+type Shard = LruCache<Box<str>, Session, foldhash::fast::RandomState>;
 
 /// A shard for `capacity` sessions whose table grows as they come. Made for its capacity at
 /// once (17 bytes a slot, for 8/7 of it or more), the tables of a capacity of 100,000,000 held
@@ -618,22 +633,20 @@ impl SessionStore {
         self.bytes.clone()
     }
 
-    /// Counts what `session` holds now, after a change.
-    fn charge(&self, id: &str, session: &mut Session) {
-        let weight = session.weight(id);
-        if weight == session.charged {
+    /// Counts what a session holds after a change, from what it weighed before (`before`: 0 for a
+    /// new one). A session in the store always weighs what the count has of it, so neither is kept.
+    fn charge(&self, before: usize, after: usize) {
+        if after > before {
+            self.bytes.fetch_add(after - before, Ordering::Relaxed);
+        } else if after < before {
             // The shared count is written only when it changes.
-        } else if weight > session.charged {
-            self.bytes.fetch_add(weight - session.charged, Ordering::Relaxed);
-        } else {
-            self.bytes.fetch_sub(session.charged - weight, Ordering::Relaxed);
+            self.bytes.fetch_sub(before - after, Ordering::Relaxed);
         }
-        session.charged = weight;
     }
 
-    /// Forgets what a session that left the store held.
-    fn discharge(&self, session: &Session) {
-        self.bytes.fetch_sub(session.charged, Ordering::Relaxed);
+    /// Forgets what the session `id` that left the store held.
+    fn discharge(&self, id: &str, session: &Session) {
+        self.bytes.fetch_sub(session.weight(id), Ordering::Relaxed);
     }
 
     /// Past the byte budget: the least recently used sessions of the whole store go,
@@ -648,15 +661,15 @@ impl SessionStore {
                 .filter_map(|i| {
                     let shard = lock(i);
                     let (id, s) = shard.peek_lru()?;
-                    (id != keep).then_some((s.last_seen_ms, i))
+                    (**id != *keep).then_some((s.last_seen_ms, i))
                 })
                 .min();
             let Some((_, i)) = oldest else { return };
             let mut shard = lock(i);
             // Another thread may have used it meanwhile: its least recently used now goes.
-            if shard.peek_lru().is_some_and(|(id, _)| id != keep) {
-                if let Some((_, old)) = shard.pop_lru() {
-                    self.discharge(&old);
+            if shard.peek_lru().is_some_and(|(id, _)| **id != *keep) {
+                if let Some((old_id, old)) = shard.pop_lru() {
+                    self.discharge(&old_id, &old);
                     self.len.fetch_sub(1, Ordering::Relaxed);
                     evictions.push(Eviction::Memory);
                 }
@@ -698,27 +711,28 @@ impl SessionStore {
             let expired = now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms;
             if expired {
                 // Idle past expiry: a new session takes its place (and its place in the order).
-                self.discharge(session);
+                self.discharge(id, session);
                 *session = create();
                 evictions.push(Eviction::Idle);
             }
+            let before = if expired { 0 } else { session.weight(id) };
             session.last_seen_ms = now_ms;
             let result = f(session);
-            self.charge(id, session);
+            self.charge(before, session.weight(id));
             (result, expired)
         } else {
-            if let Some((_, old)) = shard.push(id.to_string(), create()) {
+            if let Some((old_id, old)) = shard.push(id.into(), create()) {
                 // The least recently used may have been idle past expiry, waiting for the sweep.
                 let idle = now_ms.saturating_sub(old.last_seen_ms) >= self.idle_ms;
                 evictions.push(if idle { Eviction::Idle } else { Eviction::Capacity });
-                self.discharge(&old);
+                self.discharge(&old_id, &old);
             } else {
                 self.len.fetch_add(1, Ordering::Relaxed);
             }
             let session = shard.get_mut(id).expect("present: just inserted");
             session.last_seen_ms = now_ms;
             let result = f(session);
-            self.charge(id, session);
+            self.charge(0, session.weight(id));
             (result, true)
         };
         drop(shard);
@@ -745,7 +759,7 @@ impl SessionStore {
             return Removal::Missing;
         };
         self.len.fetch_sub(1, Ordering::Relaxed);
-        self.discharge(&removed);
+        self.discharge(id, &removed);
         if now_ms.saturating_sub(removed.last_seen_ms) >= self.idle_ms {
             return Removal::Expired;
         }
@@ -762,8 +776,8 @@ impl SessionStore {
                 if now_ms.saturating_sub(s.last_seen_ms) < self.idle_ms {
                     break;
                 }
-                if let Some((_, gone)) = shard.pop_lru() {
-                    self.discharge(&gone);
+                if let Some((gone_id, gone)) = shard.pop_lru() {
+                    self.discharge(&gone_id, &gone);
                 }
                 dropped += 1;
             }
@@ -843,8 +857,8 @@ mod tests {
 
     /// What the store's sessions weigh, added up one by one, with their (unshared) tool lists.
     fn weights(store: &SessionStore) -> usize {
-        let each = |(id, s): (&String, &Session)| s.weight(id) + s.setup.as_ref().map_or(0, |x| x.tools.bytes);
-        store.shards.iter().map(|s| s.lock().unwrap().iter().map(each).sum::<usize>()).sum()
+        let each = |id: &str, s: &Session| s.weight(id) + s.setup.as_ref().map_or(0, |x| x.tools.bytes);
+        store.shards.iter().map(|s| s.lock().unwrap().iter().map(|(id, s)| each(id, s)).sum::<usize>()).sum()
     }
 
     fn big_setup(n: usize, store: &SessionStore) -> Box<Setup> {
@@ -903,6 +917,26 @@ mod tests {
         }
         store.expire_idle(10_000_000);
         assert_eq!((store.len(), store.bytes()), (0, 0));
+    }
+
+    #[test]
+    fn the_count_stays_exact_when_a_session_is_pushed_out_or_replaced_after_its_expiry() {
+        let store = SessionStore::new(2, 1, 1000, usize::MAX);
+        let grow = |s: &mut Session| {
+            s.count_error(Category::Timeout);
+            s.count_error(Category::Network);
+        };
+        store.with_session("a", 0, || new_session(0), grow);
+        store.with_session("b", 1, || new_session(1), grow);
+        // Past the capacity: the least recently used goes.
+        let (_, _, ev) = store.with_session("c", 2, || new_session(2), grow);
+        assert_eq!(ev, vec![Eviction::Capacity]);
+        assert_eq!(store.bytes(), weights(&store));
+        // Idle past expiry: a new session takes the old one's place.
+        let (_, created, ev) = store.with_session("b", 5000, || new_session(5000), |_| ());
+        assert_eq!((created, ev), (true, vec![Eviction::Idle]));
+        assert_eq!(store.bytes(), weights(&store));
+        assert_eq!(store.with_existing("b", 5000, |s| s.errors_by_category.len()), Some(0));
     }
 
     #[test]
@@ -971,10 +1005,11 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn what_a_session_keeps_per_error_stays_as_small_as_measured() {
         use std::mem::size_of;
-        // The store's entry is the session, its key and two list links: 256 bytes at most is one
-        // of jemalloc's size classes (272 took 320). Texts are single pointers (`ArcStr`), 8 bytes
-        // less each than `Arc<str>`: 1,651 to 1,406 bytes per session in `session_memory`.
-        assert!(size_of::<Session>() + size_of::<String>() + 16 <= 256, "{}", size_of::<Session>());
+        // The store's entry is the session, its key and two list links: 224 bytes at most is one
+        // of jemalloc's size classes (232 took 256, and 272 took 320). Texts are single pointers
+        // (`ArcStr`), 8 bytes less each than `Arc<str>`: 1,651 to 1,406 bytes per session in
+        // `session_memory`.
+        assert!(size_of::<Session>() + size_of::<Box<str>>() + 16 <= 224, "{}", size_of::<Session>());
         assert!(size_of::<HistoryEntry>() <= 48, "{}", size_of::<HistoryEntry>());
         assert!(size_of::<Remembered>() <= 64, "{}", size_of::<Remembered>());
         assert!(size_of::<Details>() <= 80, "{}", size_of::<Details>());

@@ -447,7 +447,7 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
             action: e.action,
         })
         .collect();
-    let mut errors_by_category = s.errors_by_category.clone();
+    let mut errors_by_category = s.errors_by_category.to_vec();
     errors_by_category.sort_by_key(|(c, _)| c.as_str());
     let mut report = EscalationReport {
         summary,
