@@ -36,6 +36,14 @@ pub enum BackoffError {
     },
 }
 
+/// The longest wait a retry may be told: a day, for `cap_ms` and for a provider's delay
+/// (`retry.max_provider_delay_ms`). Past that the run is better escalated than left to wait, and a
+/// plan's delay, at most twice this with jitter, fits the 32 bits a remembered verdict keeps it in.
+pub const LONGEST_DELAY_MS: u64 = 24 * 3_600_000;
+
+/// The most retries a policy may allow: a retry plan's attempts fit a byte.
+pub const MOST_RETRIES: u32 = 100;
+
 /// A validated retry policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BackoffPolicy {
@@ -81,10 +89,10 @@ impl BackoffPolicy {
         if cap_ms < base_ms {
             return invalid("cap_ms", cap_ms.to_string(), "must be at least base_ms");
         }
-        if cap_ms > 24 * 3600 * 1000 {
+        if cap_ms > LONGEST_DELAY_MS {
             return invalid("cap_ms", cap_ms.to_string(), "must be at most a day");
         }
-        if max_retries > 100 {
+        if max_retries > MOST_RETRIES {
             return invalid("max_retries", max_retries.to_string(), "must be at most 100");
         }
         if !jitter_fraction.is_finite() || !(0.0..=1.0).contains(&jitter_fraction) {

@@ -146,7 +146,8 @@ pub struct RetryConfig {
     pub jitter: Jitter,
     /// The spread of proportional jitter (0.2 is ±20 %).
     pub jitter_fraction: f64,
-    /// A provider delay above this is not waited for: the action becomes `long_delay_action`.
+    /// A provider delay above this is not waited for: the action becomes `long_delay_action`. At most
+    /// a day.
     pub max_provider_delay_ms: u64,
     /// The action when the provider asks for more than `max_provider_delay_ms`.
     pub long_delay_action: Action,

@@ -167,6 +167,13 @@ impl Policy {
         if config.retry.max_provider_delay_ms == 0 {
             return Err(invalid("retry.max_provider_delay_ms", 0, "must be above 0"));
         }
+        if config.retry.max_provider_delay_ms > crate::backoff::LONGEST_DELAY_MS {
+            return Err(invalid(
+                "retry.max_provider_delay_ms",
+                config.retry.max_provider_delay_ms,
+                "must be at most a day (86400000)",
+            ));
+        }
         check_transport(config)?;
         let categories = build_categories(config)?;
         let categories_for_tools = categories.clone();
@@ -596,6 +603,11 @@ mod tests {
         assert!(Policy::from_config(&c).is_ok(), "0 turns the pings off");
         let c = Config::parse("[server]\nworker_threads = 0\n", "t").unwrap();
         assert!(Policy::from_config(&c).is_ok(), "0 is one thread per CPU");
+        let c = Config::parse("[retry]\nmax_provider_delay_ms = 86400001\n", "t").unwrap();
+        let err = Policy::from_config(&c).unwrap_err().to_string();
+        assert!(err.contains("`retry.max_provider_delay_ms` = 86400001: must be at most a day"), "{err}");
+        let c = Config::parse("[retry]\nmax_provider_delay_ms = 86400000\n", "t").unwrap();
+        assert!(Policy::from_config(&c).is_ok());
         let c = Config::parse("[snippet]\nframes = 21\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("`snippet.frames` = 21"));
         let c = Config::parse("[snippet]\nframes = 3\n", "t").unwrap();

@@ -349,7 +349,7 @@ impl Session {
         let details = (!plain).then(|| {
             Box::new(Details {
                 classification: verdict.classification.clone(),
-                retry: verdict.retry.clone(),
+                retry: verdict.retry.as_ref().map(KeptRetry::keep),
                 // Its text is made again from its parts on recall.
                 escalation: verdict
                     .escalation
@@ -492,17 +492,51 @@ impl Remembered {
     }
 }
 
-/// What a remembered verdict holds beyond a plain success's.
+/// What a remembered verdict holds beyond a plain success's: 64 bytes, an allocator size class
+/// (with the retry plan kept whole, 80).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Details {
     /// The classification (its rule and suggestion shared, not copied).
     pub classification: Option<Classification>,
     /// The retry plan.
-    pub retry: Option<RetryPlan>,
+    pub retry: Option<KeptRetry>,
     /// The escalation report, without its text.
     pub escalation: Option<Box<EscalationReport>>,
     /// How to make its snippet again.
     pub snippet: SnippetRecipe,
+}
+
+/// A retry plan as a remembered verdict keeps it: in 8 bytes, not 24. Whole, since a policy's
+/// delays are at most [`crate::backoff::LONGEST_DELAY_MS`] (and jitter at most doubles them)
+/// and its retries at most [`crate::backoff::MOST_RETRIES`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KeptRetry {
+    delay_ms: u32,
+    attempt: u8,
+    attempts_left: u8,
+    provider_delay: bool,
+}
+
+impl KeptRetry {
+    /// `plan`, kept. A plan past the bounds above (none is made) would keep its largest values.
+    pub fn keep(plan: &RetryPlan) -> KeptRetry {
+        KeptRetry {
+            delay_ms: u32::try_from(plan.delay_ms).unwrap_or(u32::MAX),
+            attempt: u8::try_from(plan.attempt).unwrap_or(u8::MAX),
+            attempts_left: u8::try_from(plan.attempts_left).unwrap_or(u8::MAX),
+            provider_delay: plan.provider_delay,
+        }
+    }
+
+    /// The plan kept.
+    pub fn plan(self) -> RetryPlan {
+        RetryPlan {
+            delay_ms: self.delay_ms.into(),
+            attempt: self.attempt.into(),
+            attempts_left: self.attempts_left.into(),
+            provider_delay: self.provider_delay,
+        }
+    }
 }
 
 /// Makes room in `list` for `additional` more, exactly, unless it has it. It moves the items to a new
@@ -940,6 +974,22 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_retry_plan_gives_back_the_largest_plan_a_policy_can_make() {
+        use crate::backoff;
+        let largest = RetryPlan {
+            delay_ms: 2 * backoff::LONGEST_DELAY_MS,
+            attempt: backoff::MOST_RETRIES,
+            attempts_left: backoff::MOST_RETRIES - 1,
+            provider_delay: true,
+        };
+        let smallest = RetryPlan { delay_ms: 0, attempt: 1, attempts_left: 0, provider_delay: false };
+        for plan in [largest, smallest] {
+            assert_eq!(KeptRetry::keep(&plan).plan(), plan);
+        }
+        assert_eq!(std::mem::size_of::<Option<KeptRetry>>(), 8);
+    }
+
+    #[test]
     fn idle_sessions_expire() {
         let store = SessionStore::new(10, 2, 1000, usize::MAX);
         store.with_session("a", 0, || new_session(0), |_| ());
@@ -1012,7 +1062,7 @@ mod tests {
         assert!(size_of::<Session>() + size_of::<Box<str>>() + 16 <= 224, "{}", size_of::<Session>());
         assert!(size_of::<HistoryEntry>() <= 48, "{}", size_of::<HistoryEntry>());
         assert!(size_of::<Remembered>() <= 64, "{}", size_of::<Remembered>());
-        assert!(size_of::<Details>() <= 80, "{}", size_of::<Details>());
+        assert!(size_of::<Details>() <= 64, "{}", size_of::<Details>());
         assert!(size_of::<ToolStats>() <= 24, "{}", size_of::<ToolStats>());
     }
 }

@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::nearest::unknown_tool_suggestion;
 use crate::policy::Policy;
-use crate::session::{HistoryEntry, Remembered, Session, SnippetRecipe};
+use crate::session::{HistoryEntry, KeptRetry, Remembered, Session, SnippetRecipe};
 use arcstr::ArcStr;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -75,7 +75,7 @@ pub(crate) fn recalled(earlier: &Remembered, policy: &Policy) -> Verdict {
         }
     };
     verdict.classification = details.classification.clone();
-    verdict.retry = details.retry.clone();
+    verdict.retry = details.retry.map(KeptRetry::plan);
     verdict
 }
 
