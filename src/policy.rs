@@ -167,12 +167,10 @@ impl Policy {
         if config.retry.max_provider_delay_ms == 0 {
             return Err(invalid("retry.max_provider_delay_ms", 0, "must be above 0"));
         }
-        if config.retry.max_provider_delay_ms > crate::backoff::LONGEST_DELAY_MS {
-            return Err(invalid(
-                "retry.max_provider_delay_ms",
-                config.retry.max_provider_delay_ms,
-                "must be at most a day (86400000)",
-            ));
+        let longest = crate::backoff::LONGEST_DELAY_MS;
+        if config.retry.max_provider_delay_ms > longest {
+            let problem = format!("must be at most a day ({longest})");
+            return Err(invalid("retry.max_provider_delay_ms", config.retry.max_provider_delay_ms, &problem));
         }
         check_transport(config)?;
         let categories = build_categories(config)?;

@@ -493,7 +493,7 @@ impl Remembered {
 }
 
 /// What a remembered verdict holds beyond a plain success's: 64 bytes, an allocator size class
-/// (with the retry plan kept whole, 80).
+/// (80 with a [`RetryPlan`] of 24 bytes in it rather than a [`KeptRetry`] of 8).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Details {
     /// The classification (its rule and suggestion shared, not copied).
