@@ -222,7 +222,8 @@ impl Session {
     /// numbers, and a declared tool list and a message's shape not at all (they count
     /// themselves: see [`ToolList`] and [`crate::shapes`]). The allocator's own overhead is
     /// not in it: resident memory runs up to a fifth above, as it rounds each block up to
-    /// its size class (1 % above for sessions of 3 errors: `benches/sidecar_memory.rs`).
+    /// its size class (for sessions of 3 errors it is within 3 % of it, either way:
+    /// `benches/sidecar_memory.rs`).
     /// Counted in a few steps, from sums kept as the session changes: it is asked after
     /// every outcome.
     pub fn weight(&self, id: &str) -> usize {
