@@ -743,14 +743,14 @@ impl SessionStore {
         let mut shard = self.shard(id);
         // One lookup for a session that exists, however it goes on.
         let (result, created) = if let Some(session) = shard.get_mut(id) {
+            // What the count holds of it, whether it stays or a new one takes its place.
+            let before = session.weight(id);
             let expired = now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms;
             if expired {
                 // Idle past expiry: a new session takes its place (and its place in the order).
-                self.discharge(id, session);
                 *session = create();
                 evictions.push(Eviction::Idle);
             }
-            let before = if expired { 0 } else { session.weight(id) };
             session.last_seen_ms = now_ms;
             let result = f(session);
             self.charge(before, session.weight(id));
