@@ -869,6 +869,25 @@ mod tests {
     }
 
     #[test]
+    fn a_run_of_identical_errors_ends_with_its_tools_success_not_another_tools() {
+        let (e, _) = engine();
+        let timeout = |tool: &str| fail("s", tool, "Read timed out. (read timeout=30)");
+        let identical = |o: &Outcome| e.report(o).unwrap().breaker.identical_errors;
+        let counts = [
+            identical(&timeout("search")),
+            identical(&timeout("search")),
+            identical(&ok("s", "calc")),
+            identical(&timeout("search")),
+            identical(&ok("s", "search")),
+            identical(&timeout("search")),
+            identical(&timeout("calc")),
+            identical(&timeout("search")),
+        ];
+        // Another tool's success leaves the run; its own ends it; the same error from another tool is not it.
+        assert_eq!(counts, [1, 2, 2, 3, 0, 1, 1, 1]);
+    }
+
+    #[test]
     fn retry_after_wins_and_repeated_call_ids_count_once() {
         let (e, _) = engine();
         let o = Outcome {

@@ -81,22 +81,17 @@ pub struct Session {
     pub steps: u32,
     /// Cost reported.
     pub cost: f64,
-    /// Failures reported.
-    pub errors: u32,
     /// Retries asked for.
     pub retries: u32,
     /// Escalations answered.
     pub escalations: u32,
     /// Failures by category (a few at most: a list, not a map; and no room to grow, see
-    /// [`Session::count_error`]).
+    /// [`Session::count_error`]). Their sum is the failures reported: see [`Session::errors`].
     pub errors_by_category: Box<[(Category, u32)]>,
-    /// Per-tool counters.
-    pub tool_stats: Vec<ToolStats>,
-    /// The last error's tool and fingerprint.
-    pub last_error: Option<(ArcStr, u64)>,
-    /// Identical errors in a row.
-    pub identical: u32,
-    /// Recent errors, oldest first.
+    /// Per-tool counters (no room to grow, as the category counts).
+    pub tool_stats: Box<[ToolStats]>,
+    /// Recent errors, oldest first. The newest, until its tool succeeds, also counts identical
+    /// errors in a row (see [`Session::identical`]).
     pub history: VecDeque<HistoryEntry>,
     /// Unresolved errors pushed out of the history.
     pub dropped_unresolved: u32,
@@ -108,7 +103,7 @@ pub struct Session {
     /// point to (see [`HistoryEntry::held_bytes`] and [`Remembered::held_bytes`]): kept as they
     /// change, since a session may count a thousand tools. One sum, not three, and 32 bits: the
     /// session is the store's entry, and each 8 bytes less counts towards an allocator size class
-    /// (224 bytes for the entry). A session holds far less than 4 GiB: its tools, history, window
+    /// (192 bytes for the entry). A session holds far less than 4 GiB: its tools, history, window
     /// and labels are all capped (at every cap, a thousand remembered escalations, each with the
     /// largest labels and a history of a thousand, come to about 0.2 GB).
     held_bytes: u32,
@@ -201,13 +196,10 @@ impl Session {
             state: SessionState::Active,
             steps: 0,
             cost: 0.0,
-            errors: 0,
             retries: 0,
             escalations: 0,
             errors_by_category: Box::default(),
-            tool_stats: Vec::new(),
-            last_error: None,
-            identical: 0,
+            tool_stats: Box::default(),
             history: VecDeque::new(),
             dropped_unresolved: 0,
             recent: VecDeque::new(),
@@ -233,7 +225,7 @@ impl Session {
             + id.len()
             + self.setup.as_ref().map_or(0, |s| s.bytes)
             + self.errors_by_category.len() * std::mem::size_of::<(Category, u32)>()
-            + self.tool_stats.capacity() * (std::mem::size_of::<ToolStats>() + TEXT_HEADER)
+            + self.tool_stats.len() * (std::mem::size_of::<ToolStats>() + TEXT_HEADER)
             + self.history.capacity() * std::mem::size_of::<HistoryEntry>()
             + self.recent.capacity() * std::mem::size_of::<Remembered>()
             + self.held_bytes as usize
@@ -259,10 +251,15 @@ impl Session {
         self.held_bytes = self.held_bytes.saturating_sub(u32::try_from(bytes).unwrap_or(u32::MAX));
     }
 
+    /// Failures reported.
+    pub fn errors(&self) -> u32 {
+        self.errors_by_category.iter().fold(0, |sum, (_, n)| sum.saturating_add(*n))
+    }
+
     /// Counts a failure of `category`.
     pub fn count_error(&mut self, category: Category) {
         match self.errors_by_category.iter_mut().find(|(c, _)| *c == category) {
-            Some((_, n)) => *n += 1,
+            Some((_, n)) => *n = n.saturating_add(1),
             None => {
                 // A new list, one longer: a session meets a few categories, and a list with room
                 // to grow would leave most of it unused across 100,000 sessions.
@@ -299,19 +296,19 @@ impl Session {
     }
 
     fn add_tool(&mut self, name: ArcStr) -> &mut ToolStats {
-        if self.tool_stats.len() >= TOOL_COUNTERS {
+        // A new list, one longer, as for the category counts: a session uses a few tools, and a
+        // list with room to grow would leave most of it unused across 100,000 sessions.
+        let mut tools = std::mem::take(&mut self.tool_stats).into_vec();
+        if tools.len() >= TOOL_COUNTERS {
             // Make room: a tool whose counters are as a new tool's loses nothing; failing that, the oldest goes.
-            let idle =
-                self.tool_stats.iter().position(|t| (t.consecutive_failures, t.retries, t.last_delay_ms) == (0, 0, 0));
-            let gone = self.tool_stats.remove(idle.unwrap_or(0));
+            let idle = tools.iter().position(|t| (t.consecutive_failures, t.retries, t.last_delay_ms) == (0, 0, 0));
+            let gone = tools.remove(idle.unwrap_or(0));
             self.release(gone.tool.len());
-        } else if self.tool_stats.len() < 8 {
-            // Exact growth while few: a session uses a few tools, and doubling would leave most
-            // of the space unused across 100,000 sessions.
-            grow_exact(&mut self.tool_stats, 1);
         }
+        grow_exact(&mut tools, 1);
         self.hold(name.len());
-        self.tool_stats.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
+        tools.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
+        self.tool_stats = tools.into_boxed_slice();
         self.tool_stats.last_mut().expect("just pushed")
     }
 
@@ -374,11 +371,25 @@ impl Session {
         self.recent.push_back(remembered);
     }
 
+    /// Identical errors in a row: the newest error's count, until its tool succeeds.
+    pub fn identical(&self) -> u32 {
+        self.history.back().filter(|e| !e.resolved).map_or(0, |e| e.count)
+    }
+
+    /// Identical errors in a row once `tool` fails with `fingerprint`: the history folds a repeat
+    /// of its newest unresolved error into it (see [`Session::push_error`]).
+    pub fn identical_after(&self, tool: &str, fingerprint: u64) -> u32 {
+        match self.history.back() {
+            Some(last) if repeats(last, tool, fingerprint) => last.count.saturating_add(1),
+            _ => 1,
+        }
+    }
+
     /// Adds an error to the history, folding a repeat of the newest unresolved one.
     pub fn push_error(&mut self, entry: HistoryEntry, capacity: usize) {
         if let Some(last) = self.history.back_mut() {
-            if !last.resolved && last.tool == entry.tool && last.fingerprint == entry.fingerprint {
-                last.count += 1;
+            if repeats(last, &entry.tool, entry.fingerprint) {
+                last.count = last.count.saturating_add(1);
                 let (gone, kept) = (last.held_bytes(), entry.held_bytes());
                 last.message = entry.message;
                 last.at_ms = entry.at_ms;
@@ -412,7 +423,7 @@ impl Session {
     pub fn summary(&self, now_ms: u64) -> SessionSummary {
         SessionSummary {
             calls: self.steps,
-            errors: self.errors,
+            errors: self.errors(),
             errors_by_category: self.errors_by_category.iter().map(|(c, n)| (c.as_str().to_string(), *n)).collect(),
             retries: self.retries,
             escalations: self.escalations,
@@ -422,6 +433,11 @@ impl Session {
             labels: self.setup.as_ref().map(|setup| setup.labels.clone()).unwrap_or_default(),
         }
     }
+}
+
+/// True when `tool` failing with `fingerprint` repeats `last`, an error its tool has not succeeded since.
+fn repeats(last: &HistoryEntry, tool: &str, fingerprint: u64) -> bool {
+    !last.resolved && *last.tool == *tool && last.fingerprint == fingerprint
 }
 
 /// How a remembered verdict's snippet is made again on recall.
@@ -1056,11 +1072,11 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn what_a_session_keeps_per_error_stays_as_small_as_measured() {
         use std::mem::size_of;
-        // The store's entry is the session, its key and two list links: 224 bytes at most is one
-        // of jemalloc's size classes (232 took 256, and 272 took 320). Texts are single pointers
+        // The store's entry is the session, its key and two list links: 192 bytes at most is one
+        // of jemalloc's size classes (200 took 224, 232 took 256, and 272 took 320). Texts are single pointers
         // (`ArcStr`), 8 bytes less each than `Arc<str>`: 1,651 to 1,406 bytes per session in
         // `session_memory`.
-        assert!(size_of::<Session>() + size_of::<Box<str>>() + 16 <= 224, "{}", size_of::<Session>());
+        assert!(size_of::<Session>() + size_of::<Box<str>>() + 16 <= 192, "{}", size_of::<Session>());
         assert!(size_of::<HistoryEntry>() <= 48, "{}", size_of::<HistoryEntry>());
         assert!(size_of::<Remembered>() <= 64, "{}", size_of::<Remembered>());
         assert!(size_of::<Details>() <= 64, "{}", size_of::<Details>());

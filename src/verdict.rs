@@ -136,8 +136,8 @@ pub(crate) fn decide(
             session_state: s.state,
             reason: None,
             consecutive_failures: 0,
-            session_errors: s.errors,
-            identical_errors: s.identical,
+            session_errors: s.errors(),
+            identical_errors: s.identical(),
             steps: s.steps,
             cost: s.cost,
         },
@@ -155,7 +155,6 @@ pub(crate) fn decide(
         // Still counted (above and here): the summary of a run that went on after its
         // abort shows what it did since, not what it had done when it was told to stop.
         if let Some(j) = &judged {
-            s.errors = s.errors.saturating_add(1);
             s.count_error(j.analysis.classification.category);
         }
         let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures);
@@ -176,10 +175,6 @@ pub(crate) fn decide(
         t.retries = 0;
         t.last_delay_ms = 0;
         s.resolve(&o.tool);
-        if s.last_error.as_ref().is_some_and(|(tool, _)| **tool == *o.tool) {
-            s.last_error = None;
-            s.identical = 0;
-        }
         let counters = Counters { steps: s.steps, cost: s.cost, ..Default::default() };
         let guard =
             breaker::limit_reached(&counters, &s.limits().under(&policy.limits)).map(|reason| (Action::Abort, reason));
@@ -200,26 +195,18 @@ pub(crate) fn decide(
     };
 
     let category = j.analysis.classification.category;
-    s.errors += 1;
     s.count_error(category);
     let (consecutive, tool) = {
         let t = s.tool_mut(&o.tool);
         t.consecutive_failures += 1;
         (t.consecutive_failures, t.tool.clone())
     };
-    let same_as_last = s.last_error.as_ref().is_some_and(|(last, fp)| *last == tool && *fp == j.analysis.fingerprint);
-    if same_as_last {
-        s.identical += 1;
-    } else {
-        s.last_error = Some((tool.clone(), j.analysis.fingerprint));
-        s.identical = 1;
-    }
     let counters = Counters {
         steps: s.steps,
         cost: s.cost,
-        session_errors: s.errors,
+        session_errors: s.errors(),
         consecutive_failures: consecutive,
-        identical_errors: s.identical,
+        identical_errors: s.identical_after(&tool, j.analysis.fingerprint),
     };
     let rule_action = j.analysis.classification.action;
     let retryable = j.analysis.classification.retryable || rule_action == Some(Action::Retry);
@@ -415,8 +402,8 @@ fn plan_retry(
 fn fill_counters(b: &mut crate::model::BreakerStatus, s: &Session, consecutive: u32) {
     b.session_state = s.state;
     b.consecutive_failures = consecutive;
-    b.session_errors = s.errors;
-    b.identical_errors = s.identical;
+    b.session_errors = s.errors();
+    b.identical_errors = s.identical();
     b.steps = s.steps;
     b.cost = s.cost;
 }
@@ -429,7 +416,7 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
         Reason::ConsecutiveFailures => {
             format!("{consecutive} consecutive failures of tool `{tool}` (last: {category}).")
         }
-        Reason::SessionErrors => format!("{} errors in this session (last: {category} from `{tool}`).", s.errors),
+        Reason::SessionErrors => format!("{} errors in this session (last: {category} from `{tool}`).", s.errors()),
         _ => {
             let article = if category.as_str().starts_with(['a', 'e', 'i', 'o', 'u']) { "An" } else { "A" };
             format!("{article} {category} error from tool `{tool}` needs a human.")
