@@ -513,6 +513,70 @@ def test_a_wrapped_exception_gives_its_signals_to_the_outer_one() -> None:
     assert "requests.exceptions.HTTPError" in o.detail
 
 
+# Exception groups, raised by Python 3.11's asyncio.TaskGroup itself (anyio's task groups, which
+# the MCP SDK and httpx's async transports use, raise the same).
+
+needs_groups = pytest.mark.skipif(sys.version_info < (3, 11), reason="exception groups came with Python 3.11")
+
+
+def task_group_failure(*tasks: Callable[[], Any]) -> BaseException:
+    """What an asyncio.TaskGroup running `tasks` (coroutine functions) raises."""
+
+    async def run() -> None:
+        async with asyncio.TaskGroup() as group:  # type: ignore[attr-defined, unused-ignore]
+            for task in tasks:
+                group.create_task(task())
+
+    return raised(lambda: asyncio.run(run()))
+
+
+def refused_connection() -> Callable[[], Any]:
+    host, port = refused_address()
+    return lambda: asyncio.open_connection(host, port)
+
+
+@needs_groups
+def test_a_task_group_s_one_failure_is_read_as_that_failure(client: rebound.Client, session_id: str) -> None:
+    exc = task_group_failure(refused_connection())
+    assert str(exc) == "unhandled errors in a TaskGroup (1 sub-exception)", repr(exc)
+    o = build_outcome("db", exc)
+    # The group says only that a task failed; the task's exception says what failed.
+    assert o.exception_type == "ConnectionRefusedError"
+    assert "Connect call failed" in o.message, o.message
+    assert o.code == "ECONNREFUSED"
+    assert "ExceptionGroup: unhandled errors in a TaskGroup" in o.detail and "ConnectionRefusedError" in o.detail
+    assert classify_coarse(o)[0] is Category.NETWORK
+    with client.session(session_id) as session:
+        v = session.report(unique("db"), error=exc)
+    assert not v.fallback and v.category is Category.NETWORK and v.retryable, v
+
+
+@needs_groups
+def test_a_task_group_s_one_timeout_is_a_timeout() -> None:
+    async def read_silent() -> None:
+        with silent_server() as url:
+            host, port = url.removeprefix("http://").split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            try:
+                await asyncio.wait_for(reader.read(1), 0.2)
+            finally:
+                writer.close()
+
+    o = build_outcome("db", task_group_failure(read_silent))
+    assert Kind(o.kind) is Kind.TIMEOUT
+    assert o.exception_type == "TimeoutError"
+
+
+@needs_groups
+def test_a_task_group_s_several_failures_keep_the_group_and_give_their_signals() -> None:
+    exc = task_group_failure(refused_connection(), refused_connection())
+    o = build_outcome("db", exc)
+    assert o.exception_type == "ExceptionGroup"
+    assert o.message == "unhandled errors in a TaskGroup (2 sub-exceptions)"
+    assert o.code == "ECONNREFUSED"  # from the first failure the group holds
+    assert classify_coarse(o)[0] is Category.NETWORK
+
+
 def test_keyword_fields_win_over_the_exception() -> None:
     o = build_outcome(
         "llm",

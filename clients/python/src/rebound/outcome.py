@@ -6,6 +6,7 @@ set, without importing any of them."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import concurrent.futures
 import errno as errno_names
 import json
@@ -52,6 +53,9 @@ MAX_JSON_BODY = 64 * 1024
 """The longest response body read for a provider's error code."""
 MAX_CHAIN = 16
 """How many linked exceptions (cause, context, wrapped reasons) are searched for signals."""
+
+# Python 3.11's exception groups (asyncio.TaskGroup, anyio's task groups); none before it.
+_GROUP: Optional[type] = getattr(builtins, "BaseExceptionGroup", None)
 
 # Exception class names that mean "did not finish in time", from requests, httpx, urllib3,
 # aiohttp, subprocess and the provider SDKs; matched on every class in the MRO.
@@ -174,12 +178,14 @@ def check_outcome(o: Any) -> pb.Outcome:
 
 
 def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
-    """Reads what an exception says into `o`: the outermost exception names the type and
-    message; the first exception in its chain that carries a signal provides that signal."""
-    o.exception_type = _clean(exception_type_name(exc))
-    o.message = _clean(_cut_head(str(exc) or type(exc).__name__, MAX_MESSAGE_CHARS))
-    o.detail = _clean(_cut_middle(_detail(exc), MAX_DETAIL_CHARS))
-    o.kind = _kind(exc).proto
+    """Reads what an exception says into `o`: the outermost exception (or the one failure an
+    exception group holds alone) names the type and message; the first exception in its chain
+    that carries a signal provides that signal."""
+    shown = _shown(exc)
+    o.exception_type = _clean(exception_type_name(shown))
+    o.message = _clean(_cut_head(str(shown) or type(shown).__name__, MAX_MESSAGE_CHARS))
+    o.detail = _clean(_cut_middle(_detail(shown, exc), MAX_DETAIL_CHARS))
+    o.kind = _kind(shown).proto
 
     status: Optional[int] = None
     headers: Optional[Mapping[str, Any]] = None
@@ -213,9 +219,24 @@ def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
             o.headers[name] = value
 
 
+def _members(e: BaseException) -> tuple[BaseException, ...]:
+    """The exceptions an exception group holds; none for any other exception."""
+    return tuple(getattr(e, "exceptions", ())) if _GROUP is not None and isinstance(e, _GROUP) else ()
+
+
+def _shown(exc: BaseException) -> BaseException:
+    """The exception that says what failed: the one a group holds alone (a task group wraps a
+    failed task's exception in one: "unhandled errors in a TaskGroup (1 sub-exception)"), else
+    `exc` itself."""
+    while len(members := _members(exc)) == 1:
+        exc = members[0]
+    return exc
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """The exception and those linked to it, nearest first: `__cause__`, `__context__` (unless
-    suppressed), urllib3's `.reason` and exceptions passed as arguments (requests wraps this way)."""
+    suppressed), urllib3's `.reason`, exceptions passed as arguments (requests wraps this way)
+    and those an exception group holds."""
     seen: set[int] = set()
     queue = [exc]
     while queue and len(seen) < MAX_CHAIN:
@@ -229,6 +250,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
             linked.append(e.__context__)
         linked.append(_attr(e, "reason"))
         linked.extend(a for a in (_attr(e, "args") or ()) if isinstance(a, BaseException))
+        linked.extend(_members(e))
         queue.extend(x for x in linked if isinstance(x, BaseException))
 
 
@@ -387,15 +409,16 @@ def _grpc_code(e: BaseException) -> Optional[int]:
     return None
 
 
-def _detail(exc: BaseException) -> str:
-    """The trace, after the output of a failed process when there is one."""
+def _detail(shown: BaseException, raised: BaseException) -> str:
+    """The trace of what was raised (a group's shows its members'), after the output of a
+    failed process when the exception shown is one."""
     parts = []
-    if isinstance(exc, (subprocess.CalledProcessError, subprocess.TimeoutExpired)):
+    if isinstance(shown, (subprocess.CalledProcessError, subprocess.TimeoutExpired)):
         for name in ("stderr", "output"):
-            text = _text(getattr(exc, name, None))
+            text = _text(getattr(shown, name, None))
             if text.strip():
                 parts.append(f"{name}:\n{text.rstrip()}\n")
-    parts.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    parts.append("".join(traceback.format_exception(type(raised), raised, raised.__traceback__)))
     return "\n".join(parts)
 
 
