@@ -6,7 +6,6 @@ set, without importing any of them."""
 from __future__ import annotations
 
 import asyncio
-import builtins
 import concurrent.futures
 import errno as errno_names
 import json
@@ -53,9 +52,6 @@ MAX_JSON_BODY = 64 * 1024
 """The longest response body read for a provider's error code."""
 MAX_CHAIN = 16
 """How many linked exceptions (cause, context, wrapped reasons) are searched for signals."""
-
-# Python 3.11's exception groups (asyncio.TaskGroup, anyio's task groups); none before it.
-_GROUP: Optional[type] = getattr(builtins, "BaseExceptionGroup", None)
 
 # Exception class names that mean "did not finish in time", from requests, httpx, urllib3,
 # aiohttp, subprocess and the provider SDKs; matched on every class in the MRO.
@@ -220,8 +216,13 @@ def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
 
 
 def _members(e: BaseException) -> tuple[BaseException, ...]:
-    """The exceptions an exception group holds; none for any other exception."""
-    return tuple(getattr(e, "exceptions", ())) if _GROUP is not None and isinstance(e, _GROUP) else ()
+    """The exceptions `e` holds as a group: its `exceptions`, a list or tuple of them (Python 3.11's
+    exception groups, which asyncio.TaskGroup and anyio's task groups raise, and the `exceptiongroup`
+    backport's before 3.11; trio's MultiError; pika's connection workflow failure); else none."""
+    held = _attr(e, "exceptions")
+    if isinstance(held, (list, tuple)) and held and all(isinstance(x, BaseException) for x in held):
+        return tuple(held)
+    return ()
 
 
 def _shown(exc: BaseException) -> BaseException:
