@@ -218,7 +218,7 @@ def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
 def _members(e: BaseException) -> tuple[BaseException, ...]:
     """The exceptions `e` holds as a group: its `exceptions`, a list or tuple of them (Python 3.11's
     exception groups, which asyncio.TaskGroup and anyio's task groups raise, and the `exceptiongroup`
-    backport's before 3.11; trio's MultiError; pika's connection workflow failure); else none."""
+    backport's before 3.11; trio's MultiError); else none."""
     held = _attr(e, "exceptions")
     if isinstance(held, (list, tuple)) and held and all(isinstance(x, BaseException) for x in held):
         return tuple(held)
