@@ -86,9 +86,9 @@ pub struct Session {
     /// Escalations answered.
     pub escalations: u32,
     /// Failures by category (a few at most: a list, not a map; and no room to grow, see
-    /// [`Session::count_error`]). Their sum is the failures reported: see [`Session::errors`].
+    /// `push_exact`). Their sum is the failures reported: see [`Session::errors`].
     pub errors_by_category: Box<[(Category, u32)]>,
-    /// Per-tool counters (no room to grow, as the category counts).
+    /// Per-tool counters (no room to grow, as the category counts: see `push_exact`).
     pub tool_stats: Box<[ToolStats]>,
     /// Recent errors, oldest first. The newest, until its tool succeeds, also counts identical
     /// errors in a row (see [`Session::identical`]).
@@ -260,12 +260,8 @@ impl Session {
     pub fn count_error(&mut self, category: Category) {
         match self.errors_by_category.iter_mut().find(|(c, _)| *c == category) {
             Some((_, n)) => *n = n.saturating_add(1),
-            None => {
-                // A new list, one longer: a session meets a few categories, and a list with room
-                // to grow would leave most of it unused across 100,000 sessions.
-                let counted = std::mem::take(&mut self.errors_by_category);
-                self.errors_by_category = counted.iter().copied().chain([(category, 1)]).collect();
-            }
+            // A session meets a few categories: see `push_exact`.
+            None => push_exact(&mut self.errors_by_category, (category, 1)),
         }
     }
 
@@ -296,20 +292,21 @@ impl Session {
     }
 
     fn add_tool(&mut self, name: ArcStr) -> &mut ToolStats {
-        // A new list, one longer, as for the category counts: a session uses a few tools, and a
-        // list with room to grow would leave most of it unused across 100,000 sessions.
-        let mut tools = std::mem::take(&mut self.tool_stats).into_vec();
-        if tools.len() >= TOOL_COUNTERS {
-            // Make room: a tool whose counters are as a new tool's loses nothing; failing that, the oldest goes.
-            let idle = tools.iter().position(|t| (t.consecutive_failures, t.retries, t.last_delay_ms) == (0, 0, 0));
-            let gone = tools.remove(idle.unwrap_or(0));
-            self.release(gone.tool.len());
-        }
-        grow_exact(&mut tools, 1);
         self.hold(name.len());
-        tools.push(ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 });
-        self.tool_stats = tools.into_boxed_slice();
-        self.tool_stats.last_mut().expect("just pushed")
+        let counters = ToolStats { tool: name, consecutive_failures: 0, retries: 0, last_delay_ms: 0 };
+        if self.tool_stats.len() >= TOOL_COUNTERS {
+            // Make room: a tool whose counters are as a new tool's loses nothing; failing that, the
+            // oldest goes. The ones after it move up, and the new one takes the last place.
+            let tools = &mut self.tool_stats;
+            let idle = tools.iter().position(|t| (t.consecutive_failures, t.retries, t.last_delay_ms) == (0, 0, 0));
+            tools[idle.unwrap_or(0)..].rotate_left(1);
+            let gone = std::mem::replace(tools.last_mut().expect("full"), counters);
+            self.release(gone.tool.len());
+        } else {
+            // A session uses a few tools: see `push_exact`.
+            push_exact(&mut self.tool_stats, counters);
+        }
+        self.tool_stats.last_mut().expect("just added")
     }
 
     /// The earlier verdict for a call_id, if it is still remembered.
@@ -566,6 +563,16 @@ fn grow_exact<T>(list: &mut Vec<T>, additional: usize) {
         grown.append(list);
         *list = grown;
     }
+}
+
+/// Adds `item` at the end of `list`, which has no room to grow: a few items each across 100,000
+/// sessions, where a list with room would leave most of it unused. Its items move to a new block
+/// one longer (see [`grow_exact`]).
+fn push_exact<T>(list: &mut Box<[T]>, item: T) {
+    let mut grown = std::mem::take(list).into_vec();
+    grow_exact(&mut grown, 1);
+    grown.push(item);
+    *list = grown.into_boxed_slice();
 }
 
 /// [`grow_exact`] for a deque.
