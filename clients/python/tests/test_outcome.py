@@ -1,5 +1,5 @@
 """Unit tests of `build_outcome`: what an outcome says for real exceptions raised by httpx,
-requests, urllib, subprocess, asyncio and grpc (each produced here by the library itself,
+requests, urllib, subprocess, asyncio, grpc and pika (each produced here by the library itself,
 against loopback servers or real processes), and for the shape of the LLM provider SDKs'."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 import grpc
 import httpx
+import pika
 import pytest
 import requests
 
@@ -511,6 +512,48 @@ def test_a_wrapped_exception_gives_its_signals_to_the_outer_one() -> None:
     assert o.http_status == 503
     assert dict(o.headers) == {"retry-after": "4"}
     assert "requests.exceptions.HTTPError" in o.detail
+
+
+class ToolFailed(Exception):
+    """A tool's own exception type, raised without a message."""
+
+
+def test_an_exception_without_a_message_says_its_type_and_its_cause_s_message() -> None:
+    host, port = refused_address()
+    refused = raised(lambda: socket.create_connection((host, port), timeout=5))
+
+    def wrap() -> None:
+        raise ToolFailed() from refused
+
+    o = build_outcome("search", raised(wrap))
+    # The cause's message is the OS's ("[Errno 111] Connection refused" on Linux).
+    assert o.message == f"ToolFailed: {refused}", o.message
+    assert o.code == "ECONNREFUSED"
+
+    def lose() -> None:
+        try:
+            raise refused
+        except OSError:
+            raise ToolFailed()  # implicitly chained: the refusal is its __context__
+
+    assert build_outcome("search", raised(lose)).message == f"ToolFailed: {refused}"
+    assert build_outcome("search", ToolFailed()).message == "ToolFailed"
+
+
+def test_pika_s_refused_connection_says_what_its_socket_said(client: rebound.Client, session_id: str) -> None:
+    # pika 1.4.4's BlockingConnection against a port where nothing listens: AMQPConnectionError,
+    # whose message is empty, around a connector error, also empty, that keeps the socket's
+    # ConnectionRefusedError in `.exception`.
+    host, port = refused_address()
+    exc = raised(lambda: pika.BlockingConnection(pika.ConnectionParameters(host, port, connection_attempts=1)))
+    assert type(exc).__name__ == "AMQPConnectionError" and str(exc) == "", repr(exc)
+    o = build_outcome("queue", exc)
+    assert o.exception_type == "pika.exceptions.AMQPConnectionError"
+    assert o.message.startswith("AMQPConnectionError: [Errno ") and o.message.endswith("Connection refused"), o.message
+    assert o.code == "ECONNREFUSED"
+    with client.session(session_id) as session:
+        v = session.report(unique("queue"), error=exc)
+    assert not v.fallback and v.category is Category.NETWORK and v.retryable, v
 
 
 # Exception groups, raised by Python 3.11's asyncio.TaskGroup itself (anyio's task groups, which

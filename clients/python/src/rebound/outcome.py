@@ -175,11 +175,11 @@ def check_outcome(o: Any) -> pb.Outcome:
 
 def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
     """Reads what an exception says into `o`: the outermost exception (or the one failure an
-    exception group holds alone) names the type and message; the first exception in its chain
-    that carries a signal provides that signal."""
+    exception group holds alone) names the type and message (with its cause's message when it has
+    none of its own); the first exception in its chain that carries a signal provides that signal."""
     shown = _shown(exc)
     o.exception_type = _clean(exception_type_name(shown))
-    o.message = _clean(_cut_head(str(shown) or type(shown).__name__, MAX_MESSAGE_CHARS))
+    o.message = _clean(_cut_head(_said(shown), MAX_MESSAGE_CHARS))
     o.detail = _clean(_cut_middle(_detail(shown, exc), MAX_DETAIL_CHARS))
     o.kind = _kind(shown).proto
 
@@ -215,6 +215,24 @@ def _fill_from_exception(o: pb.Outcome, exc: BaseException) -> None:
             o.headers[name] = value
 
 
+def _said(exc: BaseException) -> str:
+    """The message `exc` says: its own; else its type's name and what the nearest exception linked
+    to it says (`raise ToolFailed() from err` says nothing itself, nor does pika's
+    AMQPConnectionError around a refused connection); else its type's name."""
+    own = str(exc)
+    if own:
+        return own
+    name = type(exc).__name__
+    for e in _chain(exc):
+        try:
+            linked = str(e).strip()
+        except Exception:  # a broken __str__ in a cause; the trace in the detail shows the rest
+            continue
+        if linked:
+            return f"{name}: {linked}"
+    return name
+
+
 def _members(e: BaseException) -> tuple[BaseException, ...]:
     """The exceptions `e` holds as a group: its `exceptions`, a list or tuple of them (Python 3.11's
     exception groups, which asyncio.TaskGroup and anyio's task groups raise, and the `exceptiongroup`
@@ -236,8 +254,9 @@ def _shown(exc: BaseException) -> BaseException:
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """The exception and those linked to it, nearest first: `__cause__`, `__context__` (unless
-    suppressed), urllib3's `.reason`, exceptions passed as arguments (requests wraps this way)
-    and those an exception group holds."""
+    suppressed), urllib3's `.reason`, pika's `.exception` (its connector errors keep the socket's
+    error there), exceptions passed as arguments (requests wraps this way) and those an exception
+    group holds."""
     seen: set[int] = set()
     queue = [exc]
     while queue and len(seen) < MAX_CHAIN:
@@ -250,6 +269,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         if not e.__suppress_context__:
             linked.append(e.__context__)
         linked.append(_attr(e, "reason"))
+        linked.append(_attr(e, "exception"))
         linked.extend(a for a in (_attr(e, "args") or ()) if isinstance(a, BaseException))
         linked.extend(_members(e))
         queue.extend(x for x in linked if isinstance(x, BaseException))
