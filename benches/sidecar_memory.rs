@@ -122,9 +122,7 @@ impl Drop for Sidecar {
 }
 
 /// The j-th failure of session `s`: three real messages, each made distinct per session, with a
-/// call_id when `call_ids` (the sidecar then remembers each verdict for a repeat of the call). The
-/// session ids are at most 16 bytes, one allocator block of 16: a UUID's 36 would take 48
-/// (docs/operations.md's Sizing says so).
+/// call_id when `call_ids` (the sidecar then remembers each verdict for a repeat of the call).
 fn failure(run: &str, s: u64, j: u64, call_ids: bool) -> pb::Outcome {
     let (tool, message) = workload::stored_error(s, j);
     pb::Outcome {

@@ -218,11 +218,10 @@ impl Session {
     /// `benches/sidecar_memory.rs`).
     /// Counted in a few steps, from sums kept as the session changes: it is asked after
     /// every outcome.
-    pub fn weight(&self, id: &str) -> usize {
+    pub fn weight(&self) -> usize {
         // The store's entry: the key, the session and the list links; and the table's slot.
-        const ENTRY: usize = std::mem::size_of::<Session>() + std::mem::size_of::<Box<str>>() + 16 + 8;
+        const ENTRY: usize = std::mem::size_of::<Session>() + std::mem::size_of::<Key>() + 16 + 8;
         ENTRY
-            + id.len()
             + self.setup.as_ref().map_or(0, |s| s.bytes)
             + self.errors_by_category.len() * std::mem::size_of::<(Category, u32)>()
             + self.tool_stats.len() * (std::mem::size_of::<ToolStats>() + TEXT_HEADER)
@@ -628,9 +627,25 @@ pub enum Removal {
     Missing,
 }
 
-/// One shard: sessions by id, least recently used first out. Ids hash with
-/// foldhash (seeded per process), cheaper than std's SipHash on every outcome.
-type Shard = LruCache<Box<str>, Session, foldhash::fast::RandomState>;
+/// A session's key in the store: its id hashed with a key secret to the process (SipHash-1-3, 128
+/// bits). The store keeps these 16 bytes, not the id: a session costs the same whatever its id's
+/// length (a UUID's 36 bytes took an allocator block of 48 of their own, besides the 16-byte
+/// pointer to them), and no id can be chosen to land on another's session. Two of n ids share a
+/// key by chance about once in 2^129/n² (for a million sessions held, 1 in 10^26).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Key(u64, u64);
+
+/// One shard: sessions by key, least recently used first out. Keys hash with foldhash (seeded
+/// per process), cheap for their 16 bytes.
+type Shard = LruCache<Key, Session, foldhash::fast::RandomState>;
+
+/// The store's hasher, keyed with 128 bits no other process has: two draws of std's hash map seeds,
+/// which come from the system's randomness.
+fn secret_keys() -> siphasher::sip128::SipHasher13 {
+    use std::hash::BuildHasher as _;
+    let draw = || std::hash::RandomState::new().hash_one(0u8);
+    siphasher::sip128::SipHasher13::new_with_keys(draw(), draw())
+}
 
 /// A shard for `capacity` sessions whose table grows as they come. Made for its capacity at
 /// once (17 bytes a slot, for 8/7 of it or more), the tables of a capacity of 100,000,000 held
@@ -652,9 +667,10 @@ pub const MIN_SESSIONS_PER_SHARD: usize = 256;
 #[derive(Debug)]
 pub struct SessionStore {
     shards: Vec<Mutex<Shard>>,
-    /// Picks a session's shard, seeded per process: ids cannot be chosen to land in
-    /// one shard and push another agent's session out long before the store is full.
-    picker: foldhash::fast::RandomState,
+    /// Makes a session's [`Key`] from its id, which also picks its shard: with a key secret to
+    /// the process, ids cannot be chosen to land in one shard and push another agent's session
+    /// out long before the store is full.
+    keys: siphasher::sip128::SipHasher13,
     idle_ms: u64,
     len: AtomicUsize,
     /// The most bytes the sessions may hold together, as [`Session::weight`] counts them.
@@ -673,7 +689,7 @@ impl SessionStore {
         let share = |i: usize| NonZeroUsize::new((capacity / shards + usize::from(i < capacity % shards)).max(1));
         SessionStore {
             shards: (0..shards).map(|i| Mutex::new(shard(share(i).expect("at least one")))).collect(),
-            picker: Default::default(),
+            keys: secret_keys(),
             idle_ms,
             len: AtomicUsize::new(0),
             max_bytes,
@@ -702,9 +718,9 @@ impl SessionStore {
         }
     }
 
-    /// Forgets what the session `id` that left the store held.
-    fn discharge(&self, id: &str, session: &Session) {
-        self.bytes.fetch_sub(session.weight(id), Ordering::Relaxed);
+    /// Forgets what a session that left the store held.
+    fn discharge(&self, session: &Session) {
+        self.bytes.fetch_sub(session.weight(), Ordering::Relaxed);
     }
 
     /// Past the byte budget: the least recently used sessions of the whole store go,
@@ -712,22 +728,22 @@ impl SessionStore {
     /// at every shard's least recently used, one lock at a time (never two held at
     /// once), and drops the one used longest ago: a step per shard for each session
     /// dropped, taken only past the budget.
-    fn shed(&self, keep: &str, evictions: &mut Vec<Eviction>) {
+    fn shed(&self, keep: Key, evictions: &mut Vec<Eviction>) {
         while self.bytes() > self.max_bytes {
             let lock = |i: usize| self.shards[i].lock().unwrap_or_else(|p| p.into_inner());
             let oldest = (0..self.shards.len())
                 .filter_map(|i| {
                     let shard = lock(i);
-                    let (id, s) = shard.peek_lru()?;
-                    (**id != *keep).then_some((s.last_seen_ms, i))
+                    let (key, s) = shard.peek_lru()?;
+                    (*key != keep).then_some((s.last_seen_ms, i))
                 })
                 .min();
             let Some((_, i)) = oldest else { return };
             let mut shard = lock(i);
             // Another thread may have used it meanwhile: its least recently used now goes.
-            if shard.peek_lru().is_some_and(|(id, _)| **id != *keep) {
-                if let Some((old_id, old)) = shard.pop_lru() {
-                    self.discharge(&old_id, &old);
+            if shard.peek_lru().is_some_and(|(key, _)| *key != keep) {
+                if let Some((_, old)) = shard.pop_lru() {
+                    self.discharge(&old);
                     self.len.fetch_sub(1, Ordering::Relaxed);
                     evictions.push(Eviction::Memory);
                 }
@@ -735,9 +751,13 @@ impl SessionStore {
         }
     }
 
-    fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
-        use std::hash::BuildHasher as _;
-        let shard = &self.shards[(self.picker.hash_one(id) % self.shards.len() as u64) as usize];
+    fn key(&self, id: &str) -> Key {
+        let hash = self.keys.hash(id.as_bytes());
+        Key(hash.h1, hash.h2)
+    }
+
+    fn shard(&self, key: Key) -> MutexGuard<'_, Shard> {
+        let shard = &self.shards[(key.0 % self.shards.len() as u64) as usize];
         // A panic while holding a shard would be a bug; keep serving the other sessions.
         shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -763,11 +783,12 @@ impl SessionStore {
         f: impl FnOnce(&mut Session) -> R,
     ) -> (R, bool, Vec<Eviction>) {
         let mut evictions = Vec::new();
-        let mut shard = self.shard(id);
+        let key = self.key(id);
+        let mut shard = self.shard(key);
         // One lookup for a session that exists, however it goes on.
-        let (result, created) = if let Some(session) = shard.get_mut(id) {
+        let (result, created) = if let Some(session) = shard.get_mut(&key) {
             // What the count holds of it, whether it stays or a new one takes its place.
-            let before = session.weight(id);
+            let before = session.weight();
             let expired = now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms;
             if expired {
                 // Idle past expiry: a new session takes its place (and its place in the order).
@@ -776,34 +797,35 @@ impl SessionStore {
             }
             session.last_seen_ms = now_ms;
             let result = f(session);
-            self.charge(before, session.weight(id));
+            self.charge(before, session.weight());
             (result, expired)
         } else {
-            if let Some((old_id, old)) = shard.push(id.into(), create()) {
+            if let Some((_, old)) = shard.push(key, create()) {
                 // The least recently used may have been idle past expiry, waiting for the sweep.
                 let idle = now_ms.saturating_sub(old.last_seen_ms) >= self.idle_ms;
                 evictions.push(if idle { Eviction::Idle } else { Eviction::Capacity });
-                self.discharge(&old_id, &old);
+                self.discharge(&old);
             } else {
                 self.len.fetch_add(1, Ordering::Relaxed);
             }
-            let session = shard.get_mut(id).expect("present: just inserted");
+            let session = shard.get_mut(&key).expect("present: just inserted");
             session.last_seen_ms = now_ms;
             let result = f(session);
-            self.charge(0, session.weight(id));
+            self.charge(0, session.weight());
             (result, true)
         };
         drop(shard);
         if self.bytes() > self.max_bytes {
-            self.shed(id, &mut evictions);
+            self.shed(key, &mut evictions);
         }
         (result, created, evictions)
     }
 
     /// Runs `f` on the session if it exists (and is not idle past expiry), without creating it.
     pub fn with_existing<R>(&self, id: &str, now_ms: u64, f: impl FnOnce(&Session) -> R) -> Option<R> {
-        let mut shard = self.shard(id);
-        let session = shard.get_mut(id)?;
+        let key = self.key(id);
+        let mut shard = self.shard(key);
+        let session = shard.get_mut(&key)?;
         if now_ms.saturating_sub(session.last_seen_ms) >= self.idle_ms {
             return None;
         }
@@ -813,11 +835,12 @@ impl SessionStore {
     /// Removes a session. One idle past expiry, which the sweep has not dropped
     /// yet, is gone already, as it is for every other call: it is dropped as expired.
     pub fn remove(&self, id: &str, now_ms: u64) -> Removal {
-        let Some(removed) = self.shard(id).pop(id) else {
+        let key = self.key(id);
+        let Some(removed) = self.shard(key).pop(&key) else {
             return Removal::Missing;
         };
         self.len.fetch_sub(1, Ordering::Relaxed);
-        self.discharge(id, &removed);
+        self.discharge(&removed);
         if now_ms.saturating_sub(removed.last_seen_ms) >= self.idle_ms {
             return Removal::Expired;
         }
@@ -834,8 +857,8 @@ impl SessionStore {
                 if now_ms.saturating_sub(s.last_seen_ms) < self.idle_ms {
                     break;
                 }
-                if let Some((gone_id, gone)) = shard.pop_lru() {
-                    self.discharge(&gone_id, &gone);
+                if let Some((_, gone)) = shard.pop_lru() {
+                    self.discharge(&gone);
                 }
                 dropped += 1;
             }
@@ -913,10 +936,29 @@ mod tests {
         assert_eq!((store.shards.len(), caps), (3, 1000));
     }
 
+    #[test]
+    fn a_session_is_found_by_its_whole_id_and_costs_the_same_whatever_its_length() {
+        let store = SessionStore::new(1000, 4, 1000, usize::MAX);
+        let long = "x".repeat(256);
+        let ids = ["a", "a\0", "ab", "b", "", long.as_str()];
+        for (i, id) in ids.iter().enumerate() {
+            let (_, created, _) = store.with_session(id, 0, || new_session(0), |s| s.steps = i as u32);
+            assert!(created, "{id:?} found another's session");
+        }
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(store.with_existing(id, 0, |s| s.steps), Some(i as u32), "{id:?}");
+        }
+        // The store keeps a key of 16 bytes, not the id: the longest id weighs what the shortest does.
+        assert_eq!(store.bytes(), ids.len() * new_session(0).weight());
+        assert!(matches!(store.remove(&long, 0), Removal::Ended(s) if s.steps == 5));
+        assert!(matches!(store.remove(&long, 0), Removal::Missing));
+        assert_eq!(store.with_existing("a", 0, |s| s.steps), Some(0));
+    }
+
     /// What the store's sessions weigh, added up one by one, with their (unshared) tool lists.
     fn weights(store: &SessionStore) -> usize {
-        let each = |id: &str, s: &Session| s.weight(id) + s.setup.as_ref().map_or(0, |x| x.tools.bytes);
-        store.shards.iter().map(|s| s.lock().unwrap().iter().map(|(id, s)| each(id, s)).sum::<usize>()).sum()
+        let each = |s: &Session| s.weight() + s.setup.as_ref().map_or(0, |x| x.tools.bytes);
+        store.shards.iter().map(|s| s.lock().unwrap().iter().map(|(_, s)| each(s)).sum::<usize>()).sum()
     }
 
     fn big_setup(n: usize, store: &SessionStore) -> Box<Setup> {
@@ -948,9 +990,7 @@ mod tests {
             );
             memory += ev.iter().filter(|e| **e == Eviction::Memory).count();
             let one = store
-                .with_existing(&format!("big-{n}"), n as u64, |s| {
-                    s.weight("big-00") + s.setup.as_ref().unwrap().tools.bytes
-                })
+                .with_existing(&format!("big-{n}"), n as u64, |s| s.weight() + s.setup.as_ref().unwrap().tools.bytes)
                 .unwrap();
             assert!(store.bytes() <= max + one, "{} bytes held past a budget of {max}", store.bytes());
             assert_eq!(store.bytes(), weights(&store), "the running count is the sum of the weights");
@@ -961,7 +1001,7 @@ mod tests {
         let (_, _, ev) = store.with_session("small", 200, || new_session(200), |s| s.steps = 1);
         assert!(ev.iter().all(|e| *e == Eviction::Memory));
         // Those that go are the least recently used of the whole store, whatever their shard.
-        let small = SessionStore::new(100_000, 8, 1_000_000, 50 * new_session(0).weight("run-00"));
+        let small = SessionStore::new(100_000, 8, 1_000_000, 50 * new_session(0).weight());
         for i in 0..100u64 {
             small.with_session(&format!("run-{i:02}"), i, || new_session(i), |_| ());
         }
@@ -1083,7 +1123,7 @@ mod tests {
         // of jemalloc's size classes (200 took 224, 232 took 256, and 272 took 320). Texts are single pointers
         // (`ArcStr`), 8 bytes less each than `Arc<str>`: 1,651 to 1,406 bytes per session in
         // `session_memory`.
-        assert!(size_of::<Session>() + size_of::<Box<str>>() + 16 <= 192, "{}", size_of::<Session>());
+        assert!(size_of::<Session>() + size_of::<Key>() + 16 <= 192, "{}", size_of::<Session>());
         assert!(size_of::<HistoryEntry>() <= 48, "{}", size_of::<HistoryEntry>());
         assert!(size_of::<Remembered>() <= 64, "{}", size_of::<Remembered>());
         assert!(size_of::<Details>() <= 64, "{}", size_of::<Details>());
