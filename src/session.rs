@@ -631,7 +631,7 @@ pub enum Removal {
 /// bits). The store keeps these 16 bytes, not the id: a session costs the same whatever its id's
 /// length (a UUID's 36 bytes took an allocator block of 48 of their own, besides the 16-byte
 /// pointer to them), and no id can be chosen to land on another's session. Two of n ids share a
-/// key by chance about once in 2^129/n² (for a million sessions held, 1 in 10^26).
+/// key by chance about once in 2^129/n² (for a million sessions held, under 1 in 10^26).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Key(u64, u64);
 
