@@ -585,7 +585,7 @@ impl Engine {
             // between them, show once, where the newest was, with their count.
             let mut folded: Vec<(&HistoryEntry, u32)> = Vec::new();
             for e in s.history.iter().filter(|e| !e.resolved) {
-                let earlier = folded.iter().position(|(f, _)| f.fingerprint == e.fingerprint && f.tool == e.tool);
+                let earlier = folded.iter().position(|(f, _)| f.is_same_error_as(e));
                 let count = e.count + earlier.map_or(0, |i| folded.remove(i).1);
                 folded.push((e, count));
             }

@@ -138,6 +138,12 @@ impl Policy {
                 return Err(invalid(field, value, "must be at least 1"));
             }
         }
+        // A session counts a tool's failures in a row up to this (see `crate::session::ToolStats`).
+        let most = crate::session::MOST_CONSECUTIVE_FAILURES;
+        if b.tool_consecutive_failures > u32::from(most) {
+            let problem = format!("must be at most {most}");
+            return Err(invalid("breakers.tool_consecutive_failures", b.tool_consecutive_failures, &problem));
+        }
         if !b.cost_limit.is_finite() || b.cost_limit < 0.0 {
             return Err(invalid("breakers.cost_limit", b.cost_limit, "must be 0 (no limit) or positive"));
         }
@@ -537,6 +543,13 @@ mod tests {
         let mut c = Config::default();
         c.breakers.identical_errors = 0;
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("breakers.identical_errors"));
+        // A session's counters hold 65,535 failures in a row: a threshold past them would never trip.
+        let mut c = Config::default();
+        c.breakers.tool_consecutive_failures = 65_535;
+        assert!(Policy::from_config(&c).is_ok());
+        c.breakers.tool_consecutive_failures = 65_536;
+        let error = Policy::from_config(&c).unwrap_err().to_string();
+        assert_eq!(error, "`breakers.tool_consecutive_failures` = 65536: must be at most 65535");
         let c = Config::parse("[categories.timeout]\naction = \"retry\"\n", "t").unwrap();
         assert!(Policy::from_config(&c).unwrap_err().to_string().contains("categories.timeout.action"));
         let c = Config::parse("[retry]\nbase_ms = 0\n", "t").unwrap();

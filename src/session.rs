@@ -21,17 +21,43 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// otherwise make each call slower than the last: 100,000 such calls took 36 s.
 pub const TOOL_COUNTERS: usize = 1000;
 
-/// Per-tool counters within a session.
+/// The most consecutive failures a tool's counters hold: they stop there, and
+/// `breakers.tool_consecutive_failures` may be at most this (see [`ToolStats`]).
+pub const MOST_CONSECUTIVE_FAILURES: u16 = u16::MAX;
+
+/// Per-tool counters within a session: 16 bytes, an allocator size class (three tools' counters take
+/// a block of 48, not the 80 that 24 bytes each took). Narrow, since each is bounded: consecutive
+/// failures stop at [`MOST_CONSECUTIVE_FAILURES`], past any threshold a config may set; retries are
+/// a plan's attempts, at most [`crate::backoff::MOST_RETRIES`]; a delay is at most twice
+/// [`crate::backoff::LONGEST_DELAY_MS`] (as a remembered verdict keeps it, see [`KeptRetry`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolStats {
     /// The tool (shared with the session's history and remembered verdicts).
     pub tool: ArcStr,
-    /// Failures since its last success.
-    pub consecutive_failures: u32,
+    /// Failures since its last success (stops at [`MOST_CONSECUTIVE_FAILURES`]).
+    pub consecutive_failures: u16,
     /// Retries asked for since its last success.
-    pub retries: u32,
+    pub retries: u16,
     /// The last retry delay given, for decorrelated jitter.
-    pub last_delay_ms: u64,
+    pub last_delay_ms: u32,
+}
+
+impl ToolStats {
+    /// Counts a failure.
+    pub fn fail(&mut self) {
+        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+    }
+
+    /// Counts a success: the counters start again.
+    pub fn succeed(&mut self) {
+        (self.consecutive_failures, self.retries, self.last_delay_ms) = (0, 0, 0);
+    }
+
+    /// Notes the retry `plan` given.
+    pub fn retry(&mut self, plan: &RetryPlan) {
+        self.retries = u16::try_from(plan.attempt).unwrap_or(u16::MAX);
+        self.last_delay_ms = u32::try_from(plan.delay_ms).unwrap_or(u32::MAX);
+    }
 }
 
 /// One error in a session's history, already redacted and cut.
@@ -46,12 +72,14 @@ pub struct HistoryEntry {
     pub message: KeptMessage,
     /// The suggestion shown with it.
     pub suggestion: ArcStr,
-    /// Fingerprint of the raw message.
-    pub fingerprint: u64,
+    /// The low half of its fingerprint as shown (`Analysis::fingerprint`: its message's, with
+    /// its location's). The message's own fingerprint is its shape's, kept there; with it, this
+    /// tells a repeat (see [`HistoryEntry::is_same_error`]).
+    pub shown: u32,
     /// Times in a row.
     pub count: u32,
-    /// Milliseconds since the session started.
-    pub at_ms: u64,
+    /// When, in the session.
+    pub at: SessionTime,
     /// The action answered.
     pub action: Action,
     /// True once the same tool succeeded later.
@@ -63,6 +91,51 @@ impl HistoryEntry {
     /// verdict; the tool and suggestion are shared, and the message's shape counts itself).
     fn held_bytes(&self) -> usize {
         self.message.held_bytes()
+    }
+
+    /// True when `tool` failing with `message`, whose fingerprint as shown is `fingerprint`, is this
+    /// error again: the same tool, the same message fingerprint, and the same low half of the
+    /// fingerprint as shown. Two messages with one fingerprint but shown at different locations
+    /// pass for one error only when those halves meet by chance, about once in 4 billion.
+    pub fn is_same_error(&self, tool: &str, message: &KeptMessage, fingerprint: u64) -> bool {
+        self.is(tool, message.fingerprint(), low_half(fingerprint))
+    }
+
+    /// True when `other` is this error again (see [`HistoryEntry::is_same_error`]).
+    pub fn is_same_error_as(&self, other: &HistoryEntry) -> bool {
+        self.is(&other.tool, other.message.fingerprint(), other.shown)
+    }
+
+    fn is(&self, tool: &str, message_fingerprint: u64, shown: u32) -> bool {
+        *self.tool == *tool && self.message.fingerprint() == message_fingerprint && self.shown == shown
+    }
+}
+
+/// The low 32 bits of a fingerprint, as a history entry keeps them.
+pub fn low_half(fingerprint: u64) -> u32 {
+    fingerprint as u32
+}
+
+/// Milliseconds since a session started, in 5 bytes rather than 8: a history entry takes 40
+/// bytes, an allocator size class (three took a block of 160 at 48 bytes each, and take 128).
+/// It holds up to 2^40 - 1 ms, about 34.8 years; a later time reads as that.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionTime([u8; 5]);
+
+impl SessionTime {
+    /// The most it holds.
+    pub const MAX_MS: u64 = (1 << 40) - 1;
+
+    /// `ms` milliseconds into the session (at most [`SessionTime::MAX_MS`]).
+    pub fn from_ms(ms: u64) -> Self {
+        let [a, b, c, d, e, ..] = ms.min(Self::MAX_MS).to_le_bytes();
+        SessionTime([a, b, c, d, e])
+    }
+
+    /// Milliseconds into the session.
+    pub fn ms(self) -> u64 {
+        let [a, b, c, d, e] = self.0;
+        u64::from_le_bytes([a, b, c, d, e, 0, 0, 0])
     }
 }
 
@@ -372,11 +445,14 @@ impl Session {
         self.history.back().filter(|e| !e.resolved).map_or(0, |e| e.count)
     }
 
-    /// Identical errors in a row once `tool` fails with `fingerprint`: the history folds a repeat
-    /// of its newest unresolved error into it (see [`Session::push_error`]).
-    pub fn identical_after(&self, tool: &str, fingerprint: u64) -> u32 {
+    /// Identical errors in a row once `tool` fails with `message` (its fingerprint as shown,
+    /// `fingerprint`): the history folds a repeat of its newest unresolved error into it (see
+    /// [`Session::push_error`]).
+    pub fn identical_after(&self, tool: &str, message: &KeptMessage, fingerprint: u64) -> u32 {
         match self.history.back() {
-            Some(last) if repeats(last, tool, fingerprint) => last.count.saturating_add(1),
+            Some(last) if !last.resolved && last.is_same_error(tool, message, fingerprint) => {
+                last.count.saturating_add(1)
+            }
             _ => 1,
         }
     }
@@ -384,11 +460,11 @@ impl Session {
     /// Adds an error to the history, folding a repeat of the newest unresolved one.
     pub fn push_error(&mut self, entry: HistoryEntry, capacity: usize) {
         if let Some(last) = self.history.back_mut() {
-            if repeats(last, &entry.tool, entry.fingerprint) {
+            if !last.resolved && last.is_same_error_as(&entry) {
                 last.count = last.count.saturating_add(1);
                 let (gone, kept) = (last.held_bytes(), entry.held_bytes());
                 last.message = entry.message;
-                last.at_ms = entry.at_ms;
+                last.at = entry.at;
                 last.action = entry.action;
                 self.release(gone);
                 self.hold(kept);
@@ -429,11 +505,6 @@ impl Session {
             labels: self.setup.as_ref().map(|setup| setup.labels.clone()).unwrap_or_default(),
         }
     }
-}
-
-/// True when `tool` failing with `fingerprint` repeats `last`, an error its tool has not succeeded since.
-fn repeats(last: &HistoryEntry, tool: &str, fingerprint: u64) -> bool {
-    !last.resolved && *last.tool == *tool && last.fingerprint == fingerprint
 }
 
 /// How a remembered verdict's snippet is made again on recall.
@@ -1098,9 +1169,9 @@ mod tests {
             category: Category::Timeout,
             message: shapes.keep("m"),
             suggestion: ArcStr::new(),
-            fingerprint: fp,
+            shown: fp,
             count: 1,
-            at_ms: 0,
+            at: SessionTime::default(),
             action: Action::Retry,
             resolved: false,
         };
@@ -1124,9 +1195,68 @@ mod tests {
         // (`ArcStr`), 8 bytes less each than `Arc<str>`: 1,651 to 1,406 bytes per session in
         // `session_memory`.
         assert!(size_of::<Session>() + size_of::<Key>() + 16 <= 192, "{}", size_of::<Session>());
-        assert!(size_of::<HistoryEntry>() <= 48, "{}", size_of::<HistoryEntry>());
+        // 40 and 16 bytes are size classes too: three errors' entries take a block of 128 (160 at
+        // 48 bytes each), three tools' counters one of 48 (80 at 24).
+        assert!(size_of::<HistoryEntry>() <= 40, "{}", size_of::<HistoryEntry>());
         assert!(size_of::<Remembered>() <= 64, "{}", size_of::<Remembered>());
         assert!(size_of::<Details>() <= 64, "{}", size_of::<Details>());
-        assert!(size_of::<ToolStats>() <= 24, "{}", size_of::<ToolStats>());
+        assert!(size_of::<ToolStats>() <= 16, "{}", size_of::<ToolStats>());
+    }
+
+    #[test]
+    fn a_time_in_a_session_keeps_its_milliseconds_up_to_34_years() {
+        for ms in [0, 1, 255, 256, 86_400_000, u64::from(u32::MAX) + 1, SessionTime::MAX_MS] {
+            assert_eq!(SessionTime::from_ms(ms).ms(), ms);
+        }
+        assert_eq!(SessionTime::MAX_MS / (365 * 86_400_000), 34, "years");
+        assert_eq!(SessionTime::from_ms(SessionTime::MAX_MS + 1).ms(), SessionTime::MAX_MS);
+        assert_eq!(SessionTime::from_ms(u64::MAX).ms(), SessionTime::MAX_MS);
+    }
+
+    #[test]
+    fn a_tools_counters_stop_at_their_bounds_and_a_success_clears_them() {
+        let mut t = ToolStats { tool: "t".into(), consecutive_failures: 0, retries: 0, last_delay_ms: 0 };
+        for _ in 0..70_000 {
+            t.fail();
+        }
+        assert_eq!(t.consecutive_failures, MOST_CONSECUTIVE_FAILURES);
+        let plan = |attempt, delay_ms| RetryPlan { delay_ms, attempt, attempts_left: 0, provider_delay: false };
+        t.retry(&plan(100, 2 * crate::backoff::LONGEST_DELAY_MS));
+        assert_eq!((t.retries, u64::from(t.last_delay_ms)), (100, 2 * crate::backoff::LONGEST_DELAY_MS));
+        // Past the bounds no plan reaches, the largest values.
+        t.retry(&plan(u32::MAX, u64::MAX));
+        assert_eq!((t.retries, t.last_delay_ms), (u16::MAX, u32::MAX));
+        t.succeed();
+        assert_eq!((t.consecutive_failures, t.retries, t.last_delay_ms), (0, 0, 0));
+    }
+
+    #[test]
+    fn an_error_repeats_with_its_message_fingerprint_and_its_location() {
+        let shapes = crate::shapes::Shapes::new(Default::default());
+        let (message, other) = (shapes.keep("timed out after 30.1s"), shapes.keep("connection refused"));
+        let shown = |location: &str| crate::fingerprint::of_shown(message.fingerprint(), location);
+        let entry = HistoryEntry {
+            tool: "search".into(),
+            category: Category::Timeout,
+            message: message.clone(),
+            suggestion: ArcStr::new(),
+            shown: low_half(shown("app.py:12 in search")),
+            count: 1,
+            at: SessionTime::default(),
+            action: Action::Retry,
+            resolved: false,
+        };
+        // The same words but for a number: one fingerprint.
+        let again = shapes.keep("timed out after 30.4s");
+        assert!(entry.is_same_error("search", &again, shown("app.py:12 in search")));
+        assert!(!entry.is_same_error("fetch", &again, shown("app.py:12 in search")), "another tool");
+        // Its line aside (a fingerprint folds numbers and paths), as before.
+        assert!(entry.is_same_error("search", &again, shown("app.py:40 in search")));
+        assert!(!entry.is_same_error("search", &again, shown("app.py:12 in fetch")), "another location");
+        assert!(!entry.is_same_error("search", &again, shown("")), "no location");
+        let elsewhere = crate::fingerprint::of_shown(other.fingerprint(), "app.py:12 in search");
+        assert!(!entry.is_same_error("search", &other, elsewhere), "another message");
+        // A message with the other's fingerprint but whose shown fingerprint's low half is this one's.
+        assert!(!entry.is_same_error("search", &other, u64::from(entry.shown)), "another message, same low half");
     }
 }

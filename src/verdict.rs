@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::nearest::unknown_tool_suggestion;
 use crate::policy::Policy;
-use crate::session::{HistoryEntry, KeptRetry, Remembered, Session, SnippetRecipe};
+use crate::session::{low_half, HistoryEntry, KeptRetry, Remembered, Session, SessionTime, SnippetRecipe};
 use arcstr::ArcStr;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -158,7 +158,7 @@ pub(crate) fn decide(
         if let Some(j) = &judged {
             s.count_error(j.analysis.classification.category);
         }
-        let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures);
+        let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures.into());
         fill_counters(&mut verdict.breaker, s, consecutive);
         verdict.action = Action::Abort;
         verdict.breaker.reason = Some(Reason::SessionStopped);
@@ -171,10 +171,7 @@ pub(crate) fn decide(
         return (verdict, recipe);
     }
     let Some(j) = judged else {
-        let t = s.tool_mut(&o.tool);
-        t.consecutive_failures = 0;
-        t.retries = 0;
-        t.last_delay_ms = 0;
+        s.tool_mut(&o.tool).succeed();
         s.resolve(&o.tool);
         let counters = Counters { steps: s.steps, cost: s.cost, ..Default::default() };
         let guard =
@@ -199,15 +196,15 @@ pub(crate) fn decide(
     s.count_error(category);
     let (consecutive, tool) = {
         let t = s.tool_mut(&o.tool);
-        t.consecutive_failures += 1;
-        (t.consecutive_failures, t.tool.clone())
+        t.fail();
+        (t.consecutive_failures.into(), t.tool.clone())
     };
     let counters = Counters {
         steps: s.steps,
         cost: s.cost,
         session_errors: s.errors(),
         consecutive_failures: consecutive,
-        identical_errors: s.identical_after(&tool, j.analysis.fingerprint),
+        identical_errors: s.identical_after(&tool, &j.analysis.kept, j.analysis.fingerprint),
     };
     let rule_action = j.analysis.classification.action;
     let retryable = j.analysis.classification.retryable || rule_action == Some(Action::Retry);
@@ -244,9 +241,7 @@ pub(crate) fn decide(
             plan.attempts_left =
                 plan.attempts_left.min(breaker::failures_before_a_trip(&counters, &limits, &policy.limits));
         }
-        let t = s.tool_mut(&o.tool);
-        t.retries = plan.attempt;
-        t.last_delay_ms = plan.delay_ms;
+        s.tool_mut(&o.tool).retry(&plan);
         s.retries += 1;
         verdict.retry = Some(plan);
     }
@@ -274,9 +269,9 @@ pub(crate) fn decide(
             category,
             message: j.analysis.kept.clone(),
             suggestion: suggestion.clone(),
-            fingerprint: j.analysis.fingerprint,
+            shown: low_half(j.analysis.fingerprint),
             count: 1,
-            at_ms: now.saturating_sub(s.created_ms),
+            at: SessionTime::from_ms(now.saturating_sub(s.created_ms)),
             action,
             resolved: false,
         },
@@ -382,7 +377,7 @@ fn plan_retry(
     let max = backoff.max_retries();
     let (done, previous) = {
         let t = s.tool_mut(&o.tool);
-        (if o.attempt > 0 { o.attempt - 1 } else { t.retries }, t.last_delay_ms)
+        (if o.attempt > 0 { o.attempt - 1 } else { t.retries.into() }, t.last_delay_ms.into())
     };
     if done >= max {
         return ((fallback, Some(Reason::RetriesExhausted)), None);
@@ -411,7 +406,7 @@ fn fill_counters(b: &mut crate::model::BreakerStatus, s: &Session, consecutive: 
 
 /// The report a human reads when a session escalates.
 fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Category, now: u64) -> EscalationReport {
-    let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures);
+    let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures.into());
     let tool = compact::cut(&o.tool, 100);
     let summary = match reason {
         Reason::ConsecutiveFailures => {
@@ -431,7 +426,7 @@ fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Categor
             category: e.category,
             message: e.message.clone(),
             count: e.count,
-            at_ms: e.at_ms,
+            at_ms: e.at.ms(),
             action: e.action,
         })
         .collect();
