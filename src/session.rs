@@ -347,6 +347,11 @@ impl Session {
         self.setup.as_ref().map_or(&[], |s| &s.tools[..])
     }
 
+    /// A tool's failures in a row (0 for a tool without counters).
+    pub fn consecutive_failures(&self, tool: &str) -> u32 {
+        self.tool_stats.iter().find(|t| *t.tool == *tool).map_or(0, |t| t.consecutive_failures.into())
+    }
+
     /// The counters of one tool, created on first use.
     pub fn tool_mut(&mut self, tool: &str) -> &mut ToolStats {
         if let Some(i) = self.tool_stats.iter().position(|t| *t.tool == *tool) {

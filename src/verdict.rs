@@ -158,7 +158,7 @@ pub(crate) fn decide(
         if let Some(j) = &judged {
             s.count_error(j.analysis.classification.category);
         }
-        let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures.into());
+        let consecutive = s.consecutive_failures(&o.tool);
         fill_counters(&mut verdict.breaker, s, consecutive);
         verdict.action = Action::Abort;
         verdict.breaker.reason = Some(Reason::SessionStopped);
@@ -406,7 +406,7 @@ fn fill_counters(b: &mut crate::model::BreakerStatus, s: &Session, consecutive: 
 
 /// The report a human reads when a session escalates.
 fn escalation_report(s: &Session, o: &Outcome, reason: Reason, category: Category, now: u64) -> EscalationReport {
-    let consecutive = s.tool_stats.iter().find(|t| *t.tool == *o.tool).map_or(0, |t| t.consecutive_failures.into());
+    let consecutive = s.consecutive_failures(&o.tool);
     let tool = compact::cut(&o.tool, 100);
     let summary = match reason {
         Reason::ConsecutiveFailures => {
