@@ -4,7 +4,7 @@
 //!
 //! Agents meet the same failure over and over: a run loops on one failing
 //! tool, and an outage gives every run in the pod the same message. Analysing
-//! a failure is most of what a verdict costs (about 6,400 of 12,000
+//! a failure is most of what a verdict costs (about 7,900 of 13,200
 //! instructions per outcome when every 200-byte failure is new: the engine
 //! bench's `200B-new`), and it depends only on the failure's
 //! own fields and the policy. So the engine keeps the recent analyses in a

@@ -195,8 +195,9 @@ fn search(dfa: &DFA, cache: &mut Cache, text: &[u8], found: &mut impl FnMut(Patt
     search_whole(dfa, cache, text, found)
 }
 
-/// The parts a long text is walked in: on the engine bench's 200-byte message, 2 parts took 240 ns,
-/// 3 took 210, 4 took 200, 6 took 290 and 8 took 315 (one part, the whole text, took 300).
+/// The parts a long text is walked in: on the engine bench's 200-byte message (one part, the whole
+/// text, took 300 ns), 2 parts took 240 ns, 3 took 210, 4 took 200, 6 took 290 and 8 took 315, in
+/// a first form of the loop; 4 take 160 in this one.
 const PARTS: usize = 4;
 /// The shortest part: a shorter text is walked whole.
 const PART_MIN: usize = 16;
@@ -247,15 +248,13 @@ fn search_in_parts(dfa: &DFA, cache: &mut Cache, text: &[u8], found: &mut impl F
             if at < KEPT_STATES {
                 kept[p][at] = sids[p];
             }
-            sids[p] = step(dfa, cache, sids[p], parts[p][at], found)?;
-            kept_valid(cache, clears)?;
+            sids[p] = step(dfa, cache, clears, sids[p], parts[p][at], found)?;
         }
         at = walk_parts(dfa, cache, &mut sids, &parts, at + 1, &mut kept);
     }
     let last = PARTS - 1;
     for &byte in &text[starts[last] + part..] {
-        sids[last] = step(dfa, cache, sids[last], byte, found)?;
-        kept_valid(cache, clears)?;
+        sids[last] = step(dfa, cache, clears, sids[last], byte, found)?;
     }
     // The whole text's walk: part 0's, then on from the end of each part until it meets the next.
     let mut whole = sids[0];
@@ -270,8 +269,7 @@ fn search_in_parts(dfa: &DFA, cache: &mut Cache, text: &[u8], found: &mut impl F
             if at == end {
                 break false;
             }
-            whole = step(dfa, cache, whole, text[at], found)?;
-            kept_valid(cache, clears)?;
+            whole = step(dfa, cache, clears, whole, text[at], found)?;
             at += 1;
         };
         if met {
@@ -329,15 +327,18 @@ fn walk_parts(
     at
 }
 
-/// The state after `sid` on `byte` (computed if it was not yet), its matches given to `found`.
+/// The state after `sid` on `byte` (computed if it was not yet), its matches given to `found`;
+/// `Stop::Cleared` when computing it cleared the cache, which had been cleared `clears` times.
 fn step(
     dfa: &DFA,
     cache: &mut Cache,
+    clears: usize,
     sid: LazyStateID,
     byte: u8,
     found: &mut impl FnMut(PatternID),
 ) -> Result<LazyStateID, Stop> {
     let next = dfa.next_state(cache, sid, byte).map_err(|_| Stop::GaveUp)?;
+    kept_valid(cache, clears)?;
     if next.is_match() {
         add_matches(dfa, cache, next, found);
     } else if next.is_quit() {
